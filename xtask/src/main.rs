@@ -1,0 +1,41 @@
+//! `cargo xtask <command>`: the front door for repository automation.
+
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  tidy    check dependency direction and `//!` file headers across the workspace";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("tidy") => {
+            let root = xtask::tidy::workspace_root();
+            match xtask::tidy::check(&root) {
+                Ok(violations) if violations.is_empty() => {
+                    println!("tidy: ok");
+                    ExitCode::SUCCESS
+                }
+                Ok(violations) => {
+                    for violation in &violations {
+                        eprintln!("tidy: {violation}");
+                    }
+                    ExitCode::FAILURE
+                }
+                Err(error) => {
+                    eprintln!("tidy: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The tidy checks: the real workspace passes them, and each rule catches its violation.
+
+use std::fs;
+use std::path::Path;
+
+use xtask::tidy;
+
+#[test]
+fn workspace_is_tidy() {
+    let root = tidy::workspace_root();
+    let violations = tidy::check(&root).expect("workspace manifests are readable");
+    let rendered: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    assert!(rendered.is_empty(), "tidy violations:\n{}", rendered.join("\n"));
+}
+
+fn write(root: &Path, relative: &str, text: &str) {
+    let path = root.join(relative);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn fake_workspace(stream_json_deps: &str) -> tempdir::Dir {
+    let dir = tempdir::Dir::new();
+    write(
+        dir.path(),
+        "Cargo.toml",
+        "[workspace]\nmembers = [\"stream-json\", \"agent-core\"]\n",
+    );
+    write(
+        dir.path(),
+        "stream-json/Cargo.toml",
+        &format!(
+            "[package]\nname = \"stream-json\"\n[dependencies]\n{stream_json_deps}\n[lints]\nworkspace = true\n"
+        ),
+    );
+    write(
+        dir.path(),
+        "agent-core/Cargo.toml",
+        "[package]\nname = \"agent-core\"\n[dependencies]\nstream-json.workspace = true\n\
+         [lints]\nworkspace = true\n",
+    );
+    write(dir.path(), "stream-json/src/lib.rs", "//! A leaf.\n");
+    write(dir.path(), "agent-core/src/lib.rs", "//! The hub.\n");
+    dir
+}
+
+#[test]
+fn allowed_direction_passes() {
+    let dir = fake_workspace("serde.workspace = true");
+    assert_eq!(tidy::check(dir.path()).unwrap(), vec![]);
+}
+
+#[test]
+fn upward_dependency_is_reported() {
+    let dir = fake_workspace("agent-core.workspace = true");
+    let violations = tidy::check_manifests(dir.path()).unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].path, Path::new("stream-json/Cargo.toml"));
+    assert!(violations[0].message.contains("against the allowed direction"), "{violations:?}");
+}
+
+#[test]
+fn upward_dev_dependency_and_rename_are_reported() {
+    let dir = fake_workspace("[dev-dependencies]\ncore = { package = \"agent-core\", workspace = true }");
+    let violations = tidy::check_manifests(dir.path()).unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(violations[0].message.contains("[dev-dependencies]"), "{violations:?}");
+}
+
+#[test]
+fn pinned_version_and_missing_lints_are_reported() {
+    let dir = fake_workspace("serde = \"1\"");
+    write(dir.path(), "agent-core/Cargo.toml", "[package]\nname = \"agent-core\"\n");
+    let messages: Vec<String> =
+        tidy::check_manifests(dir.path()).unwrap().into_iter().map(|v| v.message).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages.iter().any(|m| m.contains("`serde` does not use `workspace = true`")));
+    assert!(messages.iter().any(|m| m.contains("[lints] workspace = true")));
+}
+
+#[test]
+fn unknown_crate_is_reported() {
+    let dir = fake_workspace("");
+    write(dir.path(), "Cargo.toml", "[workspace]\nmembers = [\"stream-json\", \"mystery\"]\n");
+    write(dir.path(), "mystery/Cargo.toml", "[package]\nname = \"mystery\"\n[lints]\nworkspace = true\n");
+    let violations = tidy::check_manifests(dir.path()).unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(violations[0].message.contains("not in the dependency table"));
+}
+
+#[test]
+fn missing_file_header_is_reported() {
+    let dir = fake_workspace("");
+    write(dir.path(), "stream-json/src/bad.rs", "// a plain comment\nfn f() {}\n");
+    write(dir.path(), "stream-json/target/debug/generated.rs", "fn ignored() {}\n");
+    let violations = tidy::check_file_headers(dir.path()).unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].path, Path::new("stream-json/src/bad.rs"));
+}
+
+/// A temporary directory removed on drop (std only, so the tidy tests stay dependency-free).
+mod tempdir {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new() -> Dir {
+            static NEXT: AtomicU32 = AtomicU32::new(0);
+            let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = std::env::temp_dir()
+                .join(format!("xtask-tidy-{}-{unique}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            Dir(path)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
