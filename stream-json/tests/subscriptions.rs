@@ -2,6 +2,8 @@
 //! subscriptions, `tests/data/subscriptions.expected` the events each must produce — the same
 //! at every chunking. `STREAM_JSON_BLESS=1 cargo test` rewrites the expected file for review.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::fmt::Write as _;

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests: run a document through a parser at a given
 //! chunking and render the events as comparable lines.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use stream_json::{Capture, Event, EventKind, Parser};
 
@@ -84,7 +84,6 @@ pub fn run_pieces<'a>(
     if result.is_ok() {
         result = parser.finish(&mut handler).map_err(|error| error.to_string());
     }
-    drop(handler);
     flush(&mut lines, &mut pending_delta);
     (lines, result)
 }
