@@ -8,7 +8,6 @@ mod common;
 
 use std::fmt::Write as _;
 
-use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::Value;
 use stream_json::{Capture, Event, EventKind, Parser};
