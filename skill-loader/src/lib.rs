@@ -1,0 +1,1 @@
+//! Scoped reads of skill bodies and resources.

@@ -1,0 +1,2 @@
+//! Placeholder bench, replaced below.
+fn main() {}

@@ -1,0 +1,413 @@
+//! Discovery: a bounded breadth-first walk of one skill root that finds `SKILL.md` files.
+//!
+//! Each directory is listed with `walkdir` (one level, sorted by name, so the order is
+//! stable), children are queued breadth-first, and a directory holding a `SKILL.md` is a skill
+//! folder: it is not searched further. Dot-directories (`.git`, …) and `node_modules` are
+//! skipped; exclude globs prune directories; include globs select skill folders. Symlinked
+//! folders and symlinked `SKILL.md` files are followed when configured; a symlink back to an
+//! ancestor is reported as a cycle. Every limit that cuts the walk short is reported.
+
+use std::collections::{HashSet, VecDeque};
+use std::fs::{self, File, Metadata};
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use globset::GlobSet;
+use rustix::fs::{Mode as FileMode, OFlags};
+use walkdir::WalkDir;
+
+use crate::diagnostic::{Diagnostic, Rule};
+use crate::frontmatter::{HeadProblem, YamlProblem, parse_yaml, read_frontmatter};
+use crate::index::{IndexConfig, IndexStats, RootStatus};
+use crate::skill::{Skill, SkillFile, SkillRoot, SkillSource, build_skill};
+
+/// The file name that makes a directory a skill folder.
+pub const SKILL_FILE_NAME: &str = "SKILL.md";
+
+/// Compiled include and exclude globs.
+#[derive(Debug)]
+pub(crate) struct Globs {
+    pub(crate) include: Option<GlobSet>,
+    pub(crate) exclude: Option<GlobSet>,
+}
+
+/// The identity of a directory: device and inode.
+type Identity = (u64, u64);
+
+fn identity(metadata: &Metadata) -> Identity {
+    (metadata.dev(), metadata.ino())
+}
+
+/// Walks one root and its state.
+pub(crate) struct RootWalk<'a> {
+    pub(crate) config: &'a IndexConfig,
+    pub(crate) globs: &'a Globs,
+    pub(crate) diagnostics: &'a mut Vec<Diagnostic>,
+    pub(crate) stats: &'a mut IndexStats,
+    pub(crate) found: &'a mut Vec<Skill>,
+}
+
+struct Queued {
+    directory: PathBuf,
+    depth: usize,
+    ancestors: Vec<Identity>,
+}
+
+impl RootWalk<'_> {
+    fn report(&mut self, rule: Rule, path: &Path, line: Option<usize>, message: String) {
+        self.diagnostics.push(Diagnostic {
+            path: path.to_path_buf(),
+            line,
+            rule,
+            severity: rule.severity(self.config.mode),
+            message,
+        });
+    }
+
+    /// Walks `root` (already known to be a directory with identity `root_identity`) and returns
+    /// how many directories were scanned and the root's status.
+    pub(crate) fn walk(
+        &mut self,
+        root: &SkillRoot,
+        root_identity: Identity,
+    ) -> (usize, RootStatus) {
+        let source = SkillSource { kind: root.kind, root: root.path.clone() };
+        let mut queue = VecDeque::from([Queued {
+            directory: root.path.clone(),
+            depth: 0,
+            ancestors: vec![root_identity],
+        }]);
+        let mut visited: HashSet<Identity> = HashSet::from([root_identity]);
+        let mut scanned = 0usize;
+        let mut too_deep = 0usize;
+        let mut status = RootStatus::Scanned;
+        while let Some(item) = queue.pop_front() {
+            if scanned >= self.config.max_directories {
+                let message = format!(
+                    "stopped after {} directories (the limit); {} more queued directories were not \
+                     searched",
+                    self.config.max_directories,
+                    queue.len() + 1
+                );
+                self.report(Rule::DirectoryLimit, &root.path, None, message);
+                break;
+            }
+            scanned += 1;
+            let skill_file = item.directory.join(SKILL_FILE_NAME);
+            match fs::symlink_metadata(&skill_file) {
+                Ok(link_metadata) => {
+                    self.index_skill_file(
+                        root,
+                        &source,
+                        &item.directory,
+                        &skill_file,
+                        &link_metadata,
+                    );
+                    continue;
+                }
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    self.report(
+                        Rule::SkillFileUnreadable,
+                        &skill_file,
+                        None,
+                        format!("cannot inspect {}: {error}", skill_file.display()),
+                    );
+                    continue;
+                }
+            }
+            for entry in WalkDir::new(&item.directory)
+                .min_depth(1)
+                .max_depth(1)
+                .follow_links(false)
+                .sort_by_file_name()
+            {
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(error) => {
+                        let is_root = item.depth == 0;
+                        let message = format!("cannot list {}: {error}", item.directory.display());
+                        if is_root {
+                            status = RootStatus::Unreadable { message: message.clone() };
+                            self.report(Rule::RootUnreadable, &item.directory, None, message);
+                        } else {
+                            self.report(Rule::DirectoryUnreadable, &item.directory, None, message);
+                        }
+                        break;
+                    }
+                };
+                let name = entry.file_name().to_string_lossy();
+                if name.starts_with('.') || name == "node_modules" {
+                    continue;
+                }
+                let path = entry.path();
+                let metadata = if entry.path_is_symlink() {
+                    match fs::metadata(path) {
+                        Ok(metadata) if metadata.is_dir() && !self.config.follow_symlinks => {
+                            self.report(
+                                Rule::SymlinkNotFollowed,
+                                path,
+                                None,
+                                format!("symlinked folder {} not followed", path.display()),
+                            );
+                            continue;
+                        }
+                        Ok(metadata) => metadata,
+                        Err(error) => {
+                            let target = fs::read_link(path).unwrap_or_default();
+                            self.report(
+                                Rule::SymlinkDangling,
+                                path,
+                                None,
+                                format!(
+                                    "symlink {} -> {} cannot be followed: {error}",
+                                    path.display(),
+                                    target.display()
+                                ),
+                            );
+                            continue;
+                        }
+                    }
+                } else {
+                    match entry.metadata() {
+                        Ok(metadata) => metadata,
+                        Err(_) => continue,
+                    }
+                };
+                if !metadata.is_dir() {
+                    continue;
+                }
+                let relative = path.strip_prefix(&root.path).unwrap_or(path);
+                if self.globs.exclude.as_ref().is_some_and(|exclude| exclude.is_match(relative)) {
+                    continue;
+                }
+                if item.depth + 1 > self.config.max_depth {
+                    too_deep += 1;
+                    continue;
+                }
+                let child_identity = identity(&metadata);
+                if item.ancestors.contains(&child_identity) {
+                    let target = fs::read_link(path).unwrap_or_default();
+                    self.report(
+                        Rule::SymlinkCycle,
+                        path,
+                        None,
+                        format!(
+                            "symlink {} -> {} leads back to a folder above it; not followed",
+                            path.display(),
+                            target.display()
+                        ),
+                    );
+                    continue;
+                }
+                if !visited.insert(child_identity) {
+                    continue;
+                }
+                let mut ancestors = item.ancestors.clone();
+                ancestors.push(child_identity);
+                queue.push_back(Queued {
+                    directory: path.to_path_buf(),
+                    depth: item.depth + 1,
+                    ancestors,
+                });
+            }
+        }
+        if too_deep > 0 {
+            let message = format!(
+                "{too_deep} folders deeper than {} levels were not searched",
+                self.config.max_depth
+            );
+            self.report(Rule::DepthLimit, &root.path, None, message);
+        }
+        (scanned, status)
+    }
+
+    fn index_skill_file(
+        &mut self,
+        root: &SkillRoot,
+        source: &SkillSource,
+        directory: &Path,
+        skill_file: &Path,
+        link_metadata: &Metadata,
+    ) {
+        let relative = directory.strip_prefix(&root.path).unwrap_or(directory);
+        if let Some(include) = &self.globs.include
+            && !include.is_match(relative)
+        {
+            return;
+        }
+        let metadata = if link_metadata.file_type().is_symlink() {
+            if !self.config.follow_symlinks {
+                self.report(
+                    Rule::SymlinkNotFollowed,
+                    skill_file,
+                    None,
+                    format!("symlinked {} not followed", skill_file.display()),
+                );
+                return;
+            }
+            match fs::metadata(skill_file) {
+                Ok(metadata) => metadata,
+                Err(error) => {
+                    let target = fs::read_link(skill_file).unwrap_or_default();
+                    self.report(
+                        Rule::SkillFileUnreadable,
+                        skill_file,
+                        None,
+                        format!(
+                            "{} is a symlink to {} that cannot be followed: {error}",
+                            skill_file.display(),
+                            target.display()
+                        ),
+                    );
+                    return;
+                }
+            }
+        } else {
+            link_metadata.clone()
+        };
+        if !metadata.is_file() {
+            self.report(
+                Rule::SkillFileNotRegular,
+                skill_file,
+                None,
+                format!("{} is {}, not a regular file", skill_file.display(), file_kind(&metadata)),
+            );
+            return;
+        }
+        let mut file = match open_regular_file(skill_file) {
+            Ok(file) => file,
+            Err(error) => {
+                self.report(
+                    Rule::SkillFileUnreadable,
+                    skill_file,
+                    None,
+                    format!("cannot read {}: {error}", skill_file.display()),
+                );
+                return;
+            }
+        };
+        let head = read_frontmatter(&mut file, self.config.max_frontmatter_bytes);
+        self.stats.skill_files_read += 1;
+        self.stats.frontmatter_bytes_read += head.bytes_read;
+        let raw = match head.result {
+            Ok(raw) => raw,
+            Err(problem) => {
+                let (rule, line, message) = match problem {
+                    HeadProblem::Missing => (
+                        Rule::FrontmatterMissing,
+                        Some(1),
+                        "the file does not start with a `---` frontmatter line".to_owned(),
+                    ),
+                    HeadProblem::Unclosed => (
+                        Rule::FrontmatterUnclosed,
+                        Some(1),
+                        "the frontmatter opened on line 1 has no closing `---` line".to_owned(),
+                    ),
+                    HeadProblem::TooLarge { limit } => (
+                        Rule::FrontmatterTooLarge,
+                        Some(1),
+                        format!("no closing `---` line within the first {limit} bytes"),
+                    ),
+                    HeadProblem::Encoding { line } => (
+                        Rule::FrontmatterEncoding,
+                        Some(line),
+                        "the frontmatter is not valid UTF-8".to_owned(),
+                    ),
+                    HeadProblem::Io(error) => (
+                        Rule::SkillFileUnreadable,
+                        None,
+                        format!("cannot read {}: {error}", skill_file.display()),
+                    ),
+                };
+                self.report(rule, skill_file, line, message);
+                return;
+            }
+        };
+        let parsed = match parse_yaml(&raw) {
+            Ok(parsed) => parsed,
+            Err(YamlProblem::Syntax { line, message }) => {
+                self.report(Rule::YamlSyntax, skill_file, line, format!("invalid YAML: {message}"));
+                return;
+            }
+            Err(YamlProblem::NotMapping { line, found }) => {
+                self.report(
+                    Rule::FrontmatterNotMapping,
+                    skill_file,
+                    Some(line),
+                    format!("the frontmatter is {found}, not a mapping of fields"),
+                );
+                return;
+            }
+        };
+        let folder_name = folder_name(directory);
+        let file = SkillFile { path: skill_file, directory, folder_name: &folder_name, source };
+        if let Some(skill) = build_skill(file, parsed, self.config.mode, self.diagnostics) {
+            self.found.push(skill);
+        }
+    }
+}
+
+/// The name of a skill folder (for a root that is itself a skill folder, such as `.`, the name
+/// of the directory it resolves to).
+fn folder_name(directory: &Path) -> String {
+    match directory.file_name() {
+        Some(name)
+            if directory
+                .components()
+                .next_back()
+                .is_some_and(|last| matches!(last, std::path::Component::Normal(_))) =>
+        {
+            name.to_string_lossy().into_owned()
+        }
+        _ => fs::canonicalize(directory)
+            .ok()
+            .and_then(|resolved| {
+                resolved.file_name().map(|name| name.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// Opens a file for reading without blocking (a FIFO swapped in after the check does not hang
+/// the walk) and makes sure what was opened is a regular file.
+pub(crate) fn open_regular_file(path: &Path) -> io::Result<File> {
+    let descriptor = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        FileMode::empty(),
+    )?;
+    let file = File::from(descriptor);
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is {}, not a regular file",
+            path.display(),
+            file_kind(&metadata)
+        )));
+    }
+    Ok(file)
+}
+
+/// A phrase naming the kind of file `metadata` describes.
+pub(crate) fn file_kind(metadata: &Metadata) -> &'static str {
+    let file_type = metadata.file_type();
+    if file_type.is_file() {
+        "a regular file"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_symlink() {
+        "a symlink"
+    } else {
+        "a special file"
+    }
+}
