@@ -115,7 +115,7 @@ pub trait Handler {
     fn event(&mut self, event: Event<'_>);
 }
 
-impl<F: FnMut(Event<'_>)> Handler for F {
+impl<F: FnMut(Event<'_>) + ?Sized> Handler for F {
     fn event(&mut self, event: Event<'_>) {
         self(event);
     }
