@@ -1,0 +1,501 @@
+//! The sandbox helper: a freshly exec'd, single-threaded process that confines itself and then
+//! `execve`s the command.
+//!
+//! The layers are applied here, never in `pre_exec` of the runtime: the runtime is a
+//! multi-threaded tokio process, and between `fork` and `exec` only async-signal-safe calls are
+//! allowed there. The helper is its own program (the `tools-runtime-sandbox` binary, or any
+//! binary that calls [`run_sandbox_helper_if_requested`] first thing in `main`), so it can
+//! allocate, read `/proc`, build BPF programs and report errors freely.
+//!
+//! Order matters: join the cgroups and unshare the network while still root, set rlimits, drop
+//! to the unprivileged uid/gid (which clears every capability), re-arm the parent-death signal
+//! (a credential change clears it), set `no_new_privs`, then Landlock, then seccomp last (it
+//! denies syscalls the earlier steps need). Everything goes through safe wrappers (`nix`,
+//! `landlock`, `seccompiler`), so this module needs no `unsafe`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::ExitCode;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+use nix::libc;
+use nix::sys::resource::{Resource, setrlimit};
+use nix::unistd::{Gid, Uid};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use crate::report::{Backend, Layer, LayerStatus, SandboxReport};
+use crate::spec::{HELPER_MODE_ARGUMENT, HelperPlan, HelperReport, REPORT_LINE_PREFIX, Stage};
+
+/// Exit status of the helper when it could not run the command (bad plan, failed `execve`).
+const HELPER_FAILURE_EXIT: u8 = 127;
+
+/// Runs the sandbox helper when this process was started in helper mode, and returns its exit
+/// code; returns `None` for a normal start.
+///
+/// Call it first thing in `main` of any binary that should double as the helper (see
+/// [`SandboxHelper::current_exe`](crate::SandboxHelper::current_exe)):
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     if let Some(code) = tools_runtime::run_sandbox_helper_if_requested() {
+///         return code;
+///     }
+///     std::process::ExitCode::SUCCESS
+/// }
+/// ```
+pub fn run_sandbox_helper_if_requested() -> Option<ExitCode> {
+    let mut arguments = std::env::args_os().skip(1);
+    if arguments.next()? != HELPER_MODE_ARGUMENT {
+        return None;
+    }
+    Some(sandbox_helper_main(arguments.next().as_deref()))
+}
+
+/// The helper's `main`: parses the plan, confines itself, `execve`s. Returns only on failure.
+pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
+    let plan: HelperPlan =
+        match plan_argument.and_then(|argument| argument.to_str()).map(serde_json::from_str) {
+            Some(Ok(plan)) => plan,
+            Some(Err(error)) => return fail(&format!("invalid sandbox plan: {error}")),
+            None => return fail("missing sandbox plan argument"),
+        };
+    let backend = match plan.stage {
+        Stage::Everything => Backend::Direct,
+        Stage::OutsideBubblewrap | Stage::InsideBubblewrap => Backend::Bubblewrap,
+    };
+    let mut report = SandboxReport::new(backend);
+    match plan.stage {
+        Stage::Everything => {
+            apply_process_layers(&plan, &mut report);
+            apply_self_confinement(&plan, &mut report);
+        }
+        Stage::OutsideBubblewrap => apply_process_layers(&plan, &mut report),
+        Stage::InsideBubblewrap => {
+            report.set(Layer::Bubblewrap, LayerStatus::Active, None);
+            apply_self_confinement(&plan, &mut report);
+        }
+    }
+    let refused = match plan.stage {
+        Stage::Everything | Stage::InsideBubblewrap => fail_closed_reason(&plan, &report),
+        Stage::OutsideBubblewrap => None,
+    };
+    let line = HelperReport { report, refused: refused.clone() };
+    if let Err(error) = write_report_line(&line) {
+        return fail(&format!("cannot write the sandbox report: {error}"));
+    }
+    if refused.is_some() {
+        return ExitCode::from(HELPER_FAILURE_EXIT);
+    }
+    let error = match plan.stage {
+        Stage::Everything | Stage::InsideBubblewrap => {
+            std::process::Command::new(&plan.program).args(&plan.args).current_dir(&plan.cwd).exec()
+        }
+        Stage::OutsideBubblewrap => exec_bubblewrap(&plan),
+    };
+    fail(&format!("cannot execute {}: {error}", plan.program.display()))
+}
+
+fn fail(message: &str) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "tools-runtime-sandbox: {message}");
+    ExitCode::from(HELPER_FAILURE_EXIT)
+}
+
+fn write_report_line(line: &HelperReport) -> std::io::Result<()> {
+    let mut bytes = REPORT_LINE_PREFIX.to_vec();
+    bytes.extend(serde_json::to_vec(line).map_err(std::io::Error::other)?);
+    bytes.push(b'\n');
+    let mut stderr = std::io::stderr().lock();
+    stderr.write_all(&bytes)?;
+    stderr.flush()
+}
+
+fn exec_bubblewrap(plan: &HelperPlan) -> std::io::Error {
+    let mut inner = plan.clone();
+    inner.stage = Stage::InsideBubblewrap;
+    let inner_json = match serde_json::to_string(&inner) {
+        Ok(json) => json,
+        Err(error) => return std::io::Error::other(error),
+    };
+    let Some((bwrap, bwrap_args)) = plan.bubblewrap_argv.split_first() else {
+        return std::io::Error::other("empty bubblewrap command line");
+    };
+    std::process::Command::new(bwrap)
+        .args(bwrap_args)
+        .arg("--")
+        .arg(&plan.helper_program)
+        .arg(HELPER_MODE_ARGUMENT)
+        .arg(inner_json)
+        .exec()
+}
+
+/// Why the command must not run: a confinement the policy demands has no active layer.
+fn fail_closed_reason(plan: &HelperPlan, report: &SandboxReport) -> Option<String> {
+    let filesystem_confined =
+        report.is_active(Layer::Landlock) || report.is_active(Layer::Bubblewrap);
+    if plan.require_filesystem_confinement && !filesystem_confined {
+        return Some(
+            "filesystem confinement is required but neither landlock nor bubblewrap is active"
+                .to_owned(),
+        );
+    }
+    let network_confined =
+        report.is_active(Layer::NetworkNamespace) || report.is_active(Layer::SeccompSocketFilter);
+    if plan.deny_network && !network_confined {
+        return Some(
+            "network is denied but neither a network namespace nor the seccomp socket filter \
+             is active"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// Parent-death signal, cgroups, network namespace (direct backend), rlimits, privilege drop.
+fn apply_process_layers(plan: &HelperPlan, report: &mut SandboxReport) {
+    arm_parent_death_signal(plan, report);
+    for (layer, procs) in [
+        (Layer::CgroupPids, &plan.cgroup_pids_procs),
+        (Layer::CgroupMemory, &plan.cgroup_memory_procs),
+    ] {
+        match procs {
+            Some(procs) => match std::fs::write(procs, std::process::id().to_string()) {
+                Ok(()) => report.set(layer, LayerStatus::Active, None),
+                Err(error) => report.set(
+                    layer,
+                    LayerStatus::Failed,
+                    Some(format!("cannot join {}: {error}", procs.display())),
+                ),
+            },
+            None => report.set(
+                layer,
+                LayerStatus::Unavailable,
+                Some("no writable cgroup v1 hierarchy".to_owned()),
+            ),
+        }
+    }
+    if plan.deny_network && plan.stage == Stage::Everything {
+        unshare_network(report);
+    }
+    apply_rlimits(plan, report);
+    drop_privileges(plan, report);
+    // A credential change clears the parent-death signal: arm it again.
+    arm_parent_death_signal(plan, report);
+}
+
+fn arm_parent_death_signal(plan: &HelperPlan, report: &mut SandboxReport) {
+    match nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
+        Ok(()) if nix::unistd::getppid().as_raw() == plan.parent_pid => {
+            report.set(Layer::ParentDeathSignal, LayerStatus::Active, None);
+        }
+        Ok(()) => {
+            // The runtime died before the signal was armed: nobody waits for this command.
+            std::process::exit(i32::from(HELPER_FAILURE_EXIT));
+        }
+        Err(error) => report.set(
+            Layer::ParentDeathSignal,
+            LayerStatus::Failed,
+            Some(format!("prctl(PR_SET_PDEATHSIG): {error}")),
+        ),
+    }
+}
+
+fn unshare_network(report: &mut SandboxReport) {
+    use nix::sched::{CloneFlags, unshare};
+    let euid = nix::unistd::geteuid();
+    let egid = nix::unistd::getegid();
+    let result = if euid.is_root() {
+        unshare(CloneFlags::CLONE_NEWNET).map_err(|error| format!("unshare(CLONE_NEWNET): {error}"))
+    } else {
+        // Unprivileged: a user namespace gives the right to create the network namespace.
+        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
+            .map_err(|error| format!("unshare(CLONE_NEWUSER | CLONE_NEWNET): {error}"))
+            .and_then(|()| {
+                std::fs::write("/proc/self/setgroups", "deny")
+                    .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{euid} {euid} 1")))
+                    .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{egid} {egid} 1")))
+                    .map_err(|error| format!("user namespace id maps: {error}"))
+            })
+    };
+    match result {
+        Ok(()) => record_network_namespace(report),
+        Err(reason) => report.set(Layer::NetworkNamespace, LayerStatus::Unavailable, Some(reason)),
+    }
+}
+
+/// Checks from the inside that the only network interface is loopback.
+fn record_network_namespace(report: &mut SandboxReport) {
+    match std::fs::read_to_string("/proc/net/dev") {
+        Ok(table) => {
+            let interfaces: Vec<&str> = table
+                .lines()
+                .skip(2)
+                .filter_map(|line| line.split(':').next())
+                .map(str::trim)
+                .collect();
+            if interfaces.iter().all(|name| *name == "lo") {
+                report.set(Layer::NetworkNamespace, LayerStatus::Active, None);
+            } else {
+                report.set(
+                    Layer::NetworkNamespace,
+                    LayerStatus::Failed,
+                    Some(format!("host interfaces visible: {}", interfaces.join(", "))),
+                );
+            }
+        }
+        Err(error) => report.set(
+            Layer::NetworkNamespace,
+            LayerStatus::Failed,
+            Some(format!("cannot read /proc/net/dev: {error}")),
+        ),
+    }
+}
+
+fn apply_rlimits(plan: &HelperPlan, report: &mut SandboxReport) {
+    let limits = plan.rlimits;
+    let settings = [
+        (Resource::RLIMIT_CORE, 0, 0),
+        (Resource::RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds.saturating_add(1)),
+        (Resource::RLIMIT_AS, limits.address_space_bytes, limits.address_space_bytes),
+        (Resource::RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
+        (Resource::RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (Resource::RLIMIT_NPROC, limits.processes, limits.processes),
+    ];
+    let failures: Vec<String> = settings
+        .iter()
+        .filter_map(|(resource, soft, hard)| {
+            setrlimit(*resource, *soft, *hard).err().map(|error| format!("{resource:?}: {error}"))
+        })
+        .collect();
+    if failures.is_empty() {
+        report.set(Layer::Rlimits, LayerStatus::Active, None);
+    } else {
+        report.set(Layer::Rlimits, LayerStatus::Failed, Some(failures.join("; ")));
+    }
+}
+
+fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
+    let euid = nix::unistd::geteuid();
+    let result = match plan.run_as {
+        Some((uid, gid)) if euid.is_root() => {
+            let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
+            nix::unistd::setgroups(&[gid])
+                .and_then(|()| nix::unistd::setresgid(gid, gid, gid))
+                .and_then(|()| nix::unistd::setresuid(uid, uid, uid))
+                .map_err(|error| format!("cannot drop to uid {uid} gid {gid}: {error}"))
+        }
+        Some(_) | None => Ok(()),
+    };
+    if let Err(reason) = result {
+        report.set(Layer::DropPrivileges, LayerStatus::Failed, Some(reason));
+        return;
+    }
+    let capabilities = effective_capabilities();
+    let euid = nix::unistd::geteuid();
+    match capabilities {
+        Some(0) if !euid.is_root() => report.set(
+            Layer::DropPrivileges,
+            LayerStatus::Active,
+            Some(format!("uid {euid} gid {}", nix::unistd::getegid())),
+        ),
+        Some(capabilities) => report.set(
+            Layer::DropPrivileges,
+            LayerStatus::Unavailable,
+            Some(format!("still uid {euid} with effective capabilities {capabilities:#x}")),
+        ),
+        None => report.set(
+            Layer::DropPrivileges,
+            LayerStatus::Failed,
+            Some("cannot read CapEff from /proc/self/status".to_owned()),
+        ),
+    }
+}
+
+fn effective_capabilities() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+/// `no_new_privs`, Landlock, seccomp; inside bubblewrap, also records its network namespace.
+fn apply_self_confinement(plan: &HelperPlan, report: &mut SandboxReport) {
+    if plan.stage == Stage::InsideBubblewrap {
+        if plan.deny_network {
+            record_network_namespace(report);
+        }
+        report.set(Layer::DropPrivileges, drop_status_inside_bubblewrap(), None);
+    }
+    match nix::sys::prctl::set_no_new_privs() {
+        Ok(()) => report.set(Layer::NoNewPrivileges, LayerStatus::Active, None),
+        Err(error) => report.set(
+            Layer::NoNewPrivileges,
+            LayerStatus::Failed,
+            Some(format!("prctl(PR_SET_NO_NEW_PRIVS): {error}")),
+        ),
+    }
+    apply_landlock(plan, report);
+    apply_seccomp(plan, report);
+}
+
+fn drop_status_inside_bubblewrap() -> LayerStatus {
+    match effective_capabilities() {
+        Some(0) => LayerStatus::Active,
+        Some(_) | None => LayerStatus::Failed,
+    }
+}
+
+fn apply_landlock(plan: &HelperPlan, report: &mut SandboxReport) {
+    let abi = ABI::V6;
+    let status = (|| -> Result<RulesetStatus, landlock::RulesetError> {
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(abi))?
+            .scope(Scope::from_all(abi))?;
+        if plan.landlock.deny_tcp {
+            ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
+        }
+        let read = AccessFs::from_read(abi);
+        let created = ruleset
+            .create()?
+            .add_rules(path_beneath_rules(&plan.landlock.readable, read))?
+            .add_rules(path_beneath_rules(&plan.landlock.writable, AccessFs::from_all(abi)))?
+            .add_rules(path_beneath_rules(
+                ["/dev/null", "/dev/zero", "/dev/full"].map(Path::new),
+                AccessFs::from_file(abi),
+            ))?;
+        Ok(created.restrict_self()?.ruleset)
+    })();
+    match status {
+        Ok(RulesetStatus::FullyEnforced) => report.set(Layer::Landlock, LayerStatus::Active, None),
+        Ok(RulesetStatus::PartiallyEnforced) => report.set(
+            Layer::Landlock,
+            LayerStatus::Active,
+            Some("partially enforced: the kernel lacks some landlock access rights".to_owned()),
+        ),
+        Ok(RulesetStatus::NotEnforced) => report.set(
+            Layer::Landlock,
+            LayerStatus::Unavailable,
+            Some("the kernel does not enforce landlock".to_owned()),
+        ),
+        Err(error) => {
+            report.set(Layer::Landlock, LayerStatus::Failed, Some(format!("landlock: {error}")));
+        }
+    }
+}
+
+fn apply_seccomp(plan: &HelperPlan, report: &mut SandboxReport) {
+    let arch = match TargetArch::try_from(std::env::consts::ARCH) {
+        Ok(arch) => arch,
+        Err(error) => {
+            let note = Some(format!("unsupported architecture: {error}"));
+            report.set(Layer::Seccomp, LayerStatus::Unavailable, note.clone());
+            if plan.deny_network {
+                report.set(Layer::SeccompSocketFilter, LayerStatus::Unavailable, note);
+            }
+            return;
+        }
+    };
+    let result = build_seccomp_filters(plan.deny_network, arch).and_then(|filters| {
+        filters.iter().try_for_each(|filter| seccompiler::apply_filter(filter))
+    });
+    match result {
+        Ok(()) => {
+            report.set(Layer::Seccomp, LayerStatus::Active, None);
+            if plan.deny_network {
+                report.set(Layer::SeccompSocketFilter, LayerStatus::Active, None);
+            }
+        }
+        Err(error) => {
+            let note = Some(format!("seccomp: {error}"));
+            report.set(Layer::Seccomp, LayerStatus::Failed, note.clone());
+            if plan.deny_network {
+                report.set(Layer::SeccompSocketFilter, LayerStatus::Failed, note);
+            }
+        }
+    }
+}
+
+/// Syscalls denied with `EPERM`, unconditionally.
+const DENIED_SYSCALLS: &[i64] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsmount,
+    libc::SYS_bpf,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd,
+    libc::SYS_reboot,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+];
+
+/// Two filters: `EPERM` for the deny list (plus non-`AF_UNIX` sockets and namespace-creating
+/// `clone`), and `ENOSYS` for `clone3`, whose flags seccomp cannot inspect (libc then falls back
+/// to `clone`, which the first filter checks).
+fn build_seccomp_filters(
+    deny_network: bool,
+    arch: TargetArch,
+) -> Result<Vec<BpfProgram>, seccompiler::Error> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED_SYSCALLS.iter().map(|syscall| (*syscall, Vec::new())).collect();
+    let namespace_flags = [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWCGROUP,
+    ];
+    let clone_rules = namespace_flags
+        .iter()
+        .map(|flag| {
+            let flag = u64::from(flag.unsigned_abs());
+            SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(flag), flag)
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_clone, clone_rules);
+    if deny_network {
+        let unix = u64::from(libc::AF_UNIX.unsigned_abs());
+        let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)?;
+        rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix])?]);
+    }
+    let eperm = SeccompAction::Errno(libc::EPERM.unsigned_abs());
+    let main = SeccompFilter::new(rules, SeccompAction::Allow, eperm, arch)?;
+    let enosys = SeccompAction::Errno(libc::ENOSYS.unsigned_abs());
+    let clone3 = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        enosys,
+        arch,
+    )?;
+    Ok(vec![main.try_into()?, clone3.try_into()?])
+}

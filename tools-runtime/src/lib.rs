@@ -1,0 +1,103 @@
+//! Sandboxed script execution for skills-agent: permission merging, approvals, timeouts,
+//! output truncation, layered confinement and one audit record per execution.
+//!
+//! # Design
+//!
+//! [`Runtime::run`] takes an [`ExecRequest`] through four gates and returns an
+//! [`ExecOutcome`]: either the command ran ([`ExecResult`]) or it was refused ([`Refusal`],
+//! an observation for the model, never a crash).
+//!
+//! 1. **Policy.** The skill's `allowed-tools` ([`RuleSet::from_allowed_tools`]) and the user's
+//!    [`RuleSet`] each judge the argv by longest command prefix; the strictest decision wins
+//!    (`forbidden` > `prompt` > `allow`).
+//! 2. **Approval.** The [`ApprovalMode`] says when the async [`Approver`] is asked; a denial or
+//!    a silence longer than the approval timeout is a typed refusal.
+//! 3. **Paths.** Workspace roots and the cwd are canonicalised; arguments that name paths must
+//!    resolve inside the workspace (symlinks followed, hard-linked files refused).
+//! 4. **Sandbox.** The command starts through a freshly exec'd helper process
+//!    (`tools-runtime-sandbox`), never through `pre_exec` in this multi-threaded process. The
+//!    helper joins per-run cgroups (`pids`, `memory`), unshares the network, sets rlimits,
+//!    drops to `nobody` when started as root (no capabilities; `RLIMIT_NPROC` then counts),
+//!    re-arms the parent-death signal, sets `no_new_privs`, applies Landlock (read where
+//!    needed, write only the workspace and a private tmp; TCP and signals scoped) and seccomp
+//!    (ptrace, `process_vm_*`, io_uring, mount, bpf, kexec, modules, namespaces, and non-Unix
+//!    sockets when the network is off), then `execve`s the command. With protected paths
+//!    (skill folder, `.git/hooks`) the bubblewrap backend builds the filesystem view instead
+//!    (`--cap-drop ALL`, user namespace, read-only binds) and the helper runs again inside it.
+//!
+//! The helper reports every [`Layer`] as active, unavailable, failed or not requested in a
+//! [`SandboxReport`]. When the policy needs network or filesystem confinement and no layer
+//! provides it, the helper refuses to `execve` (fail closed).
+//!
+//! The runtime itself keeps the process hygiene: cleared environment plus an allowlist
+//! (secret-looking names never pass), stdin at EOF, its own process group, a timeout that
+//! kills the whole group and the cgroup (grandchildren included) and still returns partial
+//! output, head + tail capture with an elision marker, and output drained under a deadline.
+//!
+//! # Locating the helper
+//!
+//! [`RuntimeConfig::helper`] names it explicitly. [`SandboxHelper::locate`] looks for
+//! `tools-runtime-sandbox` next to the running binary and in its parent directory (cargo's
+//! layout for tests and examples); a binary can also serve as its own helper by calling
+//! [`run_sandbox_helper_if_requested`] first in `main` and using [`SandboxHelper::current_exe`].
+//!
+//! # Example
+//!
+//! A policy refusal is decided before anything is spawned, so it needs no helper binary:
+//!
+//! ```
+//! use tools_runtime::{
+//!     Decision, ExecOutcome, ExecRequest, PrefixRule, RefusalKind, RuleSet, Runtime,
+//!     RuntimeConfig, SandboxHelper,
+//! };
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut config = RuntimeConfig::new(SandboxHelper::at("/usr/libexec/tools-runtime-sandbox"));
+//! config.policy.rules = RuleSet {
+//!     rules: vec![PrefixRule { prefix: vec!["rm".into()], decision: Decision::Forbidden }],
+//!     default: Decision::Allow,
+//! };
+//! let runtime = Runtime::new(config);
+//! // The skill's `allowed-tools` says yes; the user's policy says no; the strictest wins.
+//! let mut request = ExecRequest::new("rm", vec!["-rf".into(), "build".into()], std::env::temp_dir());
+//! request.skill_rules = Some(RuleSet::from_allowed_tools(&["Bash(rm:*)"]));
+//! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! match tokio.block_on(runtime.run(&request))? {
+//!     ExecOutcome::Refused(refusal) => assert_eq!(refusal.kind, RefusalKind::PolicyForbidden),
+//!     ExecOutcome::Ran(result) => panic!("must not run: {result:?}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A sandboxed run looks the same with a real helper (see `examples/run.rs` and the tests):
+//! `ExecOutcome::Ran(result)` carries the exit status, the captured output and
+//! `result.sandbox`, the [`SandboxReport`].
+
+mod audit;
+mod cgroup;
+mod environment;
+mod error;
+mod helper;
+mod output;
+mod paths;
+mod policy;
+mod report;
+mod runtime;
+mod spec;
+
+pub use audit::{AuditRecord, AuditSink, JsonlAuditLog};
+pub use environment::{EnvPolicy, is_secret_name};
+pub use error::{Error, Result};
+pub use helper::{run_sandbox_helper_if_requested, sandbox_helper_main};
+pub use output::{CapturedText, HeadTailBuffer};
+pub use policy::{
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Decision, MergedDecision, PrefixRule,
+    RuleMatch, RuleSet, UserPolicy, merge_decisions,
+};
+pub use report::{Backend, Layer, LayerStatus, SandboxReport};
+pub use runtime::{
+    BackendChoice, DEFAULT_SANDBOX_USER, ExecOutcome, ExecRequest, ExecResult, Limits, Refusal,
+    RefusalKind, Runtime, RuntimeConfig, SandboxHelper,
+};
+pub use spec::{HELPER_MODE_ARGUMENT, Rlimits};

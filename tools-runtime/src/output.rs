@@ -1,0 +1,115 @@
+//! Bounded output capture: keep the head and the tail, count what was dropped in between.
+
+use std::collections::VecDeque;
+
+/// Keeps at most `limit` bytes of a stream: the first half and the last half.
+///
+/// Memory stays bounded by `limit` however much the command writes; the total byte and line
+/// counts are exact.
+#[derive(Debug, Clone)]
+pub struct HeadTailBuffer {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_limit: usize,
+    tail_limit: usize,
+    total_bytes: u64,
+    omitted_lines: u64,
+}
+
+/// A captured stream, ready for the model: text with an elision marker and the counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedText {
+    /// Head + marker + tail, decoded as UTF-8 with invalid sequences replaced.
+    pub text: String,
+    /// Whether bytes were dropped.
+    pub truncated: bool,
+    /// Bytes the command wrote.
+    pub total_bytes: u64,
+    /// Bytes kept.
+    pub retained_bytes: u64,
+    /// Bytes dropped.
+    pub omitted_bytes: u64,
+    /// Newline-terminated lines dropped.
+    pub omitted_lines: u64,
+}
+
+impl HeadTailBuffer {
+    /// A buffer keeping at most `limit` bytes (half head, half tail).
+    pub fn new(limit: usize) -> HeadTailBuffer {
+        let head_limit = limit / 2;
+        let tail_limit = limit - head_limit;
+        HeadTailBuffer {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            head_limit,
+            tail_limit,
+            total_bytes: 0,
+            omitted_lines: 0,
+        }
+    }
+
+    /// Appends a chunk of output.
+    pub fn push(&mut self, mut chunk: &[u8]) {
+        self.total_bytes += chunk.len() as u64;
+        let head_room = self.head_limit - self.head.len();
+        if head_room > 0 {
+            let taken = head_room.min(chunk.len());
+            self.head.extend_from_slice(&chunk[..taken]);
+            chunk = &chunk[taken..];
+        }
+        if chunk.is_empty() {
+            return;
+        }
+        if chunk.len() >= self.tail_limit {
+            let dropped = chunk.len() - self.tail_limit;
+            self.omitted_lines += count_newlines_in_deque(&self.tail, self.tail.len());
+            self.omitted_lines += count_newlines(&chunk[..dropped]);
+            self.tail.clear();
+            self.tail.extend(&chunk[dropped..]);
+            return;
+        }
+        let overflow = (self.tail.len() + chunk.len()).saturating_sub(self.tail_limit);
+        self.omitted_lines += count_newlines_in_deque(&self.tail, overflow);
+        self.tail.drain(..overflow);
+        self.tail.extend(chunk);
+    }
+
+    /// Bytes written so far.
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    /// The captured text with an elision marker stating the omitted bytes and lines.
+    pub fn finish(&self) -> CapturedText {
+        let retained = (self.head.len() + self.tail.len()) as u64;
+        let omitted_bytes = self.total_bytes - retained;
+        let (tail_first, tail_second) = self.tail.as_slices();
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if omitted_bytes > 0 {
+            text.push_str(&format!(
+                "\n[... {omitted_bytes} bytes ({} lines) omitted ...]\n",
+                self.omitted_lines
+            ));
+        }
+        let mut tail = Vec::with_capacity(self.tail.len());
+        tail.extend_from_slice(tail_first);
+        tail.extend_from_slice(tail_second);
+        text.push_str(&String::from_utf8_lossy(&tail));
+        CapturedText {
+            text,
+            truncated: omitted_bytes > 0,
+            total_bytes: self.total_bytes,
+            retained_bytes: retained,
+            omitted_bytes,
+            omitted_lines: self.omitted_lines,
+        }
+    }
+}
+
+fn count_newlines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|byte| **byte == b'\n').count() as u64
+}
+
+fn count_newlines_in_deque(bytes: &VecDeque<u8>, first: usize) -> u64 {
+    bytes.range(..first).filter(|byte| **byte == b'\n').count() as u64
+}

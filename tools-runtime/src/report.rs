@@ -1,0 +1,140 @@
+//! The sandbox report: which confinement layer protected a run, and which could not.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One confinement layer of the sandbox.
+///
+/// The order of the variants is the order in which the layers are listed in reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Layer {
+    /// The command runs in its own process group, killed as a whole on timeout or exit.
+    ProcessGroup,
+    /// The environment is cleared down to an allowlist; secrets are never inherited.
+    CleanEnvironment,
+    /// The command is killed when the runtime dies (`PR_SET_PDEATHSIG`).
+    ParentDeathSignal,
+    /// Resource limits: CPU time, address space, file size, open files, processes, core = 0.
+    Rlimits,
+    /// A per-run cgroup v1 `pids` limit.
+    CgroupPids,
+    /// A per-run cgroup v1 `memory` limit.
+    CgroupMemory,
+    /// The command runs as an unprivileged uid/gid with no capabilities (when started as root).
+    DropPrivileges,
+    /// `PR_SET_NO_NEW_PRIVS`: no set-uid or file-capability escalation through `execve`.
+    NoNewPrivileges,
+    /// A fresh network namespace with no route to the host's network.
+    NetworkNamespace,
+    /// Landlock: read where needed, write only the workspace and a private tmp.
+    Landlock,
+    /// seccomp: ptrace, process_vm_*, io_uring, mount, bpf, kexec, modules, namespaces denied.
+    Seccomp,
+    /// seccomp socket filter: only `AF_UNIX` sockets may be created.
+    SeccompSocketFilter,
+    /// bubblewrap: read-only root, writable workspace, read-only protected paths inside it.
+    Bubblewrap,
+}
+
+impl Layer {
+    /// Every layer, in report order.
+    pub const ALL: [Layer; 13] = [
+        Layer::ProcessGroup,
+        Layer::CleanEnvironment,
+        Layer::ParentDeathSignal,
+        Layer::Rlimits,
+        Layer::CgroupPids,
+        Layer::CgroupMemory,
+        Layer::DropPrivileges,
+        Layer::NoNewPrivileges,
+        Layer::NetworkNamespace,
+        Layer::Landlock,
+        Layer::Seccomp,
+        Layer::SeccompSocketFilter,
+        Layer::Bubblewrap,
+    ];
+}
+
+/// What happened to one layer in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LayerStatus {
+    /// The layer was applied and is enforced for the command.
+    Active,
+    /// The machine cannot provide the layer (kernel feature missing, not writable, not installed).
+    Unavailable,
+    /// The layer was attempted and failed.
+    Failed,
+    /// The layer was not asked for by this run's policy (e.g. network allowed, other backend).
+    NotRequested,
+}
+
+/// The sandbox backend a run used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Backend {
+    /// The helper applies every layer itself (Landlock for the filesystem).
+    Direct,
+    /// bubblewrap builds the filesystem view; the helper adds Landlock and seccomp inside it.
+    Bubblewrap,
+}
+
+/// The layers that protected one run, with a reason for each layer that is not active.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxReport {
+    /// The backend used.
+    pub backend: Backend,
+    /// Every layer and its status.
+    pub layers: BTreeMap<Layer, LayerStatus>,
+    /// Why a layer is unavailable or failed, or a detail about an active one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notes: BTreeMap<Layer, String>,
+}
+
+impl SandboxReport {
+    /// A report for `backend` with every layer `NotRequested`.
+    pub fn new(backend: Backend) -> SandboxReport {
+        let layers = Layer::ALL.iter().map(|layer| (*layer, LayerStatus::NotRequested)).collect();
+        SandboxReport { backend, layers, notes: BTreeMap::new() }
+    }
+
+    /// Records `status` for `layer`, with an optional note.
+    pub fn set(&mut self, layer: Layer, status: LayerStatus, note: Option<String>) {
+        self.layers.insert(layer, status);
+        match note {
+            Some(note) => {
+                self.notes.insert(layer, note);
+            }
+            None => {
+                self.notes.remove(&layer);
+            }
+        }
+    }
+
+    /// The status of `layer` (`NotRequested` when absent).
+    pub fn status(&self, layer: Layer) -> LayerStatus {
+        self.layers.get(&layer).copied().unwrap_or(LayerStatus::NotRequested)
+    }
+
+    /// Whether `layer` is active.
+    pub fn is_active(&self, layer: Layer) -> bool {
+        self.status(layer) == LayerStatus::Active
+    }
+
+    /// Copies every layer the helper reported into this report (the helper's word wins).
+    pub(crate) fn merge_from(&mut self, other: &SandboxReport) {
+        for (layer, status) in &other.layers {
+            if *status != LayerStatus::NotRequested {
+                self.layers.insert(*layer, *status);
+            }
+        }
+        for (layer, note) in &other.notes {
+            self.notes.insert(*layer, note.clone());
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The plan the runtime hands to the sandbox helper: one JSON argument, one report line back.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::SandboxReport;
+
+/// The first argument that switches a binary into sandbox-helper mode.
+pub const HELPER_MODE_ARGUMENT: &str = "--tools-runtime-sandbox-helper";
+
+/// The prefix of the report line the helper writes to stderr just before `execve`.
+///
+/// It starts with a control byte so no ordinary text is mistaken for it; it is only honoured
+/// at the very start of the stream, before the command has run.
+pub(crate) const REPORT_LINE_PREFIX: &[u8] = b"\x01tools-runtime-sandbox-report ";
+
+/// Resource limits applied with `setrlimit` (soft = hard, CPU hard = soft + 1 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rlimits {
+    /// CPU seconds (`RLIMIT_CPU`); the command gets `SIGXCPU` when it runs out.
+    pub cpu_seconds: u64,
+    /// Address space in bytes (`RLIMIT_AS`).
+    pub address_space_bytes: u64,
+    /// Largest file the command may write, in bytes (`RLIMIT_FSIZE`); `SIGXFSZ` beyond it.
+    pub file_size_bytes: u64,
+    /// Open file descriptors (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+    /// Processes of the sandbox user (`RLIMIT_NPROC`; ignored by the kernel for root).
+    pub processes: u64,
+}
+
+/// Landlock rules: hierarchies readable (and executable), hierarchies writable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LandlockPlan {
+    pub(crate) readable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
+    /// Also deny TCP bind/connect (Landlock ABI 4+) because the network is off.
+    pub(crate) deny_tcp: bool,
+}
+
+/// Which part of the confinement this helper invocation applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Stage {
+    /// Direct backend: every layer, then `execve` of the command.
+    Everything,
+    /// Bubblewrap backend, outside bwrap: process layers and privilege drop, then `execve(bwrap)`.
+    OutsideBubblewrap,
+    /// Bubblewrap backend, inside bwrap: Landlock and seccomp, then `execve` of the command.
+    InsideBubblewrap,
+}
+
+/// Everything the helper needs, serialised as its second argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HelperPlan {
+    pub(crate) stage: Stage,
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
+    pub(crate) cwd: PathBuf,
+    /// The runtime's pid: the helper checks it is still the parent after `PR_SET_PDEATHSIG`.
+    pub(crate) parent_pid: i32,
+    /// `cgroup.procs` files of the per-run `pids` and `memory` cgroups to join.
+    pub(crate) cgroup_pids_procs: Option<PathBuf>,
+    pub(crate) cgroup_memory_procs: Option<PathBuf>,
+    pub(crate) rlimits: Rlimits,
+    /// Drop to this uid/gid (only when the helper runs as root).
+    pub(crate) run_as: Option<(u32, u32)>,
+    /// The network is off: unshare it (direct backend) and filter sockets with seccomp.
+    pub(crate) deny_network: bool,
+    pub(crate) landlock: LandlockPlan,
+    /// Refuse to run the command unless a filesystem layer (Landlock or bubblewrap) is active.
+    pub(crate) require_filesystem_confinement: bool,
+    /// Bubblewrap backend: the bwrap argv (program first) that precedes `-- helper ...`.
+    pub(crate) bubblewrap_argv: Vec<String>,
+    /// The helper's own path, re-executed by bwrap for the inner stage.
+    pub(crate) helper_program: PathBuf,
+}
+
+/// The line the helper writes before `execve`: its layers, or why it refused to run the command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct HelperReport {
+    pub(crate) report: SandboxReport,
+    /// Set when the helper refused to run the command (fail closed); the command never ran.
+    pub(crate) refused: Option<String>,
+}

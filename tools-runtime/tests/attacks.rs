@@ -1,0 +1,564 @@
+//! The attack suite: real processes try to escape the sandbox; every attempt must be blocked and
+//! show up in the audit record.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde::Deserialize;
+use support::{Fixture, MachineLayers, assert_layer, is_root, ran, refused};
+use tools_runtime::{
+    Backend, BackendChoice, ExecOutcome, Layer, LayerStatus, Limits, RefusalKind, Rlimits,
+};
+
+#[tokio::test]
+async fn every_layer_this_machine_offers_is_active() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    let outcome = fixture.runtime().run(&fixture.request("layers", &["true"])).await.unwrap();
+    if !machine.can_confine() {
+        let refusal = refused(outcome);
+        assert_eq!(refusal.kind, RefusalKind::SandboxUnavailable, "fail closed: {machine:?}");
+        return;
+    }
+    let result = ran(outcome);
+    assert_eq!(result.exit_code, Some(0));
+    let active = LayerStatus::Active;
+    let expected: BTreeMap<Layer, LayerStatus> = BTreeMap::from([
+        (Layer::ProcessGroup, active),
+        (Layer::CleanEnvironment, active),
+        (Layer::ParentDeathSignal, active),
+        (Layer::Rlimits, active),
+        (Layer::CgroupPids, MachineLayers::status(machine.cgroup_pids)),
+        (Layer::CgroupMemory, MachineLayers::status(machine.cgroup_memory)),
+        (Layer::DropPrivileges, active),
+        (Layer::NoNewPrivileges, active),
+        (Layer::NetworkNamespace, MachineLayers::status(machine.network_namespace)),
+        (Layer::Landlock, MachineLayers::status(machine.landlock)),
+        (Layer::Seccomp, MachineLayers::status(machine.seccomp)),
+        (Layer::SeccompSocketFilter, MachineLayers::status(machine.seccomp)),
+        (Layer::Bubblewrap, LayerStatus::NotRequested),
+    ]);
+    assert_eq!(result.sandbox.layers, expected);
+    assert_eq!(result.sandbox.backend, Backend::Direct);
+    assert_eq!(fixture.audit_record("layers").sandbox, Some(result.sandbox));
+}
+
+#[derive(Debug, Deserialize)]
+struct EscapeAttempt {
+    name: String,
+    #[serde(default)]
+    cwd: Option<String>,
+    argv: Vec<String>,
+    expect: String,
+    #[serde(default)]
+    must_not_exist: Vec<String>,
+    #[serde(default)]
+    must_keep: BTreeMap<String, String>,
+}
+
+/// What happened to one attempt, compared as a whole against what must happen.
+#[derive(Debug, PartialEq, Eq)]
+struct EscapeVerdict {
+    name: String,
+    outcome: String,
+    audited_outcome: String,
+    escaped_files: Vec<String>,
+    altered_files: Vec<String>,
+}
+
+#[tokio::test]
+async fn filesystem_escapes_are_blocked_and_audited() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    std::os::unix::fs::symlink(&fixture.outside, fixture.workspace.join("escape-link")).unwrap();
+    let victim = fixture.outside.join("victim");
+    std::fs::write(&victim, "victim\n").unwrap();
+    std::fs::hard_link(&victim, fixture.workspace.join("planted-hardlink")).unwrap();
+    let attempts: Vec<EscapeAttempt> =
+        serde_json::from_str(include_str!("data/escape_attempts.json")).unwrap();
+    let runtime = fixture.runtime();
+    let mut verdicts = Vec::new();
+    let mut expected = Vec::new();
+    for (index, attempt) in attempts.iter().enumerate() {
+        let call_id = format!("escape-{index}");
+        let argv: Vec<String> =
+            attempt.argv.iter().map(|argument| fixture.expand(argument)).collect();
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut request = fixture.request(&call_id, &argv);
+        if let Some(cwd) = &attempt.cwd {
+            request.cwd = fixture.expand(cwd).into();
+        }
+        let outcome = runtime.run(&request).await.unwrap();
+        let outcome = match outcome {
+            ExecOutcome::Ran(result) if result.exit_code != Some(0) => "ran_and_failed".to_owned(),
+            ExecOutcome::Ran(result) => format!("ran_and_succeeded: {result:?}"),
+            ExecOutcome::Refused(refusal) => format!("{:?}", refusal.kind).to_lowercase(),
+        };
+        let escaped_files = attempt
+            .must_not_exist
+            .iter()
+            .map(|path| fixture.expand(path))
+            .filter(|path| std::path::Path::new(path).exists())
+            .collect();
+        let altered_files = attempt
+            .must_keep
+            .iter()
+            .filter(|(path, content)| {
+                std::fs::read_to_string(fixture.expand(path)).ok().as_ref() != Some(*content)
+            })
+            .map(|(path, _)| fixture.expand(path))
+            .collect();
+        let audited_outcome = fixture.audit_record(&call_id).outcome;
+        verdicts.push(EscapeVerdict {
+            name: attempt.name.clone(),
+            outcome,
+            audited_outcome,
+            escaped_files,
+            altered_files,
+        });
+        let expected_outcome = match attempt.expect.as_str() {
+            "path_outside_workspace" => "pathoutsideworkspace",
+            other => other,
+        };
+        expected.push(EscapeVerdict {
+            name: attempt.name.clone(),
+            outcome: expected_outcome.to_owned(),
+            audited_outcome: match attempt.expect.as_str() {
+                "ran_and_failed" => "ran".to_owned(),
+                other => other.to_owned(),
+            },
+            escaped_files: Vec::new(),
+            altered_files: Vec::new(),
+        });
+    }
+    if !machine.can_confine() || !is_root() {
+        // Without Landlock the runs are refused (fail closed); without root the hard-link
+        // victim belongs to the test user, so only the path checks can be asserted.
+        eprintln!("partial assertions: {machine:?}");
+        return;
+    }
+    assert_eq!(verdicts, expected);
+}
+
+#[tokio::test]
+async fn protected_paths_inside_the_workspace_stay_read_only_under_bubblewrap() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::with_protected_tree();
+    let runtime = fixture.runtime();
+    let script = "echo pwned > skill/SKILL.md; echo pwned > skill/scripts/new.sh; \
+                  echo pwned > .git/hooks/pre-commit; rm -f skill/SKILL.md; \
+                  mount -o remount,rw {workspace}/skill; echo ok > allowed.txt";
+    let script = fixture.expand(script);
+    let mut request = fixture.request("protected", &["sh", "-c", &script]);
+    request.protected_paths = vec!["skill".into(), ".git/hooks".into()];
+    let outcome = runtime.run(&request).await.unwrap();
+    if !machine.bubblewrap {
+        let refusal = refused(outcome);
+        assert_eq!(refusal.kind, RefusalKind::SandboxUnavailable);
+        assert_eq!(fixture.audit_record("protected").outcome, "sandbox_unavailable");
+        return;
+    }
+    let result = ran(outcome);
+    assert_eq!(
+        std::fs::read_to_string(fixture.workspace.join("skill/SKILL.md")).unwrap(),
+        "---\nname: skill\n---\n"
+    );
+    assert!(!fixture.workspace.join("skill/scripts/new.sh").exists());
+    assert_eq!(
+        std::fs::read_to_string(fixture.workspace.join(".git/hooks/pre-commit")).unwrap(),
+        "#!/bin/sh\n"
+    );
+    assert_eq!(std::fs::read_to_string(fixture.workspace.join("allowed.txt")).unwrap(), "ok\n");
+    assert!(result.stderr.contains("Read-only file system"), "{}", result.stderr);
+    assert_eq!(result.sandbox.backend, Backend::Bubblewrap);
+    let record = fixture.audit_record("protected");
+    assert_layer(&record, Layer::Bubblewrap, LayerStatus::Active);
+    assert_layer(&record, Layer::Landlock, MachineLayers::status(machine.landlock));
+    assert_layer(&record, Layer::DropPrivileges, LayerStatus::Active);
+    assert_layer(&record, Layer::NetworkNamespace, LayerStatus::Active);
+    assert_layer(&record, Layer::Seccomp, MachineLayers::status(machine.seccomp));
+}
+
+#[tokio::test]
+async fn protected_paths_are_refused_by_the_direct_backend_and_a_missing_bwrap() {
+    let fixture = Fixture::with_protected_tree();
+    let mut config = fixture.config();
+    config.backend = BackendChoice::Direct;
+    let mut request = fixture.request("direct-protected", &["true"]);
+    request.protected_paths = vec!["skill".into()];
+    let refusal = refused(fixture.runtime_with(config).run(&request).await.unwrap());
+    assert_eq!(refusal.kind, RefusalKind::SandboxUnavailable);
+
+    let mut config = fixture.config();
+    config.backend = BackendChoice::Bubblewrap;
+    config.bubblewrap_program = "/nonexistent/bwrap".into();
+    request.call_id = "missing-bwrap".to_owned();
+    let refusal = refused(fixture.runtime_with(config).run(&request).await.unwrap());
+    assert_eq!(refusal.kind, RefusalKind::SandboxUnavailable);
+    assert_eq!(fixture.audit_record("direct-protected").outcome, "sandbox_unavailable");
+    assert_eq!(fixture.audit_record("missing-bwrap").outcome, "sandbox_unavailable");
+}
+
+#[tokio::test]
+async fn network_is_blocked_for_tcp_udp_and_dns_on_both_backends() {
+    let machine = MachineLayers::probe();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let tcp_port = tcp.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let fixture = Fixture::with_protected_tree();
+    let runtime = fixture.runtime();
+    let attacks = [
+        vec![
+            "bash".to_owned(),
+            "-c".to_owned(),
+            format!("echo hi > /dev/tcp/127.0.0.1/{tcp_port}"),
+        ],
+        vec![
+            "curl".to_owned(),
+            "-sS".to_owned(),
+            "--max-time".to_owned(),
+            "2".to_owned(),
+            format!("http://127.0.0.1:{tcp_port}/"),
+        ],
+        vec![
+            "python3".to_owned(),
+            "-c".to_owned(),
+            format!(
+                "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\
+                 .sendto(b'hi', ('127.0.0.1', {udp_port}))"
+            ),
+        ],
+        vec![
+            "python3".to_owned(),
+            "-c".to_owned(),
+            "import socket; print(socket.getaddrinfo('example.com', 80))".to_owned(),
+        ],
+    ];
+    let backends = [("direct", Vec::new()), ("bubblewrap", vec!["skill".into()])];
+    for (backend, protected) in &backends {
+        if *backend == "bubblewrap" && !machine.bubblewrap {
+            continue;
+        }
+        for (index, attack) in attacks.iter().enumerate() {
+            let call_id = format!("net-{backend}-{index}");
+            let argv: Vec<&str> = attack.iter().map(String::as_str).collect();
+            let mut request = fixture.request(&call_id, &argv);
+            request.protected_paths.clone_from(protected);
+            let result = ran(runtime.run(&request).await.unwrap());
+            assert_ne!(result.exit_code, Some(0), "{call_id} {attack:?}: {result:?}");
+            let record = fixture.audit_record(&call_id);
+            assert_eq!(record.exit_code, result.exit_code);
+            assert_layer(&record, Layer::NetworkNamespace, LayerStatus::Active);
+            assert_layer(
+                &record,
+                Layer::SeccompSocketFilter,
+                MachineLayers::status(machine.seccomp),
+            );
+        }
+    }
+    assert_eq!(tcp.accept().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    let mut buffer = [0_u8; 16];
+    assert_eq!(udp.recv_from(&mut buffer).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+
+    // The same TCP attack with the network allowed reaches the listener: the listener works.
+    let mut request = fixture.request(
+        "net-allowed",
+        &["bash", "-c", &format!("echo hi > /dev/tcp/127.0.0.1/{tcp_port}")],
+    );
+    request.allow_network = true;
+    let result = ran(runtime.run(&request).await.unwrap());
+    assert_eq!(result.exit_code, Some(0), "{result:?}");
+    assert!(tcp.accept().is_ok());
+    let record = fixture.audit_record("net-allowed");
+    assert_layer(&record, Layer::NetworkNamespace, LayerStatus::NotRequested);
+}
+
+fn limits(change: impl FnOnce(&mut Limits)) -> Limits {
+    let mut limits = Limits::default();
+    change(&mut limits);
+    limits
+}
+
+#[tokio::test]
+async fn a_fork_bomb_run_as_root_is_bounded() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    let script = "import os, signal\n\
+                  count = 0\n\
+                  for _ in range(200):\n\
+                  \x20   try:\n\
+                  \x20       pid = os.fork()\n\
+                  \x20   except OSError as error:\n\
+                  \x20       print('fork failed:', error.strerror)\n\
+                  \x20       break\n\
+                  \x20   if pid == 0:\n\
+                  \x20       signal.pause()\n\
+                  \x20       os._exit(0)\n\
+                  \x20   count += 1\n\
+                  print('children', count)\n";
+    let mut request = fixture.request("fork-bomb", &["python3", "-c", script]);
+    request.limits = Some(limits(|limits| {
+        limits.pids = 24;
+        limits.rlimits.processes = 48;
+    }));
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert!(
+        result.stdout.starts_with("fork failed: Resource temporarily unavailable\n"),
+        "{result:?}"
+    );
+    let children: u64 = result
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("children "))
+        .and_then(|count| count.parse().ok())
+        .unwrap();
+    assert!(children < 48, "{children} children");
+    let record = fixture.audit_record("fork-bomb");
+    assert_layer(&record, Layer::CgroupPids, MachineLayers::status(machine.cgroup_pids));
+    assert_layer(&record, Layer::DropPrivileges, LayerStatus::Active);
+    if machine.cgroup_pids {
+        assert!(children < 24, "{children} children");
+    }
+}
+
+#[tokio::test]
+async fn a_200_megabyte_flood_is_counted_and_truncated() {
+    let fixture = Fixture::new();
+    let mut request = fixture.request("flood", &["head", "-c", "200000000", "/dev/zero"]);
+    request.max_output_bytes = 64 * 1024;
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert_eq!(result.exit_code, Some(0));
+    assert_eq!(result.stdout_total_bytes, 200_000_000);
+    assert_eq!(result.stdout_retained_bytes, 64 * 1024);
+    assert!(result.stdout_truncated);
+    assert!(result.stdout.contains("[... 199934464 bytes (0 lines) omitted ...]"));
+    let record = fixture.audit_record("flood");
+    assert!(record.stdout_truncated);
+    assert_eq!(record.stdout_total_bytes, 200_000_000);
+}
+
+#[tokio::test]
+async fn head_and_tail_are_kept_with_an_exact_elision_marker() {
+    let fixture = Fixture::new();
+    let mut request = fixture.request("seq", &["seq", "1", "100000"]);
+    request.max_output_bytes = 1000;
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    let full: String = (1..=100_000).map(|number| format!("{number}\n")).collect();
+    let middle = &full[500..full.len() - 500];
+    let expected = format!(
+        "{}\n[... {} bytes ({} lines) omitted ...]\n{}",
+        &full[..500],
+        middle.len(),
+        middle.matches('\n').count(),
+        &full[full.len() - 500..]
+    );
+    assert_eq!(result.stdout, expected);
+    assert_eq!(result.stdout_total_bytes, full.len() as u64);
+    assert!(fixture.audit_record("seq").stdout_truncated);
+}
+
+#[tokio::test]
+async fn invalid_utf8_and_output_without_newline_survive() {
+    let fixture = Fixture::new();
+    let request = fixture.request("bytes", &["printf", "\\377\\376abc"]);
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert_eq!(result.stdout, "\u{FFFD}\u{FFFD}abc");
+    assert_eq!(result.stdout_total_bytes, 5);
+    assert!(!result.stdout_truncated);
+    assert_eq!(fixture.audit_record("bytes").exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn a_timeout_kills_grandchildren_holding_the_pipe_and_keeps_partial_output() {
+    let fixture = Fixture::new();
+    let script = "echo started; (sleep 30; echo late) & setsid sleep 30 & echo $! > detached.pid; \
+                  echo $! ; sleep 30";
+    let mut request = fixture.request("timeout", &["sh", "-c", script]);
+    request.timeout = Duration::from_millis(1500);
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert!(result.timed_out);
+    assert_eq!(result.signal, Some(9));
+    assert!(result.stdout.starts_with("started\n"), "{result:?}");
+    assert!(result.duration_ms < 20_000, "the drain deadline bounds the wait: {result:?}");
+    let detached: i32 = std::fs::read_to_string(fixture.workspace.join("detached.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let state = std::fs::read_to_string(format!("/proc/{detached}/stat")).unwrap_or_default();
+    let state = state.rsplit(')').next().unwrap_or("").split_whitespace().next().unwrap_or("gone");
+    assert!(matches!(state, "gone" | "Z" | "X"), "detached grandchild still running: {state}");
+    let record = fixture.audit_record("timeout");
+    assert!(record.timed_out);
+}
+
+#[tokio::test]
+async fn cpu_spin_is_stopped_by_the_cpu_limit() {
+    let fixture = Fixture::new();
+    let mut request = fixture.request("cpu", &["sh", "-c", "while :; do :; done"]);
+    request.limits = Some(limits(|limits| limits.rlimits.cpu_seconds = 1));
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert!(!result.timed_out);
+    assert_eq!(result.signal, Some(nix::libc::SIGXCPU), "{result:?}");
+    assert!(result.likely_denied);
+    assert_eq!(fixture.audit_record("cpu").signal, Some(nix::libc::SIGXCPU));
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_address_space_limit() {
+    let fixture = Fixture::new();
+    let script = "b = b'x' * (1024 * 1024 * 1024); print('allocated')";
+    let mut request = fixture.request("memory-as", &["python3", "-c", script]);
+    request.limits = Some(limits(|limits| limits.rlimits.address_space_bytes = 256 << 20));
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert_eq!(result.exit_code, Some(1));
+    assert!(result.stderr.contains("MemoryError"), "{result:?}");
+    assert_eq!(fixture.audit_record("memory-as").exit_code, Some(1));
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_cgroup_memory_limit() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    let script = "b = b'x' * (400 * 1024 * 1024); print('allocated')";
+    let mut request = fixture.request("memory-cgroup", &["python3", "-c", script]);
+    request.limits = Some(limits(|limits| limits.memory_bytes = 64 << 20));
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    let record = fixture.audit_record("memory-cgroup");
+    assert_layer(&record, Layer::CgroupMemory, MachineLayers::status(machine.cgroup_memory));
+    if machine.cgroup_memory {
+        assert_eq!(result.signal, Some(9), "{result:?}");
+        assert!(!result.stdout.contains("allocated"));
+        assert_eq!(record.signal, Some(9));
+    }
+}
+
+#[tokio::test]
+async fn a_disk_fill_stops_at_the_file_size_limit() {
+    let fixture = Fixture::new();
+    let mut request = fixture.request("disk", &["sh", "-c", "head -c 100000000 /dev/zero > big"]);
+    request.limits = Some(limits(|limits| limits.rlimits.file_size_bytes = 8 << 20));
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert_ne!(result.exit_code, Some(0), "{result:?}");
+    let size = std::fs::metadata(fixture.workspace.join("big")).unwrap().len();
+    assert_eq!(size, 8 << 20);
+    assert_ne!(fixture.audit_record("disk").exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn planted_secrets_never_reach_the_command() {
+    let fixture = Fixture::new();
+    let mut request = fixture.request("env", &["env"]);
+    request.base_environment = Some(vec![
+        ("FOO_API_KEY".to_owned(), "planted-secret".to_owned()),
+        ("OPENAI_ORG".to_owned(), "planted-org".to_owned()),
+        ("GH_TOKEN".to_owned(), "planted-token".to_owned()),
+        ("SAFE_VAR".to_owned(), "ok".to_owned()),
+        ("NOT_LISTED".to_owned(), "not-inherited".to_owned()),
+    ]);
+    request.env.inherit =
+        ["FOO_API_KEY", "OPENAI_ORG", "GH_TOKEN", "SAFE_VAR"].map(str::to_owned).to_vec();
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    let mut lines: Vec<&str> = result.stdout.lines().collect();
+    lines.sort_unstable();
+    let private_tmp =
+        lines.iter().find_map(|line| line.strip_prefix("TMPDIR=")).unwrap().to_owned();
+    assert!(private_tmp.contains("tools-runtime-"), "{private_tmp}");
+    let home = format!("HOME={private_tmp}");
+    let tmpdir = format!("TMPDIR={private_tmp}");
+    assert_eq!(
+        lines,
+        vec![
+            home.as_str(),
+            "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+            "SAFE_VAR=ok",
+            tmpdir.as_str(),
+        ]
+    );
+    assert_eq!(
+        fixture.audit_record("env").withheld_environment,
+        vec!["FOO_API_KEY", "GH_TOKEN", "OPENAI_ORG"]
+    );
+}
+
+#[tokio::test]
+async fn the_command_has_no_privileges_and_cannot_mount() {
+    let fixture = Fixture::new();
+    let script = "grep -E '^(NoNewPrivs|CapEff|CapPrm|CapAmb):' /proc/self/status; \
+                  mkdir -p m; mount -t tmpfs none m && echo mounted; \
+                  unshare -r true && echo unshared; echo done";
+    let result = ran(fixture
+        .runtime()
+        .run(&fixture.request("privileges", &["sh", "-c", script]))
+        .await
+        .unwrap());
+    assert_eq!(
+        result.stdout,
+        "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n\
+         NoNewPrivs:\t1\ndone\n"
+    );
+    let record = fixture.audit_record("privileges");
+    assert_layer(&record, Layer::NoNewPrivileges, LayerStatus::Active);
+    assert_layer(&record, Layer::DropPrivileges, LayerStatus::Active);
+}
+
+#[tokio::test]
+async fn host_processes_cannot_be_killed_or_traced() {
+    let fixture = Fixture::new();
+    let mut host = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = host.id().to_string();
+    let script = format!(
+        "kill -9 {pid} && echo killed; \
+         python3 -c 'import ctypes; print(\"ptrace\", ctypes.CDLL(None).ptrace(16, {pid}, 0, 0))'"
+    );
+    let result = ran(fixture
+        .runtime()
+        .run(&fixture.request("kill-host", &["sh", "-c", &script]))
+        .await
+        .unwrap());
+    assert_eq!(result.stdout, "ptrace -1\n");
+    assert!(host.try_wait().unwrap().is_none(), "the host process survived");
+    host.kill().unwrap();
+    host.wait().unwrap();
+    assert_eq!(fixture.audit_record("kill-host").exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn a_command_reading_stdin_gets_end_of_file() {
+    let fixture = Fixture::new();
+    let script = "read line; echo \"read=$?\"; cat; echo done";
+    let result =
+        ran(fixture.runtime().run(&fixture.request("stdin", &["sh", "-c", script])).await.unwrap());
+    assert_eq!(result.stdout, "read=1\ndone\n");
+    assert!(!result.timed_out);
+    assert_eq!(fixture.audit_record("stdin").exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn resource_limits_are_reported_by_the_kernel() {
+    let fixture = Fixture::new();
+    let mut request = fixture.request(
+        "rlimits",
+        &["bash", "-c", "ulimit -c; ulimit -t; ulimit -f; ulimit -n; ulimit -u"],
+    );
+    request.limits = Some(Limits {
+        rlimits: Rlimits {
+            cpu_seconds: 7,
+            address_space_bytes: 2 << 30,
+            file_size_bytes: 1 << 20,
+            open_files: 100,
+            processes: 50,
+        },
+        memory_bytes: 1 << 30,
+        pids: 64,
+    });
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert_eq!(result.stdout, "0\n7\n1024\n100\n50\n");
+    assert_layer(&fixture.audit_record("rlimits"), Layer::Rlimits, LayerStatus::Active);
+}

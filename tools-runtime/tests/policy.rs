@@ -1,0 +1,164 @@
+//! Policy merging and approvals: data-driven merge cases, then real runs that are forbidden,
+//! denied, timed out or approved, each with its audit record.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pretty_assertions::assert_eq;
+use serde::Deserialize;
+use support::{Fixture, MachineLayers, ran, refused};
+use tools_runtime::{
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Decision, PrefixRule, RefusalKind,
+    RuleSet, merge_decisions,
+};
+
+#[derive(Debug, Deserialize)]
+struct MergeCase {
+    name: String,
+    skill_allowed_tools: Option<Vec<String>>,
+    user_rules: RuleSet,
+    argv: Vec<String>,
+    decision: Decision,
+}
+
+#[test]
+fn merged_decisions_follow_the_strictest_rule() {
+    let cases: Vec<MergeCase> =
+        serde_json::from_str(include_str!("data/policy_cases.json")).unwrap();
+    let actual: Vec<(String, Decision)> = cases
+        .iter()
+        .map(|case| {
+            let skill = case.skill_allowed_tools.as_deref().map(RuleSet::from_allowed_tools);
+            let merged = merge_decisions(skill.as_ref(), &case.user_rules, &case.argv);
+            (case.name.clone(), merged.decision)
+        })
+        .collect();
+    let expected: Vec<(String, Decision)> =
+        cases.iter().map(|case| (case.name.clone(), case.decision)).collect();
+    assert_eq!(actual, expected);
+}
+
+#[derive(Debug)]
+struct ScriptedApprover {
+    answer: Option<ApprovalAnswer>,
+}
+
+#[async_trait]
+impl Approver for ScriptedApprover {
+    fn name(&self) -> String {
+        "scripted".to_owned()
+    }
+
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalAnswer {
+        match &self.answer {
+            Some(answer) => answer.clone(),
+            None => std::future::pending().await,
+        }
+    }
+}
+
+fn user_prompts_for_sh() -> RuleSet {
+    RuleSet {
+        rules: vec![PrefixRule { prefix: vec!["sh".to_owned()], decision: Decision::Prompt }],
+        default: Decision::Allow,
+    }
+}
+
+#[tokio::test]
+async fn skill_allows_but_user_forbids_is_refused_and_audited() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy.rules = RuleSet {
+        rules: vec![PrefixRule { prefix: vec!["sh".to_owned()], decision: Decision::Forbidden }],
+        default: Decision::Allow,
+    };
+    let mut request = fixture.request("forbidden", &["sh", "-c", "echo ran > ran.txt"]);
+    request.skill = Some("demo".to_owned());
+    request.skill_rules = Some(RuleSet::from_allowed_tools(&["Bash(sh:*)"]));
+    let refusal = refused(fixture.runtime_with(config).run(&request).await.unwrap());
+    assert_eq!(refusal.kind, RefusalKind::PolicyForbidden);
+    assert_eq!(
+        refusal.message,
+        "policy forbids `sh -c echo ran > ran.txt` (skill rule `sh` says allow, user rule `sh` \
+         says forbidden)"
+    );
+    assert!(!fixture.workspace.join("ran.txt").exists());
+    let record = fixture.audit_record("forbidden");
+    assert_eq!(record.outcome, "policy_forbidden");
+    assert_eq!(record.skill.as_deref(), Some("demo"));
+    assert_eq!(record.decision.unwrap().decision, Decision::Forbidden);
+    assert_eq!(record.sandbox, None);
+}
+
+#[tokio::test]
+async fn approval_denied_and_timed_out_are_typed_refusals() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy.rules = user_prompts_for_sh();
+    config.policy.approval_mode = ApprovalMode::AskForRisky;
+    config.policy.approval_timeout = Duration::from_millis(50);
+
+    let denying = Arc::new(ScriptedApprover {
+        answer: Some(ApprovalAnswer::Denied { reason: Some("not today".to_owned()) }),
+    });
+    let request = fixture.request("denied", &["sh", "-c", "echo ran > ran.txt"]);
+    let refusal = refused(
+        fixture.runtime_with(config.clone()).with_approver(denying).run(&request).await.unwrap(),
+    );
+    assert_eq!(refusal.kind, RefusalKind::ApprovalDenied);
+    assert_eq!(refusal.message, "scripted denied `sh -c echo ran > ran.txt`: not today");
+
+    let silent = Arc::new(ScriptedApprover { answer: None });
+    let request = fixture.request("silent", &["sh", "-c", "echo ran > ran.txt"]);
+    let refusal = refused(
+        fixture.runtime_with(config.clone()).with_approver(silent).run(&request).await.unwrap(),
+    );
+    assert_eq!(refusal.kind, RefusalKind::ApprovalTimedOut);
+    assert!(!fixture.workspace.join("ran.txt").exists());
+
+    let mut never = config.clone();
+    never.policy.approval_mode = ApprovalMode::Never;
+    let request = fixture.request("never", &["sh", "-c", "echo ran > ran.txt"]);
+    let refusal = refused(fixture.runtime_with(never).run(&request).await.unwrap());
+    assert_eq!(refusal.kind, RefusalKind::ApprovalUnavailable);
+
+    let outcomes: Vec<(String, Option<String>)> = fixture
+        .audit_records()
+        .into_iter()
+        .map(|record| (record.outcome, record.approver))
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            ("approval_denied".to_owned(), Some("scripted".to_owned())),
+            ("approval_timed_out".to_owned(), Some("scripted".to_owned())),
+            ("approval_unavailable".to_owned(), None),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_approved_command_runs_and_names_its_approver() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy.rules = user_prompts_for_sh();
+    config.policy.approval_mode = ApprovalMode::AlwaysAsk;
+    let approving = Arc::new(ScriptedApprover { answer: Some(ApprovalAnswer::Approved) });
+    let request = fixture.request("approved", &["sh", "-c", "echo ran > ran.txt; echo ok"]);
+    let outcome =
+        fixture.runtime_with(config).with_approver(approving).run(&request).await.unwrap();
+    let record = fixture.audit_record("approved");
+    assert_eq!(record.approver.as_deref(), Some("scripted"));
+    if !machine.can_confine() {
+        assert_eq!(refused(outcome).kind, RefusalKind::SandboxUnavailable);
+        return;
+    }
+    let result = ran(outcome);
+    assert_eq!(result.stdout, "ok\n");
+    assert_eq!(std::fs::read_to_string(fixture.workspace.join("ran.txt")).unwrap(), "ran\n");
+    assert_eq!(record.outcome, "ran");
+}
