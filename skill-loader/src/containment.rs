@@ -10,13 +10,15 @@
 //! check saw. A file swapped for a link, another file or a FIFO in between is refused with
 //! [`Error::ChangedSinceCheck`].
 
-use std::fs::{self, File, Metadata};
+use std::fs::{self, File};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
+
+use skill_registry::file_kind;
 
 use crate::error::{Error, Result};
 
@@ -43,28 +45,6 @@ pub struct CheckedPath {
     pub size: u64,
     device: u64,
     inode: u64,
-}
-
-/// A phrase naming the kind of file.
-pub(crate) fn file_kind(metadata: &Metadata) -> &'static str {
-    let file_type = metadata.file_type();
-    if file_type.is_file() {
-        "a regular file"
-    } else if file_type.is_dir() {
-        "a directory"
-    } else if file_type.is_fifo() {
-        "a FIFO"
-    } else if file_type.is_char_device() {
-        "a character device"
-    } else if file_type.is_block_device() {
-        "a block device"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else if file_type.is_symlink() {
-        "a symlink"
-    } else {
-        "a special file"
-    }
 }
 
 const OPEN_FLAGS: OFlags = OFlags::RDONLY

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 use walkdir::WalkDir;
 
-use crate::containment::{SkillFolder, file_kind};
+use skill_registry::file_kind;
+
+use crate::containment::SkillFolder;
 
 /// What a resource is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

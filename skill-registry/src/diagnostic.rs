@@ -139,7 +139,8 @@ impl Rule {
 
     /// The severity of a violation in lenient mode (the default, for running skills).
     ///
-    /// In strict mode every warning becomes an error; information stays information.
+    /// In strict mode every warning becomes an error; information stays information except for
+    /// format rules (`allowed-tools-format`).
     pub fn lenient_severity(self) -> Severity {
         match self {
             Rule::RootUnreadable
@@ -170,18 +171,22 @@ impl Rule {
             | Rule::DescriptionAngleBrackets
             | Rule::CompatibilityTooLong
             | Rule::MetadataValue
-            | Rule::AllowedToolsFormat
             | Rule::DuplicateName => Severity::Warning,
-            Rule::SymlinkNotFollowed | Rule::Shadowed => Severity::Info,
+            // A YAML list of tools is Claude Code's common form: fine for running, not the format.
+            Rule::SymlinkNotFollowed | Rule::Shadowed | Rule::AllowedToolsFormat => Severity::Info,
         }
     }
 
-    /// The severity of a violation in `mode`.
+    /// The severity of a violation in `mode`. In strict mode every rule of the format is an
+    /// error, including the ones that are only information in lenient mode.
     pub fn severity(self, mode: Mode) -> Severity {
-        match (mode, self.lenient_severity()) {
-            (Mode::Lenient, severity) => severity,
-            (Mode::Strict, Severity::Error | Severity::Warning) => Severity::Error,
-            (Mode::Strict, Severity::Info) => Severity::Info,
+        match (mode, self) {
+            (Mode::Lenient, rule) => rule.lenient_severity(),
+            (Mode::Strict, Rule::AllowedToolsFormat) => Severity::Error,
+            (Mode::Strict, rule) => match rule.lenient_severity() {
+                Severity::Error | Severity::Warning => Severity::Error,
+                Severity::Info => Severity::Info,
+            },
         }
     }
 }

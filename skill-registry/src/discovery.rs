@@ -390,8 +390,9 @@ pub(crate) fn open_regular_file(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
-/// A phrase naming the kind of file `metadata` describes.
-pub(crate) fn file_kind(metadata: &Metadata) -> &'static str {
+/// A phrase naming the kind of file `metadata` describes (`a regular file`, `a FIFO`, …), for
+/// messages.
+pub fn file_kind(metadata: &Metadata) -> &'static str {
     let file_type = metadata.file_type();
     if file_type.is_file() {
         "a regular file"

@@ -280,6 +280,7 @@ pub(crate) fn build_skill(
     mode: Mode,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Skill> {
+    let first_diagnostic = diagnostics.len();
     let mut reporter = Reporter { path: file.path, mode, diagnostics, has_error: false };
     for line in &parsed.quoted_lines {
         reporter.report(
@@ -380,6 +381,26 @@ pub(crate) fn build_skill(
                 controls.disable_model_invocation = reporter.boolean(&field, false);
             }
             "user-invocable" => controls.user_invocable = reporter.boolean(&field, true),
+            "argument-hint" if field.value.is_array() => {
+                // `argument-hint: [name | description]` is meant as text but parses as a list.
+                reporter.report(
+                    Rule::FieldType,
+                    Some(field.line),
+                    "`argument-hint` parses as a YAML list; read back as text (quote it)"
+                        .to_owned(),
+                );
+                let items: Vec<String> = field
+                    .value
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|item| match item {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                controls.argument_hint = Some(format!("[{}]", items.join(", ")));
+            }
             "argument-hint" | "model" => {
                 let text = reporter.text(&field);
                 if text.is_none() && !field.value.is_null() {
@@ -417,7 +438,10 @@ pub(crate) fn build_skill(
         }
         Some((text, line)) => check_description(&mut reporter, text.trim(), line),
     };
-    if reporter.has_error {
+    let has_error = reporter.has_error;
+    // This file's diagnostics in line order (file-level ones, without a line, first).
+    diagnostics[first_diagnostic..].sort_by_key(|diagnostic| diagnostic.line);
+    if has_error {
         return None;
     }
     Some(Skill {

@@ -164,6 +164,14 @@ fn every_rule_lenient_and_strict() -> Result<()> {
     run_case("rules")
 }
 
+/// Frontmatter patterns seen in public third-party skills (Anthropic's, Claude Code plugins,
+/// Codex): folded and quoted descriptions, tool lists, list-shaped argument hints, names with
+/// colons or spaces, a doubled frontmatter whose first description is `name: "pdf"`.
+#[test]
+fn real_world_frontmatter() -> Result<()> {
+    run_case("real-world")
+}
+
 #[test]
 fn symlinked_folders_files_dangling_links_and_cycles() -> Result<()> {
     run_case("symlinks")
