@@ -1,0 +1,503 @@
+//! Anthropic Messages (`POST {base_url}/v1/messages`): request encoding, response and stream
+//! decoding (thinking and signature deltas, tool-use input deltas, in-stream `error` events).
+//!
+//! `response_format = json_schema` is sent as a forced tool whose input schema is the schema
+//! (the long-standing Anthropic way to get schema-shaped JSON); its input comes back as text.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+use crate::http::{
+    DeltaStream, HttpConfig, PreparedRequest, Transport, WireDecoder, WireError, WireResult,
+    body_excerpt,
+};
+use crate::provider::ModelProvider;
+use crate::sse::SseEvent;
+use crate::types::{
+    ChatRequest, ContentPart, Delta, FinishReason, Message, Response, ResponseFormat, ToolChoice,
+    Usage, joined_text,
+};
+
+/// The `anthropic-version` header sent with every request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// `max_tokens` sent when the request has none (the API requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 1024;
+
+/// Where and how to reach an Anthropic-compatible server.
+#[derive(Debug, Clone)]
+pub struct AnthropicConfig {
+    /// The server root, e.g. `https://api.anthropic.com` or `http://127.0.0.1:8080`.
+    pub base_url: String,
+    /// Sent as `x-api-key` when present.
+    pub api_key: Option<String>,
+    /// Timeouts and retries.
+    pub http: HttpConfig,
+}
+
+impl AnthropicConfig {
+    /// A configuration with default timeouts and retries.
+    pub fn new(base_url: impl Into<String>) -> AnthropicConfig {
+        AnthropicConfig { base_url: base_url.into(), api_key: None, http: HttpConfig::default() }
+    }
+}
+
+/// The Anthropic Messages provider.
+#[derive(Debug)]
+pub struct AnthropicProvider {
+    config: AnthropicConfig,
+    transport: Arc<Transport>,
+}
+
+impl AnthropicProvider {
+    /// A provider for `config`.
+    pub fn new(config: AnthropicConfig) -> Result<AnthropicProvider> {
+        let transport = Arc::new(Transport::new(config.http)?);
+        Ok(AnthropicProvider { config, transport })
+    }
+
+    fn prepare(
+        &self,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<(PreparedRequest, Option<String>)> {
+        let (body, schema_tool) = encode_request(request, stream)?;
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
+        ];
+        if let Some(key) = &self.config.api_key {
+            headers.push(("x-api-key".to_owned(), key.clone()));
+        }
+        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        let body = serde_json::to_vec(&body).map_err(|error| Error::InvalidRequest {
+            provider: "anthropic".to_owned(),
+            message: error.to_string(),
+        })?;
+        Ok((PreparedRequest { url, headers, body }, schema_tool))
+    }
+}
+
+#[async_trait]
+impl ModelProvider for AnthropicProvider {
+    async fn chat(&self, request: &ChatRequest) -> Result<Response> {
+        let (prepared, schema_tool) = self.prepare(request, false)?;
+        self.transport
+            .chat(&prepared, |body| {
+                let deltas = decode_response(body)?;
+                Ok(match &schema_tool {
+                    Some(name) => schema_tool_as_text(name, deltas),
+                    None => deltas,
+                })
+            })
+            .await
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<DeltaStream> {
+        let (prepared, schema_tool) = self.prepare(request, true)?;
+        Ok(self.transport.stream(prepared, move || {
+            Box::new(AnthropicStreamDecoder {
+                schema_tool: schema_tool.clone(),
+                ..AnthropicStreamDecoder::default()
+            })
+        }))
+    }
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidRequest { provider: "anthropic".to_owned(), message }
+}
+
+/// The request body, and the forced tool's name when `response_format` is a json_schema.
+pub(crate) fn encode_request(
+    request: &ChatRequest,
+    stream: bool,
+) -> Result<(Value, Option<String>)> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("max_tokens".into(), json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+    let mut system = Vec::new();
+    let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
+    for message in &request.messages {
+        let (role, blocks) = match message {
+            Message::System { content } => {
+                system.push(joined_text(content));
+                continue;
+            }
+            Message::User { content } => (
+                "user",
+                content
+                    .iter()
+                    .map(|part| match part {
+                        ContentPart::Text { text } => json!({"type": "text", "text": text}),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            Message::Assistant { content, thinking, tool_calls } => {
+                let mut blocks = Vec::new();
+                if let Some(thinking) = thinking
+                    && let Some(signature) = &thinking.signature
+                {
+                    blocks.push(json!({"type": "thinking", "thinking": thinking.text, "signature": signature}));
+                }
+                if !content.is_empty() {
+                    blocks.push(json!({"type": "text", "text": content}));
+                }
+                for call in tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}));
+                }
+                ("assistant", blocks)
+            }
+            Message::Tool { tool_call_id, content, is_error } => (
+                "user",
+                vec![
+                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content, "is_error": is_error}),
+                ],
+            ),
+        };
+        // Anthropic wants user and assistant turns to alternate: merge neighbours.
+        match messages.last_mut() {
+            Some((last_role, last_blocks)) if last_role == role => last_blocks.extend(blocks),
+            Some(_) | None => messages.push((role.to_owned(), blocks)),
+        }
+    }
+    if !system.is_empty() {
+        body.insert("system".into(), json!(system.join("\n\n")));
+    }
+    body.insert(
+        "messages".into(),
+        Value::Array(
+            messages
+                .into_iter()
+                .map(|(role, blocks)| json!({"role": role, "content": blocks}))
+                .collect(),
+        ),
+    );
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|tool| json!({"name": tool.name, "description": tool.description, "input_schema": tool.parameters}))
+        .collect();
+    let mut tool_choice = match &request.tool_choice {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::None => json!({"type": "none"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::Named(name) => {
+            if !request.tools.iter().any(|tool| &tool.name == name) {
+                return Err(invalid(format!(
+                    "tool_choice names `{name}`, which is not among the tools"
+                )));
+            }
+            json!({"type": "tool", "name": name})
+        }
+    };
+    let mut schema_tool = None;
+    match &request.response_format {
+        ResponseFormat::Text => {}
+        ResponseFormat::JsonSchema { name, schema, strict: _ } => {
+            if !request.tools.is_empty() {
+                return Err(invalid(
+                    "a json_schema response format cannot be combined with tools".to_owned(),
+                ));
+            }
+            tools.push(json!({"name": name, "description": "Answer with this JSON structure.", "input_schema": schema}));
+            tool_choice = json!({"type": "tool", "name": name});
+            schema_tool = Some(name.clone());
+        }
+    }
+    if !tools.is_empty() {
+        if request.parallel_tool_calls == Some(false)
+            && request.tool_choice != ToolChoice::None
+            && let Some(choice) = tool_choice.as_object_mut()
+        {
+            choice.insert("disable_parallel_tool_use".into(), json!(true));
+        }
+        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tool_choice".into(), tool_choice);
+    }
+    if let Some(temperature) = request.temperature {
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if !request.stop.is_empty() {
+        body.insert("stop_sequences".into(), json!(request.stop));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+    }
+    Ok((Value::Object(body), schema_tool))
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "max_tokens" => FinishReason::Length,
+        "tool_use" => FinishReason::ToolCalls,
+        "refusal" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// Anthropic counts cached input apart; `prompt_tokens` here includes it.
+#[derive(Debug, Default, Clone, Copy)]
+struct UsageParts {
+    input: u64,
+    cache_read: u64,
+    cache_creation: u64,
+    output: u64,
+}
+
+impl UsageParts {
+    fn update(&mut self, usage: &Value) {
+        let set = |field: &str, slot: &mut u64| {
+            if let Some(number) = usage.get(field).and_then(Value::as_u64) {
+                *slot = number;
+            }
+        };
+        set("input_tokens", &mut self.input);
+        set("cache_read_input_tokens", &mut self.cache_read);
+        set("cache_creation_input_tokens", &mut self.cache_creation);
+        set("output_tokens", &mut self.output);
+    }
+
+    fn usage(self) -> Usage {
+        Usage {
+            prompt_tokens: self.input + self.cache_read + self.cache_creation,
+            completion_tokens: self.output,
+            cached_tokens: self.cache_read,
+            reasoning_tokens: 0,
+        }
+    }
+}
+
+fn provider_error(value: &Value) -> Option<WireError> {
+    let error = value
+        .get("error")
+        .filter(|_| value.get("type").and_then(Value::as_str) == Some("error"))?;
+    let kind = error.get("type").and_then(Value::as_str).unwrap_or("error");
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
+    Some(WireError::Provider(kind.to_owned(), message.to_owned()))
+}
+
+/// A non-streamed body as the deltas a stream would have carried.
+pub(crate) fn decode_response(body: &[u8]) -> WireResult<Vec<Delta>> {
+    let value: Value = serde_json::from_slice(body).map_err(|error| {
+        WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
+    })?;
+    if let Some(error) = provider_error(&value) {
+        return Err(error);
+    }
+    let content = value
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| WireError::Malformed(format!("no content: {}", body_excerpt(body))))?;
+    let mut deltas = Vec::new();
+    let mut tool_index = 0;
+    for block in content {
+        let text = |field: &str| block.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => push_text(&mut deltas, Delta::Text { text: text("text") }),
+            Some("thinking") => {
+                push_text(&mut deltas, Delta::Thinking { text: text("thinking") });
+                if let Some(signature) = block.get("signature").and_then(Value::as_str) {
+                    deltas.push(Delta::ThinkingSignature { signature: signature.to_owned() });
+                }
+            }
+            Some("tool_use") => {
+                deltas.push(Delta::ToolCallStart {
+                    index: tool_index,
+                    id: text("id"),
+                    name: text("name"),
+                });
+                let input = block.get("input").cloned().unwrap_or(Value::Object(Map::new()));
+                if input.as_object().is_none_or(|fields| !fields.is_empty()) {
+                    deltas.push(Delta::ToolCallArguments {
+                        index: tool_index,
+                        fragment: input.to_string(),
+                    });
+                }
+                tool_index += 1;
+            }
+            // redacted_thinking and future block types carry nothing we can show.
+            Some(_) | None => {}
+        }
+    }
+    let mut usage = UsageParts::default();
+    if let Some(fields) = value.get("usage") {
+        usage.update(fields);
+        deltas.push(Delta::Usage { usage: usage.usage() });
+    }
+    let reason = value.get("stop_reason").and_then(Value::as_str).unwrap_or("end_turn");
+    deltas.push(Delta::Finish { reason: finish_reason(reason) });
+    Ok(deltas)
+}
+
+fn push_text(deltas: &mut Vec<Delta>, delta: Delta) {
+    let empty = match &delta {
+        Delta::Text { text } | Delta::Thinking { text } => text.is_empty(),
+        Delta::ThinkingSignature { .. }
+        | Delta::ToolCallStart { .. }
+        | Delta::ToolCallArguments { .. }
+        | Delta::Usage { .. }
+        | Delta::Retry { .. }
+        | Delta::Finish { .. } => false,
+    };
+    if !empty {
+        deltas.push(delta);
+    }
+}
+
+/// Decodes Messages stream events; `message_stop` is the terminal event.
+#[derive(Debug, Default)]
+pub(crate) struct AnthropicStreamDecoder {
+    /// Content block index → tool call index.
+    tool_blocks: BTreeMap<u64, u32>,
+    usage: UsageParts,
+    saw_usage: bool,
+    finish: Option<FinishReason>,
+    /// Set when json_schema is emulated with a forced tool: its input is reported as text.
+    schema_tool: Option<String>,
+}
+
+impl WireDecoder for AnthropicStreamDecoder {
+    fn on_event(&mut self, event: &SseEvent, deltas: &mut Vec<Delta>) -> WireResult<bool> {
+        let value: Value = serde_json::from_str(&event.data).map_err(|error| {
+            WireError::Malformed(format!(
+                "data is not JSON ({error}): {}",
+                body_excerpt(event.data.as_bytes())
+            ))
+        })?;
+        if let Some(error) = provider_error(&value) {
+            return Err(error);
+        }
+        let kind = value.get("type").and_then(Value::as_str).unwrap_or(event.event.as_str());
+        match kind {
+            "message_start" => {
+                if let Some(usage) = value.pointer("/message/usage") {
+                    self.usage.update(usage);
+                    self.saw_usage = true;
+                }
+            }
+            "content_block_start" => {
+                let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let block = value.get("content_block").unwrap_or(&Value::Null);
+                let text =
+                    |field: &str| block.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => push_text(deltas, Delta::Text { text: text("text") }),
+                    Some("thinking") => {
+                        push_text(deltas, Delta::Thinking { text: text("thinking") })
+                    }
+                    Some("tool_use") => {
+                        let tool_index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
+                        self.tool_blocks.insert(index, tool_index);
+                        if self.schema_tool.is_none() {
+                            deltas.push(Delta::ToolCallStart {
+                                index: tool_index,
+                                id: text("id"),
+                                name: text("name"),
+                            });
+                        }
+                        if let Some(input) = block.get("input").filter(|input| {
+                            input.as_object().is_some_and(|fields| !fields.is_empty())
+                        }) {
+                            deltas.push(self.arguments(tool_index, input.to_string()));
+                        }
+                    }
+                    Some(_) | None => {}
+                }
+            }
+            "content_block_delta" => {
+                let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let delta = value.get("delta").unwrap_or(&Value::Null);
+                let text =
+                    |field: &str| delta.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => push_text(deltas, Delta::Text { text: text("text") }),
+                    Some("thinking_delta") => {
+                        push_text(deltas, Delta::Thinking { text: text("thinking") })
+                    }
+                    Some("signature_delta") => {
+                        deltas.push(Delta::ThinkingSignature { signature: text("signature") })
+                    }
+                    Some("input_json_delta") => {
+                        let tool_index = *self.tool_blocks.get(&index).ok_or_else(|| {
+                            WireError::Malformed(format!(
+                                "input_json_delta for block {index}, which is not a tool_use block"
+                            ))
+                        })?;
+                        let fragment = text("partial_json");
+                        if !fragment.is_empty() {
+                            deltas.push(self.arguments(tool_index, fragment));
+                        }
+                    }
+                    Some(_) | None => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.finish = Some(finish_reason(reason));
+                }
+                if let Some(usage) = value.get("usage") {
+                    self.usage.update(usage);
+                    self.saw_usage = true;
+                }
+            }
+            "message_stop" => {
+                if self.saw_usage {
+                    deltas.push(Delta::Usage { usage: self.usage.usage() });
+                }
+                let reason = self.finish.take().unwrap_or(FinishReason::Stop);
+                let reason = match (&self.schema_tool, reason) {
+                    (Some(_), FinishReason::ToolCalls) => FinishReason::Stop,
+                    (_, reason) => reason,
+                };
+                deltas.push(Delta::Finish { reason });
+                return Ok(true);
+            }
+            // ping, content_block_stop and future events carry nothing to forward.
+            _ => {}
+        }
+        Ok(false)
+    }
+}
+
+impl AnthropicStreamDecoder {
+    fn arguments(&self, index: u32, fragment: String) -> Delta {
+        match self.schema_tool {
+            Some(_) => Delta::Text { text: fragment },
+            None => Delta::ToolCallArguments { index, fragment },
+        }
+    }
+}
+
+/// Rewrites the forced schema tool's call into text (the json_schema answer).
+fn schema_tool_as_text(name: &str, deltas: Vec<Delta>) -> Vec<Delta> {
+    let mut schema_index = None;
+    let mut rewritten = Vec::with_capacity(deltas.len());
+    for delta in deltas {
+        match delta {
+            Delta::ToolCallStart { index, name: called, .. } if called == name => {
+                schema_index = Some(index)
+            }
+            Delta::ToolCallArguments { index, fragment } if Some(index) == schema_index => {
+                rewritten.push(Delta::Text { text: fragment })
+            }
+            Delta::Finish { reason: FinishReason::ToolCalls } => {
+                rewritten.push(Delta::Finish { reason: FinishReason::Stop })
+            }
+            other @ (Delta::Text { .. }
+            | Delta::Thinking { .. }
+            | Delta::ThinkingSignature { .. }
+            | Delta::ToolCallStart { .. }
+            | Delta::ToolCallArguments { .. }
+            | Delta::Usage { .. }
+            | Delta::Retry { .. }
+            | Delta::Finish { .. }) => rewritten.push(other),
+        }
+    }
+    rewritten
+}

@@ -1,0 +1,206 @@
+//! Turns a sequence of [`Delta`]s into the final [`Response`]; the one place answers are assembled.
+//!
+//! Providers translate their non-streaming bodies into deltas too, so a streamed and a
+//! non-streamed answer go through the same code and compare equal.
+
+use serde_json::Value;
+
+use crate::types::{Delta, FinishReason, InvalidToolCall, Response, ToolCall, Usage};
+
+/// Collects deltas; [`finish`](Assembler::finish) gives the response.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    text: String,
+    thinking: String,
+    signature: Option<String>,
+    calls: Vec<PartialCall>,
+    usage: Option<Usage>,
+    finish: Option<FinishReason>,
+    retries: u32,
+}
+
+#[derive(Debug)]
+struct PartialCall {
+    index: u32,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl Assembler {
+    /// An empty assembler.
+    pub fn new() -> Assembler {
+        Assembler::default()
+    }
+
+    /// Adds one delta.
+    pub fn push(&mut self, delta: &Delta) {
+        match delta {
+            Delta::Text { text } => self.text.push_str(text),
+            Delta::Thinking { text } => self.thinking.push_str(text),
+            Delta::ThinkingSignature { signature } => {
+                self.signature.get_or_insert_with(String::new).push_str(signature);
+            }
+            Delta::ToolCallStart { index, id, name } => {
+                let call = self.call(*index);
+                if call.id.is_empty() {
+                    call.id.clone_from(id);
+                }
+                if call.name.is_empty() {
+                    call.name.clone_from(name);
+                }
+            }
+            Delta::ToolCallArguments { index, fragment } => {
+                self.call(*index).arguments.push_str(fragment);
+            }
+            Delta::Usage { usage } => self.usage = Some(*usage),
+            Delta::Retry { .. } => self.retries += 1,
+            Delta::Finish { reason } => self.finish = Some(reason.clone()),
+        }
+    }
+
+    fn call(&mut self, index: u32) -> &mut PartialCall {
+        let position = match self.calls.iter().position(|call| call.index == index) {
+            Some(position) => position,
+            None => {
+                self.calls.push(PartialCall {
+                    index,
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                });
+                self.calls.len() - 1
+            }
+        };
+        &mut self.calls[position]
+    }
+
+    /// Whether a [`Delta::Finish`] has been pushed.
+    pub fn is_finished(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// The response so far. `None` when no [`Delta::Finish`] arrived (the stream was truncated).
+    ///
+    /// Each tool call's arguments must parse as a JSON object (empty text counts as `{}`, a
+    /// call without arguments); anything else, in particular a call cut off by
+    /// `finish_reason = length`, lands in `invalid_tool_calls` with the raw text.
+    pub fn finish(self) -> Option<Response> {
+        let finish_reason = self.finish?;
+        let mut tool_calls = Vec::new();
+        let mut invalid_tool_calls = Vec::new();
+        let cut_off = finish_reason == FinishReason::Length;
+        for call in self.calls {
+            match validate_call(&call, cut_off) {
+                Ok(arguments) => {
+                    tool_calls.push(ToolCall { id: call.id, name: call.name, arguments })
+                }
+                Err(error) => invalid_tool_calls.push(InvalidToolCall {
+                    id: call.id,
+                    name: call.name,
+                    raw_arguments: call.arguments,
+                    error,
+                }),
+            }
+        }
+        Some(Response {
+            text: self.text,
+            thinking: self.thinking,
+            thinking_signature: self.signature,
+            tool_calls,
+            invalid_tool_calls,
+            finish_reason,
+            usage: self.usage,
+            retries: self.retries,
+        })
+    }
+}
+
+fn validate_call(call: &PartialCall, cut_off: bool) -> Result<Value, String> {
+    if call.name.is_empty() {
+        return Err("the tool call has no function name".to_owned());
+    }
+    if call.arguments.trim().is_empty() {
+        if cut_off {
+            return Err("the tool call was cut off by the token limit before its arguments".into());
+        }
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    match serde_json::from_str::<Value>(&call.arguments) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err("the tool call arguments are not a JSON object".to_owned()),
+        Err(error) if cut_off => {
+            Err(format!("the tool call was cut off by the token limit: {error}"))
+        }
+        Err(error) => Err(format!("the tool call arguments are not valid JSON: {error}")),
+    }
+}
+
+/// Assembles a complete delta list (a non-streamed answer translated into deltas).
+pub(crate) fn assemble_all(deltas: &[Delta]) -> Option<Response> {
+    let mut assembler = Assembler::new();
+    for delta in deltas {
+        assembler.push(delta);
+    }
+    assembler.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn start(index: u32, name: &str) -> Delta {
+        Delta::ToolCallStart { index, id: format!("call_{index}"), name: name.into() }
+    }
+
+    fn arguments(index: u32, fragment: &str) -> Delta {
+        Delta::ToolCallArguments { index, fragment: fragment.into() }
+    }
+
+    #[test]
+    fn interleaved_parallel_calls_are_kept_apart() {
+        let deltas = vec![
+            Delta::Text { text: "I will ".into() },
+            start(0, "a"),
+            start(1, "b"),
+            arguments(1, "{\"y\":"),
+            arguments(0, "{\"x\":1}"),
+            arguments(1, "2}"),
+            start(2, "c"),
+            Delta::Finish { reason: FinishReason::ToolCalls },
+        ];
+        let response = assemble_all(&deltas).unwrap();
+        assert_eq!(
+            response.tool_calls,
+            vec![
+                ToolCall { id: "call_0".into(), name: "a".into(), arguments: json!({"x": 1}) },
+                ToolCall { id: "call_1".into(), name: "b".into(), arguments: json!({"y": 2}) },
+                ToolCall { id: "call_2".into(), name: "c".into(), arguments: json!({}) },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_cut_off_by_length_is_invalid_not_repaired() {
+        let deltas = vec![
+            start(0, "write"),
+            arguments(0, "{\"path\": \"a.txt\", \"content\": \"hel"),
+            Delta::Finish { reason: FinishReason::Length },
+        ];
+        let response = assemble_all(&deltas).unwrap();
+        assert_eq!(response.tool_calls, vec![]);
+        assert_eq!(response.invalid_tool_calls.len(), 1);
+        assert_eq!(
+            response.invalid_tool_calls[0].raw_arguments,
+            "{\"path\": \"a.txt\", \"content\": \"hel"
+        );
+        assert!(response.invalid_tool_calls[0].error.contains("cut off"));
+    }
+
+    #[test]
+    fn no_finish_means_no_response() {
+        assert_eq!(assemble_all(&[Delta::Text { text: "hi".into() }]), None);
+    }
+}

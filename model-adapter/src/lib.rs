@@ -1,0 +1,80 @@
+//! Model connections for skills-agent: OpenAI-compatible Chat Completions and Anthropic
+//! Messages over HTTP, streaming, retries, structured actions, and scripted/replayed models.
+//!
+//! # Design
+//!
+//! Everything above this crate speaks one provider-neutral vocabulary ([`ChatRequest`],
+//! [`Response`], [`Delta`]); only this crate knows provider JSON. A provider implements
+//! [`ModelProvider`] (`chat` and `stream`) and is stored as `Arc<dyn ModelProvider>`.
+//!
+//! * **One assembler.** Streams are decoded into normalised [`Delta`]s (text, thinking,
+//!   tool-call start, argument fragments, usage, finish). Non-streamed bodies are translated into
+//!   the same deltas and go through the same [`Assembler`], so `chat` and an assembled `stream`
+//!   give equal responses. A stream without its terminal event (`[DONE]`, `message_stop`) is
+//!   [`Error::Truncated`]; a tool call cut off by `finish_reason = length` is reported in
+//!   `invalid_tool_calls`, never repaired.
+//! * **SSE** ([`sse::SseDecoder`]) handles `\n`, `\r\n`, `\r`, line endings split across chunks,
+//!   multi-line `data:`, comments and UTF-8 split across chunks, looking at each byte once.
+//! * **Errors are classified** ([`Error::is_retryable`]): 408/409/429/5xx/529, in-stream
+//!   `overloaded_error`, connection failures and timeouts before any content are retried with
+//!   jittered exponential backoff ([`RetryPolicy`]), honouring `retry-after-ms`, `retry-after`
+//!   and `x-should-retry`. Once a content delta reached the caller, nothing is retried: the
+//!   error says how many deltas were delivered. Timeouts: connect, first byte, idle.
+//! * **Forced tool choice.** OpenAI, vLLM and DeepSeek take a named `tool_choice` natively;
+//!   llama.cpp ignores it, so [`NamedToolChoice::JsonSchema`] sends the tool's schema as a
+//!   grammar-constrained `response_format` instead and reports the JSON as that tool's call.
+//!   Anthropic takes `{"type":"tool"}` natively; its `response_format = json_schema` is sent as a
+//!   forced tool whose input comes back as text.
+//! * **Structured actions** ([`structured`]) stream the model's JSON through `stream-json`, so
+//!   callers see `$.action.type` as soon as it is parsed, validate the result against the JSON
+//!   Schema (the `jsonschema` crate) and re-ask once with the validation error.
+//! * **Test doubles.** [`MockModel`] answers from a script and records requests;
+//!   [`RecordingModel`] records a real model's calls and [`ReplayModel`] plays them back,
+//!   failing loudly when the request sequence diverges.
+//!
+//! # Example
+//!
+//! ```
+//! use model_adapter::{ChatRequest, Message, MockModel, MockReply, ModelProvider};
+//! use serde_json::json;
+//!
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! runtime.block_on(async {
+//!     let model = MockModel::new(vec![
+//!         MockReply::thinking_then_text("The user greets.", "Hello!"),
+//!         MockReply::tool_call("read_file", &json!({"path": "README.md"})),
+//!     ]);
+//!     let request = ChatRequest::new("mock", vec![Message::user("hi")]);
+//!     let first = model.chat(&request).await.unwrap();
+//!     assert_eq!((first.thinking.as_str(), first.text.as_str()), ("The user greets.", "Hello!"));
+//!     let second = model.chat(&request).await.unwrap();
+//!     assert_eq!(second.tool_calls[0].arguments, json!({"path": "README.md"}));
+//!     assert_eq!(model.requests().len(), 2);
+//! });
+//! ```
+
+mod anthropic;
+mod assemble;
+mod error;
+mod http;
+mod mock;
+mod openai;
+mod provider;
+mod replay;
+pub mod retry;
+pub mod sse;
+mod types;
+
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider, DEFAULT_MAX_TOKENS};
+pub use assemble::Assembler;
+pub use error::{Error, Result, TimeoutPhase};
+pub use http::{DeltaStream, HttpConfig};
+pub use mock::{MockModel, MockReply};
+pub use openai::{NamedToolChoice, OpenAiConfig, OpenAiProvider};
+pub use provider::{ModelProvider, collect_stream};
+pub use replay::{RecordedCall, RecordingModel, ReplayModel, read_recording, write_recording};
+pub use retry::RetryPolicy;
+pub use types::{
+    ChatRequest, ContentPart, Delta, FinishReason, InvalidToolCall, Message, Response,
+    ResponseFormat, Thinking, Tool, ToolCall, ToolChoice, Usage,
+};

@@ -1,0 +1,457 @@
+//! OpenAI-compatible Chat Completions (`POST {base_url}/chat/completions`): OpenAI, vLLM,
+//! llama.cpp, Ollama, DeepSeek. Request encoding, response and stream decoding into deltas.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result};
+use crate::http::{
+    DeltaStream, HttpConfig, PreparedRequest, Transport, WireDecoder, WireError, WireResult,
+    body_excerpt,
+};
+use crate::provider::ModelProvider;
+use crate::sse::SseEvent;
+use crate::types::{
+    ChatRequest, ContentPart, Delta, FinishReason, Message, Response, ResponseFormat, ToolChoice,
+    Usage, joined_text,
+};
+
+/// How a named `tool_choice` reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NamedToolChoice {
+    /// Send `tool_choice: {"type":"function","function":{"name":…}}` (OpenAI, vLLM, DeepSeek).
+    #[default]
+    Native,
+    /// The server ignores a named choice (llama.cpp does): send that tool's parameter schema as
+    /// a grammar-constrained `response_format` json_schema instead, without tools, and report the
+    /// JSON answer as a call to that tool.
+    JsonSchema,
+}
+
+/// Where and how to reach an OpenAI-compatible server.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// The API root including the version, e.g. `https://api.openai.com/v1` or
+    /// `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when present.
+    pub api_key: Option<String>,
+    /// Timeouts and retries.
+    pub http: HttpConfig,
+    /// How a named tool choice is expressed.
+    pub named_tool_choice: NamedToolChoice,
+}
+
+impl OpenAiConfig {
+    /// A configuration with default timeouts and retries and native tool choice.
+    pub fn new(base_url: impl Into<String>) -> OpenAiConfig {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            http: HttpConfig::default(),
+            named_tool_choice: NamedToolChoice::Native,
+        }
+    }
+}
+
+/// The OpenAI-compatible provider.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    config: OpenAiConfig,
+    transport: Arc<Transport>,
+}
+
+impl OpenAiProvider {
+    /// A provider for `config`.
+    pub fn new(config: OpenAiConfig) -> Result<OpenAiProvider> {
+        let transport = Arc::new(Transport::new(config.http)?);
+        Ok(OpenAiProvider { config, transport })
+    }
+
+    fn prepare(
+        &self,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<(PreparedRequest, Option<String>)> {
+        let (body, emulated_tool) = encode_request(request, stream, self.config.named_tool_choice)?;
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if let Some(key) = &self.config.api_key {
+            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        }
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let body = serde_json::to_vec(&body).map_err(|error| Error::InvalidRequest {
+            provider: "openai".to_owned(),
+            message: error.to_string(),
+        })?;
+        Ok((PreparedRequest { url, headers, body }, emulated_tool))
+    }
+}
+
+#[async_trait]
+impl ModelProvider for OpenAiProvider {
+    async fn chat(&self, request: &ChatRequest) -> Result<Response> {
+        let (prepared, emulated_tool) = self.prepare(request, false)?;
+        self.transport
+            .chat(&prepared, |body| {
+                let deltas = decode_response(body)?;
+                Ok(match &emulated_tool {
+                    Some(name) => emulate_tool_call(name, deltas),
+                    None => deltas,
+                })
+            })
+            .await
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<DeltaStream> {
+        let (prepared, emulated_tool) = self.prepare(request, true)?;
+        Ok(self.transport.stream(prepared, move || {
+            Box::new(OpenAiStreamDecoder {
+                emulated_tool: emulated_tool.clone(),
+                ..OpenAiStreamDecoder::default()
+            })
+        }))
+    }
+}
+
+/// The request body, and the tool name when a named choice is emulated with json_schema.
+pub(crate) fn encode_request(
+    request: &ChatRequest,
+    stream: bool,
+    named_tool_choice: NamedToolChoice,
+) -> Result<(Value, Option<String>)> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert(
+        "messages".into(),
+        Value::Array(request.messages.iter().map(encode_message).collect()),
+    );
+    let mut emulated_tool = None;
+    let mut response_format = request.response_format.clone();
+    match (&request.tool_choice, named_tool_choice) {
+        (ToolChoice::Named(name), NamedToolChoice::JsonSchema) => {
+            let tool = request.tools.iter().find(|tool| &tool.name == name).ok_or_else(|| {
+                Error::InvalidRequest {
+                    provider: "openai".to_owned(),
+                    message: format!("tool_choice names `{name}`, which is not among the tools"),
+                }
+            })?;
+            response_format = ResponseFormat::JsonSchema {
+                name: tool.name.clone(),
+                schema: tool.parameters.clone(),
+                strict: true,
+            };
+            emulated_tool = Some(name.clone());
+        }
+        (tool_choice, NamedToolChoice::Native | NamedToolChoice::JsonSchema) => {
+            if !request.tools.is_empty() {
+                let tools: Vec<Value> = request
+                    .tools
+                    .iter()
+                    .map(|tool| {
+                        json!({"type": "function", "function": {
+                            "name": tool.name, "description": tool.description,
+                            "parameters": tool.parameters}})
+                    })
+                    .collect();
+                body.insert("tools".into(), Value::Array(tools));
+                let choice = match tool_choice {
+                    ToolChoice::Auto => json!("auto"),
+                    ToolChoice::None => json!("none"),
+                    ToolChoice::Required => json!("required"),
+                    ToolChoice::Named(name) => {
+                        json!({"type": "function", "function": {"name": name}})
+                    }
+                };
+                body.insert("tool_choice".into(), choice);
+                if let Some(parallel) = request.parallel_tool_calls {
+                    body.insert("parallel_tool_calls".into(), json!(parallel));
+                }
+            }
+        }
+    }
+    match response_format {
+        ResponseFormat::Text => {}
+        ResponseFormat::JsonSchema { name, schema, strict } => {
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": strict}}),
+            );
+        }
+    }
+    if let Some(temperature) = request.temperature {
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if let Some(max_tokens) = request.max_tokens {
+        body.insert("max_tokens".into(), json!(max_tokens));
+    }
+    if !request.stop.is_empty() {
+        body.insert("stop".into(), json!(request.stop));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    Ok((Value::Object(body), emulated_tool))
+}
+
+fn encode_parts(parts: &[ContentPart]) -> Value {
+    match parts {
+        [ContentPart::Text { text }] => json!(text),
+        _ => Value::Array(
+            parts
+                .iter()
+                .map(|part| match part {
+                    ContentPart::Text { text } => json!({"type": "text", "text": text}),
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn encode_message(message: &Message) -> Value {
+    match message {
+        Message::System { content } => json!({"role": "system", "content": joined_text(content)}),
+        Message::User { content } => json!({"role": "user", "content": encode_parts(content)}),
+        Message::Assistant { content, thinking: _, tool_calls } => {
+            let mut fields = Map::new();
+            fields.insert("role".into(), json!("assistant"));
+            fields.insert(
+                "content".into(),
+                if content.is_empty() && !tool_calls.is_empty() {
+                    Value::Null
+                } else {
+                    json!(content)
+                },
+            );
+            if !tool_calls.is_empty() {
+                let calls: Vec<Value> = tool_calls
+                    .iter()
+                    .map(|call| {
+                        json!({"id": call.id, "type": "function", "function": {
+                            "name": call.name, "arguments": call.arguments.to_string()}})
+                    })
+                    .collect();
+                fields.insert("tool_calls".into(), Value::Array(calls));
+            }
+            Value::Object(fields)
+        }
+        Message::Tool { tool_call_id, content, is_error: _ } => {
+            json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+        }
+    }
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+fn decode_usage(usage: &Value) -> Usage {
+    let number = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        prompt_tokens: number(usage.get("prompt_tokens")),
+        completion_tokens: number(usage.get("completion_tokens")),
+        cached_tokens: number(usage.pointer("/prompt_tokens_details/cached_tokens")),
+        reasoning_tokens: number(usage.pointer("/completion_tokens_details/reasoning_tokens")),
+    }
+}
+
+fn reasoning_text(fields: &Value) -> Option<&str> {
+    fields
+        .get("reasoning_content")
+        .and_then(Value::as_str)
+        .or_else(|| fields.get("reasoning").and_then(Value::as_str))
+}
+
+fn provider_error(value: &Value) -> Option<WireError> {
+    let error = value.get("error")?;
+    let kind = error
+        .get("type")
+        .and_then(Value::as_str)
+        .or_else(|| error.get("code").and_then(Value::as_str))
+        .unwrap_or("error");
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
+    Some(WireError::Provider(kind.to_owned(), message.to_owned()))
+}
+
+/// A non-streamed body as the deltas a stream would have carried.
+pub(crate) fn decode_response(body: &[u8]) -> WireResult<Vec<Delta>> {
+    let value: Value = serde_json::from_slice(body).map_err(|error| {
+        WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
+    })?;
+    if let Some(error) = provider_error(&value) {
+        return Err(error);
+    }
+    let choice = value
+        .pointer("/choices/0")
+        .ok_or_else(|| WireError::Malformed(format!("no choices: {}", body_excerpt(body))))?;
+    let message = choice.get("message").unwrap_or(&Value::Null);
+    let mut deltas = Vec::new();
+    if let Some(thinking) = reasoning_text(message).filter(|text| !text.is_empty()) {
+        deltas.push(Delta::Thinking { text: thinking.to_owned() });
+    }
+    if let Some(text) =
+        message.get("content").and_then(Value::as_str).filter(|text| !text.is_empty())
+    {
+        deltas.push(Delta::Text { text: text.to_owned() });
+    }
+    for (index, call) in
+        message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate()
+    {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        let text =
+            |pointer: &str| call.pointer(pointer).and_then(Value::as_str).unwrap_or("").to_owned();
+        deltas.push(Delta::ToolCallStart { index, id: text("/id"), name: text("/function/name") });
+        let arguments = match call.pointer("/function/arguments") {
+            Some(Value::String(arguments)) => arguments.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        if !arguments.is_empty() {
+            deltas.push(Delta::ToolCallArguments { index, fragment: arguments });
+        }
+    }
+    if let Some(usage) = value.get("usage").filter(|usage| usage.is_object()) {
+        deltas.push(Delta::Usage { usage: decode_usage(usage) });
+    }
+    let reason = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("stop");
+    deltas.push(Delta::Finish { reason: finish_reason(reason) });
+    Ok(deltas)
+}
+
+/// Decodes `chat.completion.chunk` events; `[DONE]` is the terminal event.
+#[derive(Debug, Default)]
+pub(crate) struct OpenAiStreamDecoder {
+    finish: Option<FinishReason>,
+    started_calls: BTreeSet<u32>,
+    /// Set when a named tool choice is emulated: text becomes that tool's arguments.
+    emulated_tool: Option<String>,
+}
+
+impl WireDecoder for OpenAiStreamDecoder {
+    fn on_event(&mut self, event: &SseEvent, deltas: &mut Vec<Delta>) -> WireResult<bool> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            let reason = self.finish.take().unwrap_or(FinishReason::Stop);
+            let reason = match (&self.emulated_tool, reason) {
+                (Some(_), FinishReason::Stop) => FinishReason::ToolCalls,
+                (_, reason) => reason,
+            };
+            deltas.push(Delta::Finish { reason });
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let value: Value = serde_json::from_str(data).map_err(|error| {
+            WireError::Malformed(format!(
+                "data is not JSON ({error}): {}",
+                body_excerpt(data.as_bytes())
+            ))
+        })?;
+        if let Some(error) = provider_error(&value) {
+            return Err(error);
+        }
+        if let Some(choice) = value.pointer("/choices/0") {
+            let delta = choice.get("delta").unwrap_or(&Value::Null);
+            if let Some(thinking) = reasoning_text(delta).filter(|text| !text.is_empty()) {
+                deltas.push(Delta::Thinking { text: thinking.to_owned() });
+            }
+            if let Some(text) =
+                delta.get("content").and_then(Value::as_str).filter(|text| !text.is_empty())
+            {
+                match &self.emulated_tool {
+                    Some(name) => {
+                        if self.started_calls.insert(0) {
+                            deltas.push(Delta::ToolCallStart {
+                                index: 0,
+                                id: emulated_call_id(name),
+                                name: name.clone(),
+                            });
+                        }
+                        deltas
+                            .push(Delta::ToolCallArguments { index: 0, fragment: text.to_owned() });
+                    }
+                    None => deltas.push(Delta::Text { text: text.to_owned() }),
+                }
+            }
+            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                let index = call
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .and_then(|index| u32::try_from(index).ok())
+                    .ok_or_else(|| {
+                        WireError::Malformed(format!("tool call without index: {call}"))
+                    })?;
+                if self.started_calls.insert(index) {
+                    let text = |pointer: &str| {
+                        call.pointer(pointer).and_then(Value::as_str).unwrap_or("").to_owned()
+                    };
+                    deltas.push(Delta::ToolCallStart {
+                        index,
+                        id: text("/id"),
+                        name: text("/function/name"),
+                    });
+                }
+                if let Some(fragment) = call
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                    .filter(|fragment| !fragment.is_empty())
+                {
+                    deltas.push(Delta::ToolCallArguments { index, fragment: fragment.to_owned() });
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish = Some(finish_reason(reason));
+            }
+        }
+        if let Some(usage) = value.get("usage").filter(|usage| usage.is_object()) {
+            deltas.push(Delta::Usage { usage: decode_usage(usage) });
+        }
+        Ok(false)
+    }
+}
+
+fn emulated_call_id(name: &str) -> String {
+    format!("call_{name}")
+}
+
+/// Rewrites a json_schema answer into a call to the emulated tool.
+fn emulate_tool_call(name: &str, deltas: Vec<Delta>) -> Vec<Delta> {
+    let mut rewritten = Vec::with_capacity(deltas.len() + 1);
+    let mut started = false;
+    for delta in deltas {
+        match delta {
+            Delta::Text { text } => {
+                if !started {
+                    started = true;
+                    rewritten.push(Delta::ToolCallStart {
+                        index: 0,
+                        id: emulated_call_id(name),
+                        name: name.to_owned(),
+                    });
+                }
+                rewritten.push(Delta::ToolCallArguments { index: 0, fragment: text });
+            }
+            Delta::Finish { reason: FinishReason::Stop } => {
+                rewritten.push(Delta::Finish { reason: FinishReason::ToolCalls })
+            }
+            other @ (Delta::Thinking { .. }
+            | Delta::ThinkingSignature { .. }
+            | Delta::ToolCallStart { .. }
+            | Delta::ToolCallArguments { .. }
+            | Delta::Usage { .. }
+            | Delta::Retry { .. }
+            | Delta::Finish { .. }) => rewritten.push(other),
+        }
+    }
+    rewritten
+}

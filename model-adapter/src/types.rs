@@ -1,0 +1,352 @@
+//! Provider-neutral request, response and delta types; every provider converts to and from these.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One model call: the conversation so far plus how the model may answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The provider's model name.
+    pub model: String,
+    /// The conversation, oldest first.
+    pub messages: Vec<Message>,
+    /// Functions the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    /// Whether and which tool the model must call.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// Whether the model may call several tools in one answer (`None`: provider default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    /// Free text or JSON constrained by a schema.
+    #[serde(default)]
+    pub response_format: ResponseFormat,
+    /// Sampling temperature (`None`: provider default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Upper bound on generated tokens (`None`: provider default; Anthropic requires one, 1024
+    /// is sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and every option at its default.
+    pub fn new(model: impl Into<String>, messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            model: model.into(),
+            messages,
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: None,
+            response_format: ResponseFormat::Text,
+            temperature: None,
+            max_tokens: None,
+            stop: Vec::new(),
+        }
+    }
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Instructions for the model.
+    System {
+        /// Text parts, joined by newlines where a provider wants one string.
+        content: Vec<ContentPart>,
+    },
+    /// What the user said.
+    User {
+        /// Text parts.
+        content: Vec<ContentPart>,
+    },
+    /// An earlier model answer, sent back for context.
+    Assistant {
+        /// The visible text (may be empty).
+        #[serde(default)]
+        content: String,
+        /// The reasoning, with its signature when the provider gave one (Anthropic needs it back).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thinking: Option<Thinking>,
+        /// The tool calls the model made.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of a tool call.
+    Tool {
+        /// The id of the call this answers.
+        tool_call_id: String,
+        /// The result text.
+        content: String,
+        /// Whether the tool failed.
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl Message {
+    /// A system message with one text part.
+    pub fn system(text: impl Into<String>) -> Message {
+        Message::System { content: vec![ContentPart::Text { text: text.into() }] }
+    }
+
+    /// A user message with one text part.
+    pub fn user(text: impl Into<String>) -> Message {
+        Message::User { content: vec![ContentPart::Text { text: text.into() }] }
+    }
+
+    /// The assistant message that records `response` in the conversation.
+    pub fn from_response(response: &Response) -> Message {
+        let thinking = if response.thinking.is_empty() && response.thinking_signature.is_none() {
+            None
+        } else {
+            Some(Thinking {
+                text: response.thinking.clone(),
+                signature: response.thinking_signature.clone(),
+            })
+        };
+        Message::Assistant {
+            content: response.text.clone(),
+            thinking,
+            tool_calls: response.tool_calls.clone(),
+        }
+    }
+}
+
+/// One part of a multi-part message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ContentPart {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+/// Joins the text parts with newlines.
+pub(crate) fn joined_text(parts: &[ContentPart]) -> String {
+    let mut text = String::new();
+    for part in parts {
+        match part {
+            ContentPart::Text { text: part_text } => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(part_text);
+            }
+        }
+    }
+    text
+}
+
+/// Model reasoning, kept apart from the visible answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thinking {
+    /// The reasoning text.
+    pub text: String,
+    /// Anthropic's signature over the thinking block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// A function the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// The function name.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// A JSON Schema for the arguments object.
+    pub parameters: Value,
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// Exactly this function.
+    Named(String),
+}
+
+/// How the model must format its answer.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// Free text.
+    #[default]
+    Text,
+    /// A JSON document valid against `schema`.
+    JsonSchema {
+        /// A short name for the schema (letters, digits, `_`, `-`).
+        name: String,
+        /// The JSON Schema.
+        schema: Value,
+        /// Ask the provider to enforce the schema strictly.
+        #[serde(default)]
+        strict: bool,
+    },
+}
+
+/// A complete, valid tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id (answer it with [`Message::Tool`]).
+    pub id: String,
+    /// The function name.
+    pub name: String,
+    /// The arguments, always a JSON object.
+    pub arguments: Value,
+}
+
+/// A tool call that cannot be executed: cut off, unparsable or nameless. Never repaired.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvalidToolCall {
+    /// The provider's call id, if it sent one.
+    pub id: String,
+    /// The function name, if it sent one.
+    pub name: String,
+    /// The raw argument text as received.
+    pub raw_arguments: String,
+    /// Why the call is invalid.
+    pub error: String,
+}
+
+/// Token counts for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens, including cached ones.
+    pub prompt_tokens: u64,
+    /// Generated tokens, including reasoning.
+    pub completion_tokens: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cached_tokens: u64,
+    /// Generated tokens spent on reasoning (when the provider reports them).
+    pub reasoning_tokens: u64,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural end or a stop sequence.
+    #[default]
+    Stop,
+    /// The token limit was hit.
+    Length,
+    /// The model called tools.
+    ToolCalls,
+    /// The provider withheld content (filter, refusal).
+    ContentFilter,
+    /// Any other provider reason, verbatim.
+    Other(String),
+}
+
+/// The whole answer to one call.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Response {
+    /// The visible text.
+    pub text: String,
+    /// The reasoning text (empty when the model gave none).
+    pub thinking: String,
+    /// Anthropic's signature over the thinking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_signature: Option<String>,
+    /// Valid tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tool calls that cannot be executed (cut off by `length`, unparsable arguments).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid_tool_calls: Vec<InvalidToolCall>,
+    /// Why the model stopped.
+    pub finish_reason: FinishReason,
+    /// Token counts, when the provider sent them.
+    pub usage: Option<Usage>,
+    /// How many times the request was re-sent after a retryable failure.
+    pub retries: u32,
+}
+
+/// One normalised piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delta {
+    /// More visible text.
+    Text {
+        /// The new text.
+        text: String,
+    },
+    /// More reasoning text.
+    Thinking {
+        /// The new reasoning text.
+        text: String,
+    },
+    /// Anthropic's signature over the thinking block.
+    ThinkingSignature {
+        /// The signature (appended to what came before).
+        signature: String,
+    },
+    /// A tool call begins.
+    ToolCallStart {
+        /// The call's position in this answer (0, 1, ...).
+        index: u32,
+        /// The provider's call id.
+        id: String,
+        /// The function name.
+        name: String,
+    },
+    /// More argument text for a tool call.
+    ToolCallArguments {
+        /// The call's position, as in its start.
+        index: u32,
+        /// The new argument text (a fragment of a JSON object).
+        fragment: String,
+    },
+    /// Token counts.
+    Usage {
+        /// The counts.
+        usage: Usage,
+    },
+    /// The request failed retryably before any content arrived and is being re-sent.
+    Retry {
+        /// Which retry this is (1, 2, ...).
+        attempt: u32,
+        /// How long we wait before re-sending.
+        delay_ms: u64,
+        /// The failure.
+        error: String,
+    },
+    /// The answer is complete. Always the last delta of a successful stream.
+    Finish {
+        /// Why the model stopped.
+        reason: FinishReason,
+    },
+}
+
+impl Delta {
+    /// Whether this delta carries model output (as opposed to a retry notice).
+    pub fn is_content(&self) -> bool {
+        match self {
+            Delta::Text { .. }
+            | Delta::Thinking { .. }
+            | Delta::ThinkingSignature { .. }
+            | Delta::ToolCallStart { .. }
+            | Delta::ToolCallArguments { .. }
+            | Delta::Usage { .. }
+            | Delta::Finish { .. } => true,
+            Delta::Retry { .. } => false,
+        }
+    }
+}
