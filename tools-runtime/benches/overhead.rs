@@ -1,3 +1,91 @@
-//! Criterion benchmark: sandboxed run overhead against a bare spawn (filled in below).
+//! Criterion benchmark: a sandboxed run of a trivial script against a bare
+//! `std::process::Command` spawn of the same script, per backend, in the same run.
+//!
+//! `cargo bench -p tools-runtime --bench overhead`; figures go into `tools-runtime/BENCHMARKS.md`.
 
-fn main() {}
+// A benchmark's setup failing should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use tools_runtime::{
+    ApprovalMode, BackendChoice, ExecOutcome, ExecRequest, Runtime, RuntimeConfig, SandboxHelper,
+};
+
+fn workspace() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let directory = tempfile::Builder::new().prefix("tools-runtime-bench-").tempdir().unwrap();
+    std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = directory.path().join("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho ok\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        let (uid, gid) = tools_runtime::DEFAULT_SANDBOX_USER;
+        std::os::unix::fs::chown(directory.path(), Some(uid), Some(gid)).unwrap();
+    }
+    directory
+}
+
+fn runtime(backend: BackendChoice) -> Runtime {
+    let mut config =
+        RuntimeConfig::new(SandboxHelper::at(env!("CARGO_BIN_EXE_tools-runtime-sandbox")));
+    config.backend = backend;
+    config.policy.approval_mode = ApprovalMode::Never;
+    Runtime::new(config)
+}
+
+fn request(workspace: &Path, protected: bool) -> ExecRequest {
+    let mut request = ExecRequest::new("./script.sh", Vec::new(), workspace);
+    if protected {
+        // The bubblewrap backend is what protected paths select.
+        request.protected_paths = vec!["script.sh".into()];
+    }
+    request
+}
+
+fn overhead(criterion: &mut Criterion) {
+    let workspace = workspace();
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut group = criterion.benchmark_group("trivial_script");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+
+    group.bench_function("bare_std_process_command", |bencher| {
+        bencher.iter(|| {
+            let output = std::process::Command::new("./script.sh")
+                .current_dir(workspace.path())
+                .output()
+                .unwrap();
+            assert_eq!(output.stdout, b"ok\n");
+            black_box(output)
+        });
+    });
+
+    let backends = [
+        ("sandboxed_direct", BackendChoice::Direct, false),
+        ("sandboxed_bubblewrap", BackendChoice::Bubblewrap, true),
+    ];
+    for (name, backend, protected) in backends {
+        let runtime = runtime(backend);
+        let request = request(workspace.path(), protected);
+        match tokio.block_on(runtime.run(&request)).unwrap() {
+            ExecOutcome::Ran(result) => assert_eq!(result.stdout, "ok\n", "{name}: {result:?}"),
+            ExecOutcome::Refused(refusal) => {
+                eprintln!("skipping {name}: {}", refusal.message);
+                continue;
+            }
+        }
+        group.bench_function(name, |bencher| {
+            bencher.iter(|| black_box(tokio.block_on(runtime.run(&request)).unwrap()));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, overhead);
+criterion_main!(benches);

@@ -31,7 +31,7 @@ impl RunCgroup {
         for (file, value) in limits {
             let path = cgroup.directory.join(file);
             if let Err(error) = std::fs::write(&path, value) {
-                cgroup.remove_when_empty_blocking();
+                cgroup.remove_if_empty();
                 return Err(format!("cannot write {}: {error}", path.display()));
             }
         }
@@ -67,7 +67,8 @@ impl RunCgroup {
         }
     }
 
-    fn remove_when_empty_blocking(&self) {
+    /// Removes the directory if the kernel lets it (only an empty cgroup can be removed).
+    pub(crate) fn remove_if_empty(&self) {
         let _ = std::fs::remove_dir(&self.directory);
     }
 }

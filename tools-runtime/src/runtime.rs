@@ -131,8 +131,12 @@ pub struct RuntimeConfig {
     pub bubblewrap_program: PathBuf,
     /// The user's policy and approval settings.
     pub policy: UserPolicy,
-    /// uid/gid for commands when the runtime runs as root.
+    /// uid/gid for commands when the runtime runs as root (and the workspace owner is not
+    /// used, see `run_as_workspace_owner`). The workspace must be writable by this user.
     pub sandbox_user: (u32, u32),
+    /// When running as root and the first workspace root belongs to a non-root user, run the
+    /// command as that user (so it can write its own workspace) instead of `sandbox_user`.
+    pub run_as_workspace_owner: bool,
     /// Hierarchies the command may read and execute (Landlock).
     pub readable_roots: Vec<PathBuf>,
     /// Places outside the workspace that arguments may name (read-only system directories and
@@ -156,6 +160,7 @@ impl RuntimeConfig {
             bubblewrap_program: PathBuf::from("bwrap"),
             policy: UserPolicy::default(),
             sandbox_user: DEFAULT_SANDBOX_USER,
+            run_as_workspace_owner: true,
             readable_roots: vec![PathBuf::from("/")],
             argument_read_roots: [
                 "/usr",
@@ -536,6 +541,17 @@ impl Runtime {
         }
     }
 
+    fn sandbox_user_for(&self, roots: &[PathBuf]) -> (u32, u32) {
+        use std::os::unix::fs::MetadataExt;
+        let owner = roots.first().and_then(|root| std::fs::metadata(root).ok());
+        match owner {
+            Some(metadata) if self.config.run_as_workspace_owner && metadata.uid() != 0 => {
+                (metadata.uid(), metadata.gid())
+            }
+            Some(_) | None => self.config.sandbox_user,
+        }
+    }
+
     fn choose_backend(
         &self,
         request: &ExecRequest,
@@ -570,13 +586,14 @@ impl Runtime {
         };
         let limits = request.limits.unwrap_or(self.config.limits);
         let is_root = nix::unistd::geteuid().is_root();
-        let run_as = is_root.then_some(self.config.sandbox_user);
+        let run_as = is_root.then(|| self.sandbox_user_for(roots));
         let run_name =
             format!("{}-{}", std::process::id(), RUN_COUNTER.fetch_add(1, Ordering::Relaxed));
         let private_tmp = self.config.private_tmp_parent.join(format!("tools-runtime-{run_name}"));
         create_private_tmp(&private_tmp, run_as)?;
+        let mut resources = RunResources::new(private_tmp, &run_name, &limits);
         let outcome = self
-            .run_in_private_tmp(
+            .supervise(
                 request,
                 roots,
                 cwd,
@@ -585,16 +602,15 @@ impl Runtime {
                 bubblewrap,
                 limits,
                 run_as,
-                &run_name,
-                &private_tmp,
+                &mut resources,
             )
             .await;
-        let _ = std::fs::remove_dir_all(&private_tmp);
+        resources.release().await;
         outcome
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn run_in_private_tmp(
+    async fn supervise(
         &self,
         request: &ExecRequest,
         roots: &[PathBuf],
@@ -604,9 +620,9 @@ impl Runtime {
         bubblewrap: Option<PathBuf>,
         limits: Limits,
         run_as: Option<(u32, u32)>,
-        run_name: &str,
-        private_tmp: &Path,
+        resources: &mut RunResources,
     ) -> Result<ExecOutcome> {
+        let private_tmp = resources.private_tmp.clone();
         let mut report = SandboxReport::new(backend);
         report.set(Layer::ProcessGroup, LayerStatus::Active, None);
         let base_environment =
@@ -620,36 +636,19 @@ impl Runtime {
         );
         record.withheld_environment = withheld;
 
-        let pids_cgroup =
-            RunCgroup::create("pids", run_name, &[("pids.max", limits.pids.to_string())]);
-        let memory_limit = limits.memory_bytes.to_string();
-        let memory_cgroup = RunCgroup::create(
-            "memory",
-            run_name,
-            &[("memory.limit_in_bytes", memory_limit.clone())],
-        );
-        if let Ok(memory) = &memory_cgroup {
-            // Swap counts too where the kernel accounts it; a missing file is fine.
-            let _ =
-                std::fs::write(memory.directory.join("memory.memsw.limit_in_bytes"), &memory_limit);
-        }
-        for (layer, cgroup) in
-            [(Layer::CgroupPids, &pids_cgroup), (Layer::CgroupMemory, &memory_cgroup)]
-        {
-            if let Err(reason) = cgroup {
-                report.set(layer, LayerStatus::Unavailable, Some(reason.clone()));
-            }
+        for (layer, reason) in &resources.cgroup_unavailable {
+            report.set(*layer, LayerStatus::Unavailable, Some(reason.clone()));
         }
         let mut writable: Vec<PathBuf> = roots.to_vec();
-        writable.push(private_tmp.to_path_buf());
+        writable.push(private_tmp.clone());
         let mut plan = HelperPlan {
             stage: Stage::Everything,
             program: PathBuf::from(&request.program),
             args: request.args.clone(),
             cwd: cwd.to_path_buf(),
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
-            cgroup_pids_procs: pids_cgroup.as_ref().ok().map(RunCgroup::procs_file),
-            cgroup_memory_procs: memory_cgroup.as_ref().ok().map(RunCgroup::procs_file),
+            cgroup_pids_procs: resources.pids.as_ref().map(RunCgroup::procs_file),
+            cgroup_memory_procs: resources.memory.as_ref().map(RunCgroup::procs_file),
             rlimits: limits.rlimits,
             run_as,
             deny_network: !request.allow_network,
@@ -690,14 +689,9 @@ impl Runtime {
             .process_group(0)
             .kill_on_drop(true);
         let spawned = command.spawn();
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(source) => {
-                remove_cgroups(pids_cgroup, memory_cgroup).await;
-                return Err(Error::Spawn { path: self.config.helper.program.clone(), source });
-            }
-        };
-        let group = child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
+        let mut child = spawned
+            .map_err(|source| Error::Spawn { path: self.config.helper.program.clone(), source })?;
+        resources.group = child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
         let stdout_buffer = Arc::new(Mutex::new(HeadTailBuffer::new(request.max_output_bytes)));
         let stderr_buffer = Arc::new(Mutex::new(HeadTailBuffer::new(request.max_output_bytes)));
         let helper_reports = Arc::new(Mutex::new(Vec::new()));
@@ -713,34 +707,22 @@ impl Runtime {
             ))
         });
 
-        let kill_everything = |group: Option<Pid>| {
-            if let Some(group) = group {
-                let _ = killpg(group, Signal::SIGKILL);
-            }
-            for cgroup in [&pids_cgroup, &memory_cgroup].into_iter().flatten() {
-                cgroup.kill_all();
-            }
-        };
         let (status, timed_out) = match tokio::time::timeout(request.timeout, child.wait()).await {
             Ok(Ok(status)) => (status, false),
             Ok(Err(source)) => {
-                kill_everything(group);
-                remove_cgroups(pids_cgroup, memory_cgroup).await;
                 return Err(Error::Supervise { program: request.program.clone(), source });
             }
             Err(_) => {
-                kill_everything(group);
-                match child.wait().await {
-                    Ok(status) => (status, true),
-                    Err(source) => {
-                        remove_cgroups(pids_cgroup, memory_cgroup).await;
-                        return Err(Error::Supervise { program: request.program.clone(), source });
-                    }
-                }
+                resources.kill_everything();
+                let status = child.wait().await.map_err(|source| Error::Supervise {
+                    program: request.program.clone(),
+                    source,
+                })?;
+                (status, true)
             }
         };
         // Whatever the command left running (background jobs, daemons) dies with the run.
-        kill_everything(group);
+        resources.kill_everything();
         let drain_deadline = tokio::time::Instant::now() + self.config.drain_timeout;
         for mut task in [stdout_task, stderr_task].into_iter().flatten() {
             if tokio::time::timeout_at(drain_deadline, &mut task).await.is_err() {
@@ -749,7 +731,6 @@ impl Runtime {
             }
         }
         let duration = started.elapsed();
-        remove_cgroups(pids_cgroup, memory_cgroup).await;
 
         let helper_reports =
             helper_reports.lock().map(|reports| reports.clone()).unwrap_or_default();
@@ -831,12 +812,73 @@ fn finish(buffer: &Mutex<HeadTailBuffer>) -> CapturedText {
     }
 }
 
-async fn remove_cgroups(
-    pids: std::result::Result<RunCgroup, String>,
-    memory: std::result::Result<RunCgroup, String>,
-) {
-    for cgroup in [pids, memory].into_iter().flatten() {
-        cgroup.kill_and_remove().await;
+/// What one run holds on the host: its private tmp, its cgroups and its process group.
+///
+/// [`RunResources::release`] kills what is left and removes everything; if the run's future is
+/// dropped midway (a caller's own timeout), `Drop` does the same without waiting.
+#[derive(Debug)]
+struct RunResources {
+    private_tmp: PathBuf,
+    pids: Option<RunCgroup>,
+    memory: Option<RunCgroup>,
+    cgroup_unavailable: Vec<(Layer, String)>,
+    group: Option<Pid>,
+    released: bool,
+}
+
+impl RunResources {
+    fn new(private_tmp: PathBuf, run_name: &str, limits: &Limits) -> RunResources {
+        let mut cgroup_unavailable = Vec::new();
+        let pids = RunCgroup::create("pids", run_name, &[("pids.max", limits.pids.to_string())])
+            .map_err(|reason| cgroup_unavailable.push((Layer::CgroupPids, reason)))
+            .ok();
+        let memory_limit = limits.memory_bytes.to_string();
+        let memory = RunCgroup::create(
+            "memory",
+            run_name,
+            &[("memory.limit_in_bytes", memory_limit.clone())],
+        )
+        .map_err(|reason| cgroup_unavailable.push((Layer::CgroupMemory, reason)))
+        .ok();
+        if let Some(memory) = &memory {
+            // Swap counts too where the kernel accounts it; a missing file is fine.
+            let _ =
+                std::fs::write(memory.directory.join("memory.memsw.limit_in_bytes"), &memory_limit);
+        }
+        RunResources { private_tmp, pids, memory, cgroup_unavailable, group: None, released: false }
+    }
+
+    /// SIGKILL to the process group and to every member of the cgroups (which also catches
+    /// processes that left the group with `setsid`).
+    fn kill_everything(&self) {
+        if let Some(group) = self.group {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+        for cgroup in [&self.pids, &self.memory].into_iter().flatten() {
+            cgroup.kill_all();
+        }
+    }
+
+    async fn release(mut self) {
+        self.kill_everything();
+        for cgroup in [self.pids.take(), self.memory.take()].into_iter().flatten() {
+            cgroup.kill_and_remove().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.private_tmp);
+        self.released = true;
+    }
+}
+
+impl Drop for RunResources {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.kill_everything();
+        for cgroup in [self.pids.take(), self.memory.take()].into_iter().flatten() {
+            cgroup.remove_if_empty();
+        }
+        let _ = std::fs::remove_dir_all(&self.private_tmp);
     }
 }
 

@@ -562,3 +562,26 @@ async fn resource_limits_are_reported_by_the_kernel() {
     assert_eq!(result.stdout, "0\n7\n1024\n100\n50\n");
     assert_layer(&fixture.audit_record("rlimits"), Layer::Rlimits, LayerStatus::Active);
 }
+
+#[tokio::test]
+async fn commands_run_as_the_workspace_owner_or_nobody_never_root() {
+    let fixture = Fixture::new();
+    let runtime = fixture.runtime();
+    let result = ran(runtime.run(&fixture.request("uid-nobody", &["id", "-u"])).await.unwrap());
+    if !is_root() {
+        // Not started as root: the command keeps the caller's own unprivileged uid.
+        assert_eq!(result.stdout, format!("{}\n", nix::unistd::geteuid()));
+        return;
+    }
+    assert_eq!(result.stdout, "65534\n");
+    std::os::unix::fs::chown(&fixture.workspace, Some(1234), Some(1234)).unwrap();
+    let result = ran(runtime.run(&fixture.request("uid-owner", &["id", "-u"])).await.unwrap());
+    let result_group =
+        ran(runtime.run(&fixture.request("gid-owner", &["id", "-g"])).await.unwrap());
+    assert_eq!((result.stdout.as_str(), result_group.stdout.as_str()), ("1234\n", "1234\n"));
+    let record = fixture.audit_record("uid-owner");
+    assert_eq!(
+        record.sandbox.unwrap().notes.get(&Layer::DropPrivileges).map(String::as_str),
+        Some("uid 1234 gid 1234")
+    );
+}
