@@ -5,7 +5,9 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  tidy    check dependency direction and `//!` file headers across the workspace";
+  tidy                          check dependency direction and `//!` file headers across the workspace
+  local-llm start|stop|status   run a real local model (llama.cpp + Qwen2.5-Coder-0.5B) on 127.0.0.1;
+                                `start` prints its URL for SKILLS_AGENT_LLM_URL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -25,6 +27,16 @@ fn main() -> ExitCode {
                 }
                 Err(error) => {
                     eprintln!("tidy: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some("local-llm") => {
+            let root = xtask::tidy::workspace_root();
+            match xtask::local_llm::run(&root, args.get(1).map(String::as_str)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("local-llm: {error:#}");
                     ExitCode::FAILURE
                 }
             }

@@ -1,0 +1,40 @@
+"""Starts llama.cpp's HTTP server (the xllamacpp wheel) on 127.0.0.1 for `cargo xtask local-llm`.
+
+Usage: launch.py MODEL.gguf CHAT_TEMPLATE.jinja PORT
+Serves /v1/chat/completions, /v1/messages and /health until SIGTERM or SIGINT.
+"""
+
+import os
+import signal
+import sys
+
+import xllamacpp
+
+
+def main() -> None:
+    model_path, template_path, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    # Block the stop signals first so sigwait below receives them instead of the default action.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    params = xllamacpp.CommonParams()
+    params.model.path = model_path
+    params.hostnames = ["127.0.0.1"]
+    params.port = port
+    params.n_parallel = 2
+    params.n_ctx = 8192  # 4096 tokens per slot
+    threads = os.cpu_count() or 2
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.use_jinja = True
+    # The model writes tool calls as a bare JSON object; this template asks for exactly that and
+    # renders earlier calls the same way, so llama.cpp's parser recognises them.
+    with open(template_path, encoding="utf-8") as template:
+        params.chat_template = template.read()
+    server = xllamacpp.Server(params)
+    print(f"listening on {server.listening_address}", flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    print("stopping", flush=True)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
