@@ -246,6 +246,55 @@ impl ExecRequest {
         }
     }
 
+    /// A request to run `relative_path` of a skill (the `run_script(skill_ref, relative_path,
+    /// args)` action): the path must stay inside the skill folder (no absolute path, no `..`,
+    /// no symlink leading out) and name a file. The script runs with the workspace as cwd, and
+    /// the skill folder is protected (read-only) when it lies inside the workspace.
+    pub fn for_skill_script(
+        skill: &str,
+        skill_directory: &Path,
+        relative_path: &str,
+        args: Vec<String>,
+        workspace: impl Into<PathBuf>,
+    ) -> std::result::Result<ExecRequest, Refusal> {
+        let outside = |reason: &str| Refusal {
+            kind: RefusalKind::PathOutsideWorkspace,
+            message: format!("script `{relative_path}` of skill `{skill}`: {reason}"),
+            sandbox: None,
+        };
+        let relative = Path::new(relative_path);
+        let escapes = relative.is_absolute()
+            || relative.components().any(|component| {
+                matches!(
+                    component,
+                    std::path::Component::ParentDir | std::path::Component::Prefix(_)
+                )
+            });
+        if relative_path.is_empty() || escapes {
+            return Err(outside("the path must be relative and stay inside the skill folder"));
+        }
+        let skill_root = skill_directory
+            .canonicalize()
+            .map_err(|error| outside(&format!("cannot resolve the skill folder: {error}")))?;
+        let script = skill_root
+            .join(relative)
+            .canonicalize()
+            .map_err(|error| outside(&format!("cannot resolve the script: {error}")))?;
+        if !script.starts_with(&skill_root) {
+            return Err(outside("the path resolves outside the skill folder"));
+        }
+        if !script.is_file() {
+            return Err(outside("not a regular file"));
+        }
+        let workspace = workspace.into();
+        let mut request = ExecRequest::new(script.display().to_string(), args, &workspace);
+        request.skill = Some(skill.to_owned());
+        if workspace.canonicalize().is_ok_and(|workspace| skill_root.starts_with(workspace)) {
+            request.protected_paths.push(skill_root);
+        }
+        Ok(request)
+    }
+
     fn argv(&self) -> Vec<String> {
         std::iter::once(self.program.clone()).chain(self.args.iter().cloned()).collect()
     }

@@ -162,3 +162,46 @@ async fn an_approved_command_runs_and_names_its_approver() {
     assert_eq!(std::fs::read_to_string(fixture.workspace.join("ran.txt")).unwrap(), "ran\n");
     assert_eq!(record.outcome, "ran");
 }
+
+#[tokio::test]
+async fn skill_scripts_run_from_their_folder_and_cannot_name_paths_outside_it() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::with_protected_tree();
+    let skill = fixture.workspace.join("skill");
+    let script = skill.join("scripts/hello.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"hello $1\"\necho pwned > \"$0\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    for escape in ["../data.txt", "/etc/passwd", "", "scripts"] {
+        let refusal = tools_runtime::ExecRequest::for_skill_script(
+            "skill",
+            &skill,
+            escape,
+            Vec::new(),
+            &fixture.workspace,
+        )
+        .unwrap_err();
+        assert_eq!(refusal.kind, RefusalKind::PathOutsideWorkspace, "{escape}");
+    }
+
+    let mut request = tools_runtime::ExecRequest::for_skill_script(
+        "skill",
+        &skill,
+        "scripts/hello.sh",
+        vec!["world".to_owned()],
+        &fixture.workspace,
+    )
+    .unwrap();
+    request.call_id = "skill-script".to_owned();
+    assert_eq!(request.protected_paths, vec![skill.canonicalize().unwrap()]);
+    let outcome = fixture.runtime().run(&request).await.unwrap();
+    if !machine.bubblewrap {
+        assert_eq!(refused(outcome).kind, RefusalKind::SandboxUnavailable);
+        return;
+    }
+    let result = ran(outcome);
+    assert_eq!(result.stdout, "hello world\n");
+    assert!(result.stderr.contains("Read-only file system"), "{result:?}");
+    assert!(std::fs::read_to_string(&script).unwrap().starts_with("#!/bin/sh\n"));
+    assert_eq!(fixture.audit_record("skill-script").skill.as_deref(), Some("skill"));
+}
