@@ -84,17 +84,22 @@ impl HeadTailBuffer {
         let retained = (self.head.len() + self.tail.len()) as u64;
         let omitted_bytes = self.total_bytes - retained;
         let (tail_first, tail_second) = self.tail.as_slices();
-        let mut text = String::from_utf8_lossy(&self.head).into_owned();
-        if omitted_bytes > 0 {
-            text.push_str(&format!(
-                "\n[... {omitted_bytes} bytes ({} lines) omitted ...]\n",
-                self.omitted_lines
-            ));
-        }
         let mut tail = Vec::with_capacity(self.tail.len());
         tail.extend_from_slice(tail_first);
         tail.extend_from_slice(tail_second);
-        text.push_str(&String::from_utf8_lossy(&tail));
+        let text = if omitted_bytes > 0 {
+            format!(
+                "{}\n[... {omitted_bytes} bytes ({} lines) omitted ...]\n{}",
+                String::from_utf8_lossy(&self.head),
+                self.omitted_lines,
+                String::from_utf8_lossy(&tail)
+            )
+        } else {
+            // Nothing dropped: decode as one stream so a character across the halves survives.
+            let mut whole = self.head.clone();
+            whole.extend_from_slice(&tail);
+            String::from_utf8_lossy(&whole).into_owned()
+        };
         CapturedText {
             text,
             truncated: omitted_bytes > 0,

@@ -66,3 +66,10 @@ fn an_exact_fit_is_not_truncated() {
     assert_eq!(buffer.finish(), reference(b"abcd", 4));
     assert!(!buffer.finish().truncated);
 }
+
+#[test]
+fn a_character_across_the_head_and_tail_halves_survives() {
+    let mut buffer = HeadTailBuffer::new(4);
+    buffer.push("aé!".as_bytes());
+    assert_eq!(buffer.finish().text, "aé!");
+}
