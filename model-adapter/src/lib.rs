@@ -63,6 +63,7 @@ mod provider;
 mod replay;
 pub mod retry;
 pub mod sse;
+pub mod structured;
 mod types;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider, DEFAULT_MAX_TOKENS};
@@ -74,6 +75,7 @@ pub use openai::{NamedToolChoice, OpenAiConfig, OpenAiProvider};
 pub use provider::{ModelProvider, collect_stream};
 pub use replay::{RecordedCall, RecordingModel, ReplayModel, read_recording, write_recording};
 pub use retry::RetryPolicy;
+pub use structured::{ActionEvent, ActionOutcome, StructuredAction, Watch};
 pub use types::{
     ChatRequest, ContentPart, Delta, FinishReason, InvalidToolCall, Message, Response,
     ResponseFormat, Thinking, Tool, ToolCall, ToolChoice, Usage,
