@@ -200,6 +200,11 @@ enum Escape {
     },
 }
 
+/// An internal error marker: the real [`Error`] is recorded in `Parser::failed`, so hot
+/// paths return a zero-sized value instead of moving a large error around.
+#[derive(Debug, Clone, Copy)]
+struct Stop;
+
 #[derive(Debug)]
 struct Subscription {
     pattern: Pattern,
@@ -318,16 +323,58 @@ const WHITESPACE: [bool; 256] = {
     table
 };
 
-/// Bytes that end a plain run inside a string: '"', '\\', control characters, non-ASCII.
+/// Bytes that end a plain run inside a string: '"', '\\' and control characters. Non-ASCII
+/// bytes stay in the run and are validated as UTF-8 with the run.
 const STRING_SPECIAL: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
     while b < 256 {
-        table[b] = b < 0x20 || b == b'"' as usize || b == b'\\' as usize || b >= 0x80;
+        table[b] = b < 0x20 || b == b'"' as usize || b == b'\\' as usize;
         b += 1;
     }
     table
 };
+
+/// Skips plain string bytes from `at`; returns the position of the first '"', '\\' or
+/// control character (or the chunk's end), and whether a non-ASCII byte was skipped.
+///
+/// Eight bytes at a time (Mycroft's zero-byte test): the lowest flagged byte of a word is
+/// always a true match, so its position comes straight from `trailing_zeros`.
+fn scan_plain(chunk: &[u8], mut at: usize) -> (usize, bool) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut high_bits = 0;
+    while let Some(bytes) = chunk.get(at..at + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(bytes);
+        let word = u64::from_le_bytes(word);
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        let special = ((quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (word.wrapping_sub(ONES * 0x20) & !word))
+            & HIGHS;
+        if special != 0 {
+            let first = special.trailing_zeros() as usize / 8;
+            // Only the bytes before the special one count as skipped.
+            let skipped = if first == 0 { 0 } else { word & (u64::MAX >> (64 - 8 * first)) };
+            return (at + first, (high_bits | skipped) & HIGHS != 0);
+        }
+        high_bits |= word;
+        at += 8;
+    }
+    let mut high_byte = 0;
+    while at < chunk.len() && !STRING_SPECIAL[chunk[at] as usize] {
+        high_byte |= chunk[at];
+        at += 1;
+    }
+    (at, high_bits & HIGHS != 0 || high_byte >= 0x80)
+}
+
+/// Four hex digits as a number.
+fn hex4(digits: &[u8]) -> Option<u16> {
+    digits.iter().try_fold(0u16, |code, &digit| Some(code << 4 | hex_digit(digit)?))
+}
 
 impl Parser {
     /// A parser with the default [`Config`].
@@ -429,7 +476,7 @@ impl Parser {
                 self.offset += chunk.len() as u64;
                 Ok(())
             }
-            Err(error) => Err(self.fail(error)),
+            Err(Stop) => Err(self.recorded_error()),
         }
     }
 
@@ -447,9 +494,9 @@ impl Parser {
         if let State::Number(num) = self.state
             && num.can_end()
             && self.frames.is_empty()
-            && let Err(error) = self.end_number(&[], 0, handler)
+            && let Err(Stop) = self.end_number(&[], 0, handler)
         {
-            return Err(self.fail(error));
+            return Err(self.recorded_error());
         }
         if self.state == State::AfterValue && self.frames.is_empty() {
             self.state = State::Finished;
@@ -457,29 +504,41 @@ impl Parser {
         }
         let expected = self.expected_here();
         let error = Error::Incomplete { offset: self.offset, path: self.path_string(), expected };
-        Err(self.fail(error))
+        self.fail(error);
+        Err(self.recorded_error())
     }
 
-    fn fail(&mut self, error: Error) -> Error {
-        self.failed = Some(error.clone());
-        error
+    /// Records the error that stops the parser for good.
+    fn fail(&mut self, error: Error) -> Stop {
+        self.failed = Some(error);
+        Stop
+    }
+
+    fn recorded_error(&self) -> Error {
+        self.failed.clone().unwrap_or(Error::Syntax {
+            offset: self.offset,
+            path: self.path_string(),
+            message: "internal error: the parser stopped without recording why".to_owned(),
+        })
     }
 
     fn path_string(&self) -> String {
         Path::new(&self.frames, &self.keys).to_string()
     }
 
-    fn syntax_error(&self, chunk: &[u8], at: usize, message: &str) -> Error {
+    #[cold]
+    fn fail_syntax(&mut self, chunk: &[u8], at: usize, message: &str) -> Stop {
         let found = match chunk.get(at) {
             Some(&b) if b.is_ascii_graphic() || b == b' ' => format!("'{}'", b as char),
             Some(&b) => format!("byte 0x{b:02x}"),
             None => "end of input".to_owned(),
         };
-        Error::Syntax {
+        let error = Error::Syntax {
             offset: self.offset + at as u64,
             path: self.path_string(),
             message: format!("{message}, found {found}"),
-        }
+        };
+        self.fail(error)
     }
 
     fn expected_here(&self) -> String {
@@ -511,7 +570,7 @@ impl Parser {
         }
     }
 
-    fn run<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) -> Result<()> {
+    fn run<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) -> Result<(), Stop> {
         self.raw_mark = 0;
         self.number_mark = 0;
         let len = chunk.len();
@@ -558,7 +617,7 @@ impl Parser {
         at: usize,
         byte: u8,
         handler: &mut H,
-    ) -> Result<usize> {
+    ) -> Result<usize, Stop> {
         match self.state {
             State::Value | State::ValueOrArrayEnd => {
                 if self.state == State::ValueOrArrayEnd {
@@ -578,21 +637,21 @@ impl Parser {
                 }
                 b'}' if self.state == State::KeyOrObjectEnd => self.close(chunk, at, true, handler),
                 _ if self.state == State::KeyOrObjectEnd => {
-                    Err(self.syntax_error(chunk, at, "expected a string key or '}'"))
+                    Err(self.fail_syntax(chunk, at, "expected a string key or '}'"))
                 }
-                _ => Err(self.syntax_error(chunk, at, "expected a string key")),
+                _ => Err(self.fail_syntax(chunk, at, "expected a string key")),
             },
             State::Colon => {
                 if byte == b':' {
                     self.state = State::Value;
                     Ok(at + 1)
                 } else {
-                    Err(self.syntax_error(chunk, at, "expected ':'"))
+                    Err(self.fail_syntax(chunk, at, "expected ':'"))
                 }
             }
             State::AfterValue => {
                 let Some(frame) = self.frames.last_mut() else {
-                    return Err(self.syntax_error(chunk, at, "expected end of input"));
+                    return Err(self.fail_syntax(chunk, at, "expected end of input"));
                 };
                 match (frame.is_object, byte) {
                     (true, b',') => {
@@ -607,13 +666,13 @@ impl Parser {
                     }
                     (true, b'}') => self.close(chunk, at, true, handler),
                     (false, b']') => self.close(chunk, at, false, handler),
-                    (true, _) => Err(self.syntax_error(chunk, at, "expected ',' or '}'")),
-                    (false, _) => Err(self.syntax_error(chunk, at, "expected ',' or ']'")),
+                    (true, _) => Err(self.fail_syntax(chunk, at, "expected ',' or '}'")),
+                    (false, _) => Err(self.fail_syntax(chunk, at, "expected ',' or ']'")),
                 }
             }
-            State::Finished => Err(self.syntax_error(chunk, at, "expected end of input")),
+            State::Finished => Err(self.fail_syntax(chunk, at, "expected end of input")),
             State::String | State::Number(_) | State::Literal => {
-                Err(self.syntax_error(chunk, at, "internal error: not a structural state"))
+                Err(self.fail_syntax(chunk, at, "internal error: not a structural state"))
             }
         }
     }
@@ -624,15 +683,16 @@ impl Parser {
         at: usize,
         byte: u8,
         handler: &mut H,
-    ) -> Result<usize> {
+    ) -> Result<usize, Stop> {
         match byte {
             b'{' | b'[' => {
                 if self.frames.len() >= self.config.max_depth {
-                    return Err(Error::TooDeep {
+                    let error = Error::TooDeep {
                         offset: self.offset + at as u64,
                         path: self.path_string(),
                         limit: self.config.max_depth,
-                    });
+                    };
+                    return Err(self.fail(error));
                 }
                 let is_object = byte == b'{';
                 let kind = if is_object { ValueKind::Object } else { ValueKind::Array };
@@ -685,7 +745,7 @@ impl Parser {
                 self.literal_matched = 1;
                 self.state = State::Literal;
             }
-            _ => return Err(self.syntax_error(chunk, at, "expected a JSON value")),
+            _ => return Err(self.fail_syntax(chunk, at, "expected a JSON value")),
         }
         Ok(at + 1)
     }
@@ -813,9 +873,9 @@ impl Parser {
         at: usize,
         is_object: bool,
         handler: &mut H,
-    ) -> Result<usize> {
+    ) -> Result<usize, Stop> {
         let Some(frame) = self.frames.pop() else {
-            return Err(self.syntax_error(chunk, at, "internal error: no open container"));
+            return Err(self.fail_syntax(chunk, at, "internal error: no open container"));
         };
         debug_assert_eq!(frame.is_object, is_object);
         self.live.truncate(frame.live_start);
@@ -936,6 +996,7 @@ impl Parser {
     }
 
     /// Appends decoded string bytes to the key buffer or the text buffer.
+    #[inline]
     fn push_string_bytes(&mut self, bytes: &[u8]) {
         if self.string_is_key {
             let key_start = self.frames.last().map_or(0, |frame| frame.key_start);
@@ -958,43 +1019,55 @@ impl Parser {
     }
 
     /// Inside a string, from `at`; returns where parsing continues.
+    ///
+    /// UTF-8 is validated once per string and chunk (escapes are ASCII, so validating the raw
+    /// bytes is the same as validating the text), and before any error is reported, so the
+    /// first error in byte order is the one reported, whatever the chunking.
     fn string<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
         mut at: usize,
         handler: &mut H,
-    ) -> Result<usize> {
+    ) -> Result<usize, Stop> {
         let len = chunk.len();
         let mut run_start = at;
+        let mut unchecked_from = at;
+        let mut non_ascii = false;
         while at < len {
             if self.escape != Escape::None {
                 at = self.escape(chunk, at)?;
                 run_start = at;
+                unchecked_from = at;
                 continue;
             }
             if self.utf8_need > 0 {
-                let byte = chunk[at];
-                if byte < self.utf8_low || byte > self.utf8_high {
-                    return Err(self.syntax_error(chunk, at, "invalid UTF-8 in string"));
-                }
-                self.utf8_need -= 1;
-                self.utf8_seen += 1;
-                self.utf8_low = 0x80;
-                self.utf8_high = 0xBF;
-                if self.utf8_need == 0 {
-                    self.utf8_seen = 0;
-                }
-                at += 1;
+                // A character split by the previous chunk boundary.
+                at = self.utf8_slow(chunk, at, at + 1)?;
+                unchecked_from = at;
                 continue;
             }
-            while at < len && !STRING_SPECIAL[chunk[at] as usize] {
-                at += 1;
-            }
+            let found_non_ascii;
+            (at, found_non_ascii) = scan_plain(chunk, at);
+            non_ascii |= found_non_ascii;
             if at == len {
                 break;
             }
-            let byte = chunk[at];
-            match byte {
+            if chunk[at] == b'\\' {
+                self.push_string_bytes(&chunk[run_start..at]);
+                run_start = at;
+                if let Some(after) = self.escape_in_chunk(chunk, at) {
+                    at = after;
+                    run_start = at;
+                    continue;
+                }
+            }
+            // A closing quote, an escape cut by the chunk end (or invalid), or an error.
+            self.check_utf8(chunk, unchecked_from, at, non_ascii)?;
+            non_ascii = false;
+            if self.utf8_need > 0 {
+                return Err(self.fail_syntax(chunk, at, "invalid UTF-8 in string"));
+            }
+            match chunk[at] {
                 b'"' => {
                     self.push_string_bytes(&chunk[run_start..at]);
                     return self.end_string(chunk, at + 1, handler);
@@ -1004,39 +1077,130 @@ impl Parser {
                     self.escape = Escape::Backslash;
                     at += 1;
                     run_start = at;
+                    unchecked_from = at;
                 }
-                0x00..=0x1F => {
-                    return Err(self.syntax_error(
+                _ => {
+                    return Err(self.fail_syntax(
                         chunk,
                         at,
                         "control characters must be escaped in strings",
                     ));
                 }
-                _ => {
-                    let (need, low, high) = match byte {
-                        0xC2..=0xDF => (1, 0x80, 0xBF),
-                        0xE0 => (2, 0xA0, 0xBF),
-                        0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80, 0xBF),
-                        0xED => (2, 0x80, 0x9F),
-                        0xF0 => (3, 0x90, 0xBF),
-                        0xF1..=0xF3 => (3, 0x80, 0xBF),
-                        0xF4 => (3, 0x80, 0x8F),
-                        _ => {
-                            return Err(self.syntax_error(chunk, at, "invalid UTF-8 in string"));
-                        }
-                    };
-                    self.utf8_need = need;
-                    self.utf8_seen = 1;
-                    self.utf8_low = low;
-                    self.utf8_high = high;
-                    at += 1;
-                }
             }
         }
+        self.check_utf8(chunk, unchecked_from, len, non_ascii)?;
         if run_start < len {
             self.push_string_bytes(&chunk[run_start..len]);
         }
         Ok(len)
+    }
+
+    /// Validates `chunk[from..to]` as UTF-8 (when it has non-ASCII bytes); a character cut
+    /// at `to` stays pending.
+    fn check_utf8(
+        &mut self,
+        chunk: &[u8],
+        from: usize,
+        to: usize,
+        non_ascii: bool,
+    ) -> Result<(), Stop> {
+        if non_ascii && let Err(error) = std::str::from_utf8(&chunk[from..to]) {
+            // Find the exact offending byte, or keep a character cut by the chunk end.
+            self.utf8_slow(chunk, from + error.valid_up_to(), to)?;
+        }
+        Ok(())
+    }
+
+    /// Decodes the escape starting with the '\\' at `at` when it is complete and valid inside
+    /// this chunk (the common case); returns the position after it. `None` leaves the escape
+    /// to the byte-by-byte state machine, which also produces the exact error.
+    fn escape_in_chunk(&mut self, chunk: &[u8], at: usize) -> Option<usize> {
+        let decoded = match *chunk.get(at + 1)? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let code = hex4(chunk.get(at + 2..at + 6)?)?;
+                let (scalar, after) = match code {
+                    0xD800..=0xDBFF => {
+                        let low = chunk.get(at + 6..at + 12)?;
+                        if low[0] != b'\\' || low[1] != b'u' {
+                            return None;
+                        }
+                        let low = hex4(&low[2..])?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return None;
+                        }
+                        let scalar = 0x10000
+                            + ((u32::from(code) - 0xD800) << 10)
+                            + (u32::from(low) - 0xDC00);
+                        (scalar, at + 12)
+                    }
+                    0xDC00..=0xDFFF => return None,
+                    _ => (u32::from(code), at + 6),
+                };
+                if self.string_is_key || self.string_decode {
+                    self.push_string_char(char::from_u32(scalar)?);
+                }
+                return Some(after);
+            }
+            _ => return None,
+        };
+        if self.string_is_key || self.string_decode {
+            self.push_string_char(decoded);
+        }
+        Some(at + 2)
+    }
+
+    /// Validates UTF-8 in `chunk[from..to]` byte by byte, continuing a character begun
+    /// earlier; reports the exact offending byte, and leaves a character cut at `to` pending.
+    fn utf8_slow(&mut self, chunk: &[u8], from: usize, to: usize) -> Result<usize, Stop> {
+        let (mut need, mut seen, mut low, mut high) =
+            (self.utf8_need, self.utf8_seen, self.utf8_low, self.utf8_high);
+        let mut at = from;
+        let mut invalid = None;
+        while at < to {
+            let byte = chunk[at];
+            if need == 0 {
+                if byte < 0x80 {
+                    at += 1;
+                    continue;
+                }
+                (need, low, high) = match byte {
+                    0xC2..=0xDF => (1, 0x80, 0xBF),
+                    0xE0 => (2, 0xA0, 0xBF),
+                    0xE1..=0xEC | 0xEE..=0xEF => (2, 0x80, 0xBF),
+                    0xED => (2, 0x80, 0x9F),
+                    0xF0 => (3, 0x90, 0xBF),
+                    0xF1..=0xF3 => (3, 0x80, 0xBF),
+                    0xF4 => (3, 0x80, 0x8F),
+                    _ => {
+                        invalid = Some(at);
+                        break;
+                    }
+                };
+                seen = 1;
+            } else {
+                if byte < low || byte > high {
+                    invalid = Some(at);
+                    break;
+                }
+                need -= 1;
+                seen = if need == 0 { 0 } else { seen + 1 };
+                (low, high) = (0x80, 0xBF);
+            }
+            at += 1;
+        }
+        (self.utf8_need, self.utf8_seen, self.utf8_low, self.utf8_high) = (need, seen, low, high);
+        match invalid {
+            Some(at) => Err(self.fail_syntax(chunk, at, "invalid UTF-8 in string")),
+            None => Ok(to),
+        }
     }
 
     fn end_string<H: Handler + ?Sized>(
@@ -1044,7 +1208,7 @@ impl Parser {
         chunk: &[u8],
         end: usize,
         handler: &mut H,
-    ) -> Result<usize> {
+    ) -> Result<usize, Stop> {
         if self.string_is_key {
             self.end_key(handler);
             return Ok(end);
@@ -1062,7 +1226,7 @@ impl Parser {
     }
 
     /// Inside an escape sequence, at `at`; returns the position after the consumed byte.
-    fn escape(&mut self, chunk: &[u8], at: usize) -> Result<usize> {
+    fn escape(&mut self, chunk: &[u8], at: usize) -> Result<usize, Stop> {
         let byte = chunk[at];
         self.escape = match self.escape {
             Escape::None => Escape::None,
@@ -1077,7 +1241,7 @@ impl Parser {
                     b'r' => Some('\r'),
                     b't' => Some('\t'),
                     b'u' => None,
-                    _ => return Err(self.syntax_error(chunk, at, "invalid escape in string")),
+                    _ => return Err(self.fail_syntax(chunk, at, "invalid escape in string")),
                 };
                 match decoded {
                     Some(c) => {
@@ -1089,7 +1253,7 @@ impl Parser {
             }
             Escape::Hex { digits, code } => {
                 let Some(digit) = hex_digit(byte) else {
-                    return Err(self.syntax_error(chunk, at, "expected a hex digit in \\u escape"));
+                    return Err(self.fail_syntax(chunk, at, "expected a hex digit in \\u escape"));
                 };
                 let code = code << 4 | digit;
                 if digits < 3 {
@@ -1098,7 +1262,7 @@ impl Parser {
                     match code {
                         0xD800..=0xDBFF => Escape::LowBackslash { high: code },
                         0xDC00..=0xDFFF => {
-                            return Err(self.syntax_error(
+                            return Err(self.fail_syntax(
                                 chunk,
                                 at,
                                 "lone low surrogate in \\u escape (expected a high surrogate first)",
@@ -1114,7 +1278,7 @@ impl Parser {
             }
             Escape::LowBackslash { high } => {
                 if byte != b'\\' {
-                    return Err(self.syntax_error(
+                    return Err(self.fail_syntax(
                         chunk,
                         at,
                         "lone high surrogate: expected '\\' and a low surrogate escape",
@@ -1124,7 +1288,7 @@ impl Parser {
             }
             Escape::LowU { high } => {
                 if byte != b'u' {
-                    return Err(self.syntax_error(
+                    return Err(self.fail_syntax(
                         chunk,
                         at,
                         "lone high surrogate: expected 'u' and a low surrogate",
@@ -1134,14 +1298,14 @@ impl Parser {
             }
             Escape::LowHex { high, digits, code } => {
                 let Some(digit) = hex_digit(byte) else {
-                    return Err(self.syntax_error(chunk, at, "expected a hex digit in \\u escape"));
+                    return Err(self.fail_syntax(chunk, at, "expected a hex digit in \\u escape"));
                 };
                 let code = code << 4 | digit;
                 if digits < 3 {
                     Escape::LowHex { high, digits: digits + 1, code }
                 } else {
                     if !(0xDC00..=0xDFFF).contains(&code) {
-                        return Err(self.syntax_error(
+                        return Err(self.fail_syntax(
                             chunk,
                             at,
                             "lone high surrogate: the next escape is not a low surrogate",
@@ -1164,7 +1328,7 @@ impl Parser {
         mut at: usize,
         mut num: Num,
         handler: &mut H,
-    ) -> Result<usize> {
+    ) -> Result<usize, Stop> {
         let len = chunk.len();
         while at < len {
             let byte = chunk[at];
@@ -1173,10 +1337,10 @@ impl Parser {
                 (Num::Minus, b'0') => Num::Zero,
                 (Num::Minus, b'1'..=b'9') => Num::Int,
                 (Num::Minus, _) => {
-                    return Err(self.syntax_error(chunk, at, "expected a digit after '-'"));
+                    return Err(self.fail_syntax(chunk, at, "expected a digit after '-'"));
                 }
                 (Num::Zero, b'0'..=b'9') => {
-                    return Err(self.syntax_error(
+                    return Err(self.fail_syntax(
                         chunk,
                         at,
                         "leading zeros are not allowed in numbers",
@@ -1186,12 +1350,12 @@ impl Parser {
                 (Num::Zero | Num::Int | Num::Frac, b'e' | b'E') => Num::Exp,
                 (Num::Dot, b'0'..=b'9') => Num::Frac,
                 (Num::Dot, _) => {
-                    return Err(self.syntax_error(chunk, at, "expected a digit after '.'"));
+                    return Err(self.fail_syntax(chunk, at, "expected a digit after '.'"));
                 }
                 (Num::Exp, b'+' | b'-') => Num::ExpSign,
                 (Num::Exp | Num::ExpSign, b'0'..=b'9') => Num::ExpDigits,
                 (Num::Exp | Num::ExpSign, _) => {
-                    return Err(self.syntax_error(chunk, at, "expected a digit in the exponent"));
+                    return Err(self.fail_syntax(chunk, at, "expected a digit in the exponent"));
                 }
                 (Num::Zero | Num::Int | Num::Frac | Num::ExpDigits, _) => {
                     self.end_number(chunk, at, handler)?;
@@ -1209,7 +1373,7 @@ impl Parser {
         chunk: &[u8],
         end: usize,
         handler: &mut H,
-    ) -> Result<()> {
+    ) -> Result<(), Stop> {
         let value = if self.building_depth.is_some() {
             self.number_text.extend_from_slice(&chunk[self.number_mark.min(end)..end]);
             let number = std::str::from_utf8(&self.number_text)
@@ -1218,10 +1382,11 @@ impl Parser {
             match number {
                 Some(number) => Some(Value::Number(number)),
                 None => {
-                    return Err(Error::NumberOutOfRange {
+                    let error = Error::NumberOutOfRange {
                         offset: self.number_offset,
                         path: self.path_string(),
-                    });
+                    };
+                    return Err(self.fail(error));
                 }
             }
         } else {
@@ -1237,12 +1402,12 @@ impl Parser {
         chunk: &[u8],
         mut at: usize,
         handler: &mut H,
-    ) -> Result<usize> {
+    ) -> Result<usize, Stop> {
         let len = chunk.len();
         while at < len && self.literal_matched < self.literal.len() {
             if chunk[at] != self.literal[self.literal_matched] {
                 let word = std::str::from_utf8(self.literal).unwrap_or("literal");
-                return Err(self.syntax_error(
+                return Err(self.fail_syntax(
                     chunk,
                     at,
                     &format!("invalid literal (expected '{word}')"),
