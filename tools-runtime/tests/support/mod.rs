@@ -127,6 +127,15 @@ impl Fixture {
     }
 }
 
+/// The example binary cargo builds next to the test binaries (`target/<profile>/examples/run`).
+pub fn run_example() -> PathBuf {
+    let test_binary = std::env::current_exe().unwrap();
+    let profile_directory = test_binary.parent().unwrap().parent().unwrap();
+    let example = profile_directory.join("examples").join("run");
+    assert!(example.is_file(), "cargo test builds the example at {}", example.display());
+    example
+}
+
 pub fn helper() -> SandboxHelper {
     SandboxHelper::at(env!("CARGO_BIN_EXE_tools-runtime-sandbox"))
 }

@@ -1,0 +1,79 @@
+//! The `run` example's stable command-line interface: one JSON line, exit 0 whatever the
+//! command did, 2 on usage errors.
+
+mod support;
+
+use std::process::Command;
+
+use pretty_assertions::assert_eq;
+use support::{Fixture, MachineLayers, run_example};
+
+#[test]
+fn the_run_example_prints_one_json_line_with_the_stable_fields() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    let output = Command::new(run_example())
+        .arg("--workspace")
+        .arg(&fixture.workspace)
+        .args(["--timeout-ms", "5000", "--max-output-bytes", "1000", "--"])
+        .args(["sh", "-c", "echo hi; echo oops >&2; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let line: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    if !machine.can_confine() {
+        assert_eq!(line["refused"]["kind"], "sandbox_unavailable");
+        return;
+    }
+    let stable = serde_json::json!({
+        "exit_code": 3,
+        "signal": null,
+        "timed_out": false,
+        "stdout": "hi\n",
+        "stderr": "oops\n",
+        "stdout_truncated": false,
+        "landlock": "active",
+    });
+    let actual = serde_json::json!({
+        "exit_code": line["exit_code"],
+        "signal": line["signal"],
+        "timed_out": line["timed_out"],
+        "stdout": line["stdout"],
+        "stderr": line["stderr"],
+        "stdout_truncated": line["stdout_truncated"],
+        "landlock": line["sandbox"]["layers"]["landlock"],
+    });
+    assert_eq!(actual, stable);
+    assert!(line["duration_ms"].is_u64());
+}
+
+#[test]
+fn the_run_example_refuses_bad_usage_with_exit_code_2() {
+    for arguments in [&["--timeout-ms", "soon", "--", "true"][..], &["--", "true"][..], &[][..]] {
+        let output = Command::new(run_example()).args(arguments).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{arguments:?}");
+        assert!(output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn the_run_example_reports_a_timeout_and_still_exits_0() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    let output = Command::new(run_example())
+        .arg("--workspace")
+        .arg(&fixture.workspace)
+        .args(["--timeout-ms", "300", "--", "sh", "-c", "echo started; sleep 30"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let line: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    if machine.can_confine() {
+        assert_eq!(
+            (&line["timed_out"], &line["stdout"]),
+            (&serde_json::json!(true), &serde_json::json!("started\n"))
+        );
+    }
+}
