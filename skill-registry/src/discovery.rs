@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use globset::GlobSet;
 use rustix::fs::{Mode as FileMode, OFlags};
+use rustix::io::Errno;
+use walkdir::DirEntryExt;
 use walkdir::WalkDir;
 
 use crate::diagnostic::{Diagnostic, Rule};
@@ -51,7 +53,47 @@ pub(crate) struct RootWalk<'a> {
 struct Queued {
     directory: PathBuf,
     depth: usize,
+    /// The identities of the folder and of every folder above it, up to the root.
     ancestors: Vec<Identity>,
+}
+
+/// How opening `SKILL.md` in a folder went.
+enum SkillFileOpen {
+    /// There is none: the folder is not a skill folder.
+    Absent,
+    /// Opened (following a symlink when allowed); not yet known to be a regular file.
+    Opened(File),
+    /// `SKILL.md` is a symlink and following symlinks is off.
+    SymlinkNotFollowed,
+    /// `SKILL.md` is a symlink that leads nowhere.
+    Dangling(io::Error),
+    /// Any other failure.
+    Failed(io::Error),
+}
+
+const OPEN_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::CLOEXEC).union(OFlags::NOCTTY);
+
+/// Opens `path` for reading without blocking (a FIFO does not hang the walk) and without
+/// following a final symlink unless `follow_symlinks`. One `open` for the common cases: no
+/// `SKILL.md` (not a skill folder) and a plain `SKILL.md`.
+fn open_skill_file(path: &Path, follow_symlinks: bool) -> SkillFileOpen {
+    match rustix::fs::open(path, OPEN_FLAGS | OFlags::NOFOLLOW, FileMode::empty()) {
+        Ok(descriptor) => SkillFileOpen::Opened(File::from(descriptor)),
+        Err(errno) if errno == Errno::NOENT => SkillFileOpen::Absent,
+        // O_NOFOLLOW on a symlink: ELOOP on Linux, EMLINK on the BSDs.
+        Err(errno) if errno == Errno::LOOP || errno == Errno::MLINK => {
+            if !follow_symlinks {
+                return SkillFileOpen::SymlinkNotFollowed;
+            }
+            match rustix::fs::open(path, OPEN_FLAGS, FileMode::empty()) {
+                Ok(descriptor) => SkillFileOpen::Opened(File::from(descriptor)),
+                Err(errno) if errno == Errno::NOENT => SkillFileOpen::Dangling(errno.into()),
+                Err(errno) => SkillFileOpen::Failed(errno.into()),
+            }
+        }
+        Err(errno) => SkillFileOpen::Failed(errno.into()),
+    }
 }
 
 impl RootWalk<'_> {
@@ -95,28 +137,46 @@ impl RootWalk<'_> {
             }
             scanned += 1;
             let skill_file = item.directory.join(SKILL_FILE_NAME);
-            match fs::symlink_metadata(&skill_file) {
-                Ok(link_metadata) => {
-                    self.index_skill_file(
-                        root,
-                        &source,
-                        &item.directory,
-                        &skill_file,
-                        &link_metadata,
-                    );
+            match open_skill_file(&skill_file, self.config.follow_symlinks) {
+                SkillFileOpen::Absent => {}
+                SkillFileOpen::Opened(file) => {
+                    self.index_skill_file(root, &source, &item.directory, &skill_file, file);
                     continue;
                 }
-                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-                Err(error) => {
-                    self.report(
-                        Rule::SkillFileUnreadable,
-                        &skill_file,
-                        None,
-                        format!("cannot inspect {}: {error}", skill_file.display()),
+                SkillFileOpen::SymlinkNotFollowed => {
+                    let message = format!("symlinked {} not followed", skill_file.display());
+                    self.report(Rule::SymlinkNotFollowed, &skill_file, None, message);
+                    continue;
+                }
+                SkillFileOpen::Dangling(error) => {
+                    let target = fs::read_link(&skill_file).unwrap_or_default();
+                    let message = format!(
+                        "{} is a symlink to {} that cannot be followed: {error}",
+                        skill_file.display(),
+                        target.display()
                     );
+                    self.report(Rule::SkillFileUnreadable, &skill_file, None, message);
+                    continue;
+                }
+                SkillFileOpen::Failed(error) => {
+                    let message = match fs::symlink_metadata(&skill_file) {
+                        Ok(metadata) if !metadata.is_file() => {
+                            let kind = file_kind(&metadata);
+                            self.report(
+                                Rule::SkillFileNotRegular,
+                                &skill_file,
+                                None,
+                                format!("{} is {kind}, not a regular file", skill_file.display()),
+                            );
+                            continue;
+                        }
+                        _ => format!("cannot read {}: {error}", skill_file.display()),
+                    };
+                    self.report(Rule::SkillFileUnreadable, &skill_file, None, message);
                     continue;
                 }
             }
+            let (device, _) = item.ancestors.last().copied().unwrap_or(root_identity);
             for entry in WalkDir::new(&item.directory)
                 .min_depth(1)
                 .max_depth(1)
@@ -126,9 +186,8 @@ impl RootWalk<'_> {
                 let entry = match entry {
                     Ok(entry) => entry,
                     Err(error) => {
-                        let is_root = item.depth == 0;
                         let message = format!("cannot list {}: {error}", item.directory.display());
-                        if is_root {
+                        if item.depth == 0 {
                             status = RootStatus::Unreadable { message: message.clone() };
                             self.report(Rule::RootUnreadable, &item.directory, None, message);
                         } else {
@@ -142,9 +201,12 @@ impl RootWalk<'_> {
                     continue;
                 }
                 let path = entry.path();
-                let metadata = if entry.path_is_symlink() {
+                // A real folder's identity comes from the directory entry (no stat needed); a
+                // symlink is followed with one stat.
+                let child_identity = if entry.path_is_symlink() {
                     match fs::metadata(path) {
-                        Ok(metadata) if metadata.is_dir() && !self.config.follow_symlinks => {
+                        Ok(metadata) if !metadata.is_dir() => continue,
+                        Ok(_) if !self.config.follow_symlinks => {
                             self.report(
                                 Rule::SymlinkNotFollowed,
                                 path,
@@ -153,7 +215,7 @@ impl RootWalk<'_> {
                             );
                             continue;
                         }
-                        Ok(metadata) => metadata,
+                        Ok(metadata) => identity(&metadata),
                         Err(error) => {
                             let target = fs::read_link(path).unwrap_or_default();
                             self.report(
@@ -169,15 +231,11 @@ impl RootWalk<'_> {
                             continue;
                         }
                     }
+                } else if entry.file_type().is_dir() {
+                    (device, entry.ino())
                 } else {
-                    match entry.metadata() {
-                        Ok(metadata) => metadata,
-                        Err(_) => continue,
-                    }
-                };
-                if !metadata.is_dir() {
                     continue;
-                }
+                };
                 let relative = path.strip_prefix(&root.path).unwrap_or(path);
                 if self.globs.exclude.as_ref().is_some_and(|exclude| exclude.is_match(relative)) {
                     continue;
@@ -186,7 +244,6 @@ impl RootWalk<'_> {
                     too_deep += 1;
                     continue;
                 }
-                let child_identity = identity(&metadata);
                 if item.ancestors.contains(&child_identity) {
                     let target = fs::read_link(path).unwrap_or_default();
                     self.report(
@@ -229,7 +286,7 @@ impl RootWalk<'_> {
         source: &SkillSource,
         directory: &Path,
         skill_file: &Path,
-        link_metadata: &Metadata,
+        mut file: File,
     ) {
         let relative = directory.strip_prefix(&root.path).unwrap_or(directory);
         if let Some(include) = &self.globs.include
@@ -237,47 +294,18 @@ impl RootWalk<'_> {
         {
             return;
         }
-        let metadata = if link_metadata.file_type().is_symlink() {
-            if !self.config.follow_symlinks {
+        match file.metadata() {
+            Ok(metadata) if metadata.is_file() => {}
+            Ok(metadata) => {
+                let kind = file_kind(&metadata);
                 self.report(
-                    Rule::SymlinkNotFollowed,
+                    Rule::SkillFileNotRegular,
                     skill_file,
                     None,
-                    format!("symlinked {} not followed", skill_file.display()),
+                    format!("{} is {kind}, not a regular file", skill_file.display()),
                 );
                 return;
             }
-            match fs::metadata(skill_file) {
-                Ok(metadata) => metadata,
-                Err(error) => {
-                    let target = fs::read_link(skill_file).unwrap_or_default();
-                    self.report(
-                        Rule::SkillFileUnreadable,
-                        skill_file,
-                        None,
-                        format!(
-                            "{} is a symlink to {} that cannot be followed: {error}",
-                            skill_file.display(),
-                            target.display()
-                        ),
-                    );
-                    return;
-                }
-            }
-        } else {
-            link_metadata.clone()
-        };
-        if !metadata.is_file() {
-            self.report(
-                Rule::SkillFileNotRegular,
-                skill_file,
-                None,
-                format!("{} is {}, not a regular file", skill_file.display(), file_kind(&metadata)),
-            );
-            return;
-        }
-        let mut file = match open_regular_file(skill_file) {
-            Ok(file) => file,
             Err(error) => {
                 self.report(
                     Rule::SkillFileUnreadable,
@@ -287,7 +315,8 @@ impl RootWalk<'_> {
                 );
                 return;
             }
-        };
+        }
+        advise_no_readahead(&file);
         let head = read_frontmatter(&mut file, self.config.max_frontmatter_bytes);
         self.stats.skill_files_read += 1;
         self.stats.frontmatter_bytes_read += head.bytes_read;
@@ -349,6 +378,17 @@ impl RootWalk<'_> {
     }
 }
 
+/// Tells the kernel not to read ahead: only the head of the file is wanted, so on a cold cache
+/// a skill costs the page or two it needs, not the default readahead window of its body.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn advise_no_readahead(file: &File) {
+    // Advice only; a refusal changes nothing but speed.
+    let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::Random);
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn advise_no_readahead(_file: &File) {}
+
 /// The name of a skill folder (for a root that is itself a skill folder, such as `.`, the name
 /// of the directory it resolves to).
 fn folder_name(directory: &Path) -> String {
@@ -368,26 +408,6 @@ fn folder_name(directory: &Path) -> String {
             })
             .unwrap_or_default(),
     }
-}
-
-/// Opens a file for reading without blocking (a FIFO swapped in after the check does not hang
-/// the walk) and makes sure what was opened is a regular file.
-pub(crate) fn open_regular_file(path: &Path) -> io::Result<File> {
-    let descriptor = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        FileMode::empty(),
-    )?;
-    let file = File::from(descriptor);
-    let metadata = file.metadata()?;
-    if !metadata.is_file() {
-        return Err(io::Error::other(format!(
-            "{} is {}, not a regular file",
-            path.display(),
-            file_kind(&metadata)
-        )));
-    }
-    Ok(file)
 }
 
 /// A phrase naming the kind of file `metadata` describes (`a regular file`, `a FIFO`, …), for

@@ -1,6 +1,6 @@
 //! Bounded reading of a `SKILL.md` head and parsing of its YAML frontmatter (never the body).
 //!
-//! [`read_frontmatter`] reads the file in 4 KiB chunks and stops at the closing `---` line, so
+//! [`read_frontmatter`] reads the file in 2 KiB chunks and stops at the closing `---` line, so
 //! a skill with a 200 KB body costs one or two small reads. [`parse_yaml`] turns the YAML into
 //! an ordered list of top-level fields, each with the file line of its key, and does the lenient
 //! retry for unquoted `key: value: more` lines.
@@ -10,8 +10,8 @@ use std::io::{self, Read};
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use serde_json::Value;
 
-/// Bytes asked for per read: one page, enough for almost every real frontmatter.
-pub(crate) const READ_CHUNK_BYTES: usize = 4096;
+/// Bytes asked for per read: enough for almost every real frontmatter in one read.
+pub(crate) const READ_CHUNK_BYTES: usize = 2048;
 
 /// The raw frontmatter of a skill file.
 #[derive(Debug, Clone, PartialEq, Eq)]

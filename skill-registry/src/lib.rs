@@ -16,9 +16,9 @@
 //!   depth and directory count, with include/exclude globs (`globset`). Dot-directories and
 //!   `node_modules` are skipped; symlinked folders and `SKILL.md` files are followed, and a
 //!   symlink back to an ancestor is reported as a cycle. Limits that cut the walk are reported.
-//! * **Bounded reads.** Only the head of each `SKILL.md` is read, in 4 KiB chunks, up to the
+//! * **Bounded reads.** Only the head of each `SKILL.md` is read, in 2 KiB reads, up to the
 //!   closing `---` line ([`IndexConfig::max_frontmatter_bytes`] caps it). A skill with a 200 KB
-//!   body costs one 4 KiB read. [`IndexStats`] counts the bytes.
+//!   body costs one 2 KiB read. [`IndexStats`] counts the bytes.
 //! * **YAML** is parsed with `saphyr` (YAML 1.2, maintained, keeps line positions), so every
 //!   diagnostic carries the file line of the offending key.
 //! * **Validation** follows the Agent Skills format (name and description rules; optional
