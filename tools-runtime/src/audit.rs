@@ -25,9 +25,10 @@ pub struct AuditRecord {
     pub decision: Option<MergedDecision>,
     /// Who approved (`"policy"` when no approval was needed, the approver's name otherwise).
     pub approver: Option<String>,
-    /// `"ran"`, or the refusal kind (`"policy_forbidden"`, `"approval_denied"`, …).
+    /// `"ran"`, the refusal kind (`"policy_forbidden"`, `"approval_denied"`, …), or `"error"`
+    /// when the runtime itself failed (helper missing, spawn error).
     pub outcome: String,
-    /// The refusal message, when refused.
+    /// The refusal or error message.
     pub refusal: Option<String>,
     /// Environment variables withheld as secrets.
     pub withheld_environment: Vec<String>,

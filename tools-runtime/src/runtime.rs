@@ -456,7 +456,18 @@ impl Runtime {
             stderr_total_bytes: 0,
             likely_denied: false,
         };
-        let outcome = self.decide_and_run(request, &mut record).await?;
+        let outcome = match self.decide_and_run(request, &mut record).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                // The runtime failed (helper missing, spawn error): audited all the same.
+                record.outcome = "error".to_owned();
+                record.refusal = Some(error.to_string());
+                if let Some(audit) = &self.audit {
+                    audit.record(&record)?;
+                }
+                return Err(error);
+            }
+        };
         match &outcome {
             ExecOutcome::Ran(result) => {
                 record.outcome = "ran".to_owned();
@@ -636,8 +647,16 @@ impl Runtime {
         let limits = request.limits.unwrap_or(self.config.limits);
         let is_root = nix::unistd::geteuid().is_root();
         let run_as = is_root.then(|| self.sandbox_user_for(roots));
-        let run_name =
-            format!("{}-{}", std::process::id(), RUN_COUNTER.fetch_add(1, Ordering::Relaxed));
+        // Unpredictable, so nobody can plant the private tmp or the cgroup before the run.
+        let random = {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new().build_hasher().finish()
+        };
+        let run_name = format!(
+            "{}-{}-{random:016x}",
+            std::process::id(),
+            RUN_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
         let private_tmp = self.config.private_tmp_parent.join(format!("tools-runtime-{run_name}"));
         create_private_tmp(&private_tmp, run_as)?;
         let mut resources = RunResources::new(private_tmp, &run_name, &limits);

@@ -205,3 +205,27 @@ async fn skill_scripts_run_from_their_folder_and_cannot_name_paths_outside_it() 
     assert!(std::fs::read_to_string(&script).unwrap().starts_with("#!/bin/sh\n"));
     assert_eq!(fixture.audit_record("skill-script").skill.as_deref(), Some("skill"));
 }
+
+#[tokio::test]
+async fn a_missing_helper_is_an_error_and_is_audited() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.helper = tools_runtime::SandboxHelper::at("/nonexistent/tools-runtime-sandbox");
+    let request = fixture.request("no-helper", &["true"]);
+    let runtime = fixture.runtime_with(config);
+    // The run future can move between threads (agent-core spawns it).
+    fn assert_send<T: Send>(value: T) -> T {
+        value
+    }
+    let error = assert_send(runtime.run(&request)).await.unwrap_err();
+    assert!(matches!(error, tools_runtime::Error::Spawn { .. }), "{error}");
+    let record = fixture.audit_record("no-helper");
+    assert_eq!(record.outcome, "error");
+    assert_eq!(
+        record.refusal.as_deref(),
+        Some(
+            "cannot start sandbox helper /nonexistent/tools-runtime-sandbox: No such file or \
+             directory (os error 2)"
+        )
+    );
+}
