@@ -124,150 +124,140 @@ impl RootWalk<'_> {
         let mut scanned = 0usize;
         let mut too_deep = 0usize;
         let mut status = RootStatus::Scanned;
-        while let Some(item) = queue.pop_front() {
-            if scanned >= self.config.max_directories {
+        let context = ProbeContext {
+            config: self.config,
+            include: self.globs.include.as_ref(),
+            root,
+            source: &source,
+        };
+        while !queue.is_empty() {
+            let budget = self.config.max_directories.saturating_sub(scanned);
+            if budget == 0 {
                 let message = format!(
                     "stopped after {} directories (the limit); {} more queued directories were not \
                      searched",
                     self.config.max_directories,
-                    queue.len() + 1
+                    queue.len()
                 );
                 self.report(Rule::DirectoryLimit, &root.path, None, message);
                 break;
             }
-            scanned += 1;
-            let skill_file = item.directory.join(SKILL_FILE_NAME);
-            match open_skill_file(&skill_file, self.config.follow_symlinks) {
-                SkillFileOpen::Absent => {}
-                SkillFileOpen::Opened(file) => {
-                    self.index_skill_file(root, &source, &item.directory, &skill_file, file);
-                    continue;
-                }
-                SkillFileOpen::SymlinkNotFollowed => {
-                    let message = format!("symlinked {} not followed", skill_file.display());
-                    self.report(Rule::SymlinkNotFollowed, &skill_file, None, message);
-                    continue;
-                }
-                SkillFileOpen::Dangling(error) => {
-                    let target = fs::read_link(&skill_file).unwrap_or_default();
-                    let message = format!(
-                        "{} is a symlink to {} that cannot be followed: {error}",
-                        skill_file.display(),
-                        target.display()
-                    );
-                    self.report(Rule::SkillFileUnreadable, &skill_file, None, message);
-                    continue;
-                }
-                SkillFileOpen::Failed(error) => {
-                    let message = match fs::symlink_metadata(&skill_file) {
-                        Ok(metadata) if !metadata.is_file() => {
-                            let kind = file_kind(&metadata);
-                            self.report(
-                                Rule::SkillFileNotRegular,
-                                &skill_file,
-                                None,
-                                format!("{} is {kind}, not a regular file", skill_file.display()),
-                            );
-                            continue;
+            let batch: Vec<Queued> = queue.drain(..queue.len().min(budget).min(BATCH)).collect();
+            scanned += batch.len();
+            let probes = probe_batch(&context, &batch, self.config.reader_threads);
+            for (item, probe) in batch.into_iter().zip(probes) {
+                match probe {
+                    Probe::NotSkill => {}
+                    Probe::SkillFolder { skill, diagnostics, bytes_read } => {
+                        self.diagnostics.extend(diagnostics);
+                        if let Some(bytes_read) = bytes_read {
+                            self.stats.skill_files_read += 1;
+                            self.stats.frontmatter_bytes_read += bytes_read;
                         }
-                        _ => format!("cannot read {}: {error}", skill_file.display()),
-                    };
-                    self.report(Rule::SkillFileUnreadable, &skill_file, None, message);
-                    continue;
-                }
-            }
-            let (device, _) = item.ancestors.last().copied().unwrap_or(root_identity);
-            for entry in WalkDir::new(&item.directory)
-                .min_depth(1)
-                .max_depth(1)
-                .follow_links(false)
-                .sort_by_file_name()
-            {
-                let entry = match entry {
-                    Ok(entry) => entry,
-                    Err(error) => {
-                        let message = format!("cannot list {}: {error}", item.directory.display());
-                        if item.depth == 0 {
-                            status = RootStatus::Unreadable { message: message.clone() };
-                            self.report(Rule::RootUnreadable, &item.directory, None, message);
-                        } else {
-                            self.report(Rule::DirectoryUnreadable, &item.directory, None, message);
-                        }
-                        break;
+                        self.found.extend(skill.map(|skill| *skill));
+                        continue;
                     }
-                };
-                let name = entry.file_name().to_string_lossy();
-                if name.starts_with('.') || name == "node_modules" {
-                    continue;
                 }
-                let path = entry.path();
-                // A real folder's identity comes from the directory entry (no stat needed); a
-                // symlink is followed with one stat.
-                let child_identity = if entry.path_is_symlink() {
-                    match fs::metadata(path) {
-                        Ok(metadata) if !metadata.is_dir() => continue,
-                        Ok(_) if !self.config.follow_symlinks => {
-                            self.report(
-                                Rule::SymlinkNotFollowed,
-                                path,
-                                None,
-                                format!("symlinked folder {} not followed", path.display()),
-                            );
-                            continue;
-                        }
-                        Ok(metadata) => identity(&metadata),
+                let (device, _) = item.ancestors.last().copied().unwrap_or(root_identity);
+                for entry in WalkDir::new(&item.directory)
+                    .min_depth(1)
+                    .max_depth(1)
+                    .follow_links(false)
+                    .sort_by_file_name()
+                {
+                    let entry = match entry {
+                        Ok(entry) => entry,
                         Err(error) => {
-                            let target = fs::read_link(path).unwrap_or_default();
-                            self.report(
-                                Rule::SymlinkDangling,
-                                path,
-                                None,
-                                format!(
-                                    "symlink {} -> {} cannot be followed: {error}",
-                                    path.display(),
-                                    target.display()
-                                ),
-                            );
-                            continue;
+                            let message =
+                                format!("cannot list {}: {error}", item.directory.display());
+                            if item.depth == 0 {
+                                status = RootStatus::Unreadable { message: message.clone() };
+                                self.report(Rule::RootUnreadable, &item.directory, None, message);
+                            } else {
+                                self.report(
+                                    Rule::DirectoryUnreadable,
+                                    &item.directory,
+                                    None,
+                                    message,
+                                );
+                            }
+                            break;
                         }
+                    };
+                    let name = entry.file_name().to_string_lossy();
+                    if name.starts_with('.') || name == "node_modules" {
+                        continue;
                     }
-                } else if entry.file_type().is_dir() {
-                    (device, entry.ino())
-                } else {
-                    continue;
-                };
-                let relative = path.strip_prefix(&root.path).unwrap_or(path);
-                if self.globs.exclude.as_ref().is_some_and(|exclude| exclude.is_match(relative)) {
-                    continue;
+                    let path = entry.path();
+                    // A real folder's identity comes from the directory entry (no stat needed); a
+                    // symlink is followed with one stat.
+                    let child_identity = if entry.path_is_symlink() {
+                        match fs::metadata(path) {
+                            Ok(metadata) if !metadata.is_dir() => continue,
+                            Ok(_) if !self.config.follow_symlinks => {
+                                self.report(
+                                    Rule::SymlinkNotFollowed,
+                                    path,
+                                    None,
+                                    format!("symlinked folder {} not followed", path.display()),
+                                );
+                                continue;
+                            }
+                            Ok(metadata) => identity(&metadata),
+                            Err(error) => {
+                                let target = fs::read_link(path).unwrap_or_default();
+                                self.report(
+                                    Rule::SymlinkDangling,
+                                    path,
+                                    None,
+                                    format!(
+                                        "symlink {} -> {} cannot be followed: {error}",
+                                        path.display(),
+                                        target.display()
+                                    ),
+                                );
+                                continue;
+                            }
+                        }
+                    } else if entry.file_type().is_dir() {
+                        (device, entry.ino())
+                    } else {
+                        continue;
+                    };
+                    let relative = path.strip_prefix(&root.path).unwrap_or(path);
+                    if self.globs.exclude.as_ref().is_some_and(|exclude| exclude.is_match(relative))
+                    {
+                        continue;
+                    }
+                    if item.depth + 1 > self.config.max_depth {
+                        too_deep += 1;
+                        continue;
+                    }
+                    if item.ancestors.contains(&child_identity) {
+                        let target = fs::read_link(path).unwrap_or_default();
+                        self.report(
+                            Rule::SymlinkCycle,
+                            path,
+                            None,
+                            format!(
+                                "symlink {} -> {} leads back to a folder above it; not followed",
+                                path.display(),
+                                target.display()
+                            ),
+                        );
+                        continue;
+                    }
+                    if !visited.insert(child_identity) {
+                        continue;
+                    }
+                    let mut ancestors = item.ancestors.clone();
+                    ancestors.push(child_identity);
+                    queue.push_back(Queued {
+                        directory: path.to_path_buf(),
+                        depth: item.depth + 1,
+                        ancestors,
+                    });
                 }
-                if item.depth + 1 > self.config.max_depth {
-                    too_deep += 1;
-                    continue;
-                }
-                if item.ancestors.contains(&child_identity) {
-                    let target = fs::read_link(path).unwrap_or_default();
-                    self.report(
-                        Rule::SymlinkCycle,
-                        path,
-                        None,
-                        format!(
-                            "symlink {} -> {} leads back to a folder above it; not followed",
-                            path.display(),
-                            target.display()
-                        ),
-                    );
-                    continue;
-                }
-                if !visited.insert(child_identity) {
-                    continue;
-                }
-                let mut ancestors = item.ancestors.clone();
-                ancestors.push(child_identity);
-                queue.push_back(Queued {
-                    directory: path.to_path_buf(),
-                    depth: item.depth + 1,
-                    ancestors,
-                });
             }
         }
         if too_deep > 0 {
@@ -279,103 +269,226 @@ impl RootWalk<'_> {
         }
         (scanned, status)
     }
+}
 
-    fn index_skill_file(
-        &mut self,
-        root: &SkillRoot,
-        source: &SkillSource,
-        directory: &Path,
-        skill_file: &Path,
-        mut file: File,
-    ) {
-        let relative = directory.strip_prefix(&root.path).unwrap_or(directory);
-        if let Some(include) = &self.globs.include
-            && !include.is_match(relative)
-        {
-            return;
+/// Folders probed per batch: each batch is probed (in parallel when large), then merged in
+/// queue order, so the result does not depend on thread timing.
+const BATCH: usize = 256;
+
+/// Batches smaller than this are probed on the calling thread.
+const PARALLEL_MIN: usize = 32;
+
+/// What a probe needs; shared read-only by the reader threads.
+struct ProbeContext<'a> {
+    config: &'a IndexConfig,
+    include: Option<&'a GlobSet>,
+    root: &'a SkillRoot,
+    source: &'a SkillSource,
+}
+
+/// What probing one folder found.
+enum Probe {
+    /// No `SKILL.md`: the folder is listed and its subfolders queued.
+    NotSkill,
+    /// A skill folder (not searched further): the skill when it is valid, the diagnostics, and
+    /// the bytes read when the file was read.
+    SkillFolder { skill: Option<Box<Skill>>, diagnostics: Vec<Diagnostic>, bytes_read: Option<u64> },
+}
+
+/// Probes every folder of `batch`, on up to `threads` threads, and returns the probes in order.
+fn probe_batch(context: &ProbeContext<'_>, batch: &[Queued], threads: usize) -> Vec<Probe> {
+    let threads = threads.max(1).min(batch.len().div_ceil(PARALLEL_MIN / 2).max(1));
+    if threads == 1 || batch.len() < PARALLEL_MIN {
+        return batch.iter().map(|item| probe(context, &item.directory)).collect();
+    }
+    let chunk_size = batch.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = batch
+            .chunks(chunk_size)
+            .map(|chunk| {
+                let handle = scope.spawn(move || {
+                    chunk.iter().map(|item| probe(context, &item.directory)).collect::<Vec<_>>()
+                });
+                (chunk, handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(chunk, handle)| {
+                // A reader thread cannot panic; should it anyway, its folders are probed again
+                // here rather than lost.
+                handle.join().unwrap_or_else(|_| {
+                    chunk.iter().map(|item| probe(context, &item.directory)).collect()
+                })
+            })
+            .collect()
+    })
+}
+
+/// Looks for `SKILL.md` in `directory` and, when there is one, reads and validates it.
+fn probe(context: &ProbeContext<'_>, directory: &Path) -> Probe {
+    let skill_file = directory.join(SKILL_FILE_NAME);
+    let mut diagnostics = Vec::new();
+    let mut report = |rule: Rule, line: Option<usize>, message: String| {
+        diagnostics.push(Diagnostic {
+            path: skill_file.clone(),
+            line,
+            rule,
+            severity: rule.severity(context.config.mode),
+            message,
+        });
+    };
+    let file = match open_skill_file(&skill_file, context.config.follow_symlinks) {
+        SkillFileOpen::Absent => return Probe::NotSkill,
+        SkillFileOpen::Opened(file) => file,
+        SkillFileOpen::SymlinkNotFollowed => {
+            report(
+                Rule::SymlinkNotFollowed,
+                None,
+                format!("symlinked {} not followed", skill_file.display()),
+            );
+            return Probe::SkillFolder { skill: None, diagnostics, bytes_read: None };
         }
-        match file.metadata() {
-            Ok(metadata) if metadata.is_file() => {}
-            Ok(metadata) => {
-                let kind = file_kind(&metadata);
-                self.report(
+        SkillFileOpen::Dangling(error) => {
+            let target = fs::read_link(&skill_file).unwrap_or_default();
+            report(
+                Rule::SkillFileUnreadable,
+                None,
+                format!(
+                    "{} is a symlink to {} that cannot be followed: {error}",
+                    skill_file.display(),
+                    target.display()
+                ),
+            );
+            return Probe::SkillFolder { skill: None, diagnostics, bytes_read: None };
+        }
+        SkillFileOpen::Failed(error) => {
+            match fs::symlink_metadata(&skill_file) {
+                Ok(metadata) if !metadata.is_file() => report(
                     Rule::SkillFileNotRegular,
-                    skill_file,
                     None,
-                    format!("{} is {kind}, not a regular file", skill_file.display()),
-                );
-                return;
-            }
-            Err(error) => {
-                self.report(
+                    format!(
+                        "{} is {}, not a regular file",
+                        skill_file.display(),
+                        file_kind(&metadata)
+                    ),
+                ),
+                _ => report(
                     Rule::SkillFileUnreadable,
-                    skill_file,
                     None,
                     format!("cannot read {}: {error}", skill_file.display()),
-                );
-                return;
+                ),
             }
+            return Probe::SkillFolder { skill: None, diagnostics, bytes_read: None };
         }
-        advise_no_readahead(&file);
-        let head = read_frontmatter(&mut file, self.config.max_frontmatter_bytes);
-        self.stats.skill_files_read += 1;
-        self.stats.frontmatter_bytes_read += head.bytes_read;
-        let raw = match head.result {
-            Ok(raw) => raw,
-            Err(problem) => {
-                let (rule, line, message) = match problem {
-                    HeadProblem::Missing => (
-                        Rule::FrontmatterMissing,
-                        Some(1),
-                        "the file does not start with a `---` frontmatter line".to_owned(),
-                    ),
-                    HeadProblem::Unclosed => (
-                        Rule::FrontmatterUnclosed,
-                        Some(1),
-                        "the frontmatter opened on line 1 has no closing `---` line".to_owned(),
-                    ),
-                    HeadProblem::TooLarge { limit } => (
-                        Rule::FrontmatterTooLarge,
-                        Some(1),
-                        format!("no closing `---` line within the first {limit} bytes"),
-                    ),
-                    HeadProblem::Encoding { line } => (
-                        Rule::FrontmatterEncoding,
-                        Some(line),
-                        "the frontmatter is not valid UTF-8".to_owned(),
-                    ),
-                    HeadProblem::Io(error) => (
-                        Rule::SkillFileUnreadable,
-                        None,
-                        format!("cannot read {}: {error}", skill_file.display()),
-                    ),
-                };
-                self.report(rule, skill_file, line, message);
-                return;
-            }
-        };
-        let parsed = match parse_yaml(&raw) {
-            Ok(parsed) => parsed,
-            Err(YamlProblem::Syntax { line, message }) => {
-                self.report(Rule::YamlSyntax, skill_file, line, format!("invalid YAML: {message}"));
-                return;
-            }
-            Err(YamlProblem::NotMapping { line, found }) => {
-                self.report(
-                    Rule::FrontmatterNotMapping,
-                    skill_file,
-                    Some(line),
-                    format!("the frontmatter is {found}, not a mapping of fields"),
-                );
-                return;
-            }
-        };
-        let folder_name = folder_name(directory);
-        let file = SkillFile { path: skill_file, directory, folder_name: &folder_name, source };
-        if let Some(skill) = build_skill(file, parsed, self.config.mode, self.diagnostics) {
-            self.found.push(skill);
+    };
+    let relative = directory.strip_prefix(&context.root.path).unwrap_or(directory);
+    if context.include.is_some_and(|include| !include.is_match(relative)) {
+        return Probe::SkillFolder { skill: None, diagnostics, bytes_read: None };
+    }
+    let (skill, bytes_read) = read_skill(context, directory, &skill_file, file, &mut diagnostics);
+    Probe::SkillFolder { skill, diagnostics, bytes_read }
+}
+
+/// Reads the frontmatter of an opened `SKILL.md`, parses and validates it. Returns the skill
+/// (when valid) and the bytes read (when the file was read).
+fn read_skill(
+    context: &ProbeContext<'_>,
+    directory: &Path,
+    skill_file: &Path,
+    mut file: File,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> (Option<Box<Skill>>, Option<u64>) {
+    let mode = context.config.mode;
+    let mut report = |rule: Rule, line: Option<usize>, message: String| {
+        diagnostics.push(Diagnostic {
+            path: skill_file.to_path_buf(),
+            line,
+            rule,
+            severity: rule.severity(mode),
+            message,
+        });
+    };
+    match file.metadata() {
+        Ok(metadata) if metadata.is_file() => {}
+        Ok(metadata) => {
+            let kind = file_kind(&metadata);
+            report(
+                Rule::SkillFileNotRegular,
+                None,
+                format!("{} is {kind}, not a regular file", skill_file.display()),
+            );
+            return (None, None);
+        }
+        Err(error) => {
+            report(
+                Rule::SkillFileUnreadable,
+                None,
+                format!("cannot read {}: {error}", skill_file.display()),
+            );
+            return (None, None);
         }
     }
+    advise_no_readahead(&file);
+    let head = read_frontmatter(&mut file, context.config.max_frontmatter_bytes);
+    let bytes_read = Some(head.bytes_read);
+    let raw = match head.result {
+        Ok(raw) => raw,
+        Err(problem) => {
+            let (rule, line, message) = match problem {
+                HeadProblem::Missing => (
+                    Rule::FrontmatterMissing,
+                    Some(1),
+                    "the file does not start with a `---` frontmatter line".to_owned(),
+                ),
+                HeadProblem::Unclosed => (
+                    Rule::FrontmatterUnclosed,
+                    Some(1),
+                    "the frontmatter opened on line 1 has no closing `---` line".to_owned(),
+                ),
+                HeadProblem::TooLarge { limit } => (
+                    Rule::FrontmatterTooLarge,
+                    Some(1),
+                    format!("no closing `---` line within the first {limit} bytes"),
+                ),
+                HeadProblem::Encoding { line } => (
+                    Rule::FrontmatterEncoding,
+                    Some(line),
+                    "the frontmatter is not valid UTF-8".to_owned(),
+                ),
+                HeadProblem::Io(error) => (
+                    Rule::SkillFileUnreadable,
+                    None,
+                    format!("cannot read {}: {error}", skill_file.display()),
+                ),
+            };
+            report(rule, line, message);
+            return (None, bytes_read);
+        }
+    };
+    let parsed = match parse_yaml(&raw) {
+        Ok(parsed) => parsed,
+        Err(YamlProblem::Syntax { line, message }) => {
+            report(Rule::YamlSyntax, line, format!("invalid YAML: {message}"));
+            return (None, bytes_read);
+        }
+        Err(YamlProblem::NotMapping { line, found }) => {
+            report(
+                Rule::FrontmatterNotMapping,
+                Some(line),
+                format!("the frontmatter is {found}, not a mapping of fields"),
+            );
+            return (None, bytes_read);
+        }
+    };
+    let folder_name = folder_name(directory);
+    let skill_file = SkillFile {
+        path: skill_file,
+        directory,
+        folder_name: &folder_name,
+        source: context.source,
+    };
+    (build_skill(skill_file, parsed, mode, diagnostics).map(Box::new), bytes_read)
 }
 
 /// Tells the kernel not to read ahead: only the head of the file is wanted, so on a cold cache

@@ -34,6 +34,10 @@ pub struct IndexConfig {
     pub follow_symlinks: bool,
     /// The most bytes read from the head of a `SKILL.md` to find the frontmatter (default 64 KiB).
     pub max_frontmatter_bytes: usize,
+    /// Threads that open and read `SKILL.md` files of large folders in parallel (default 8;
+    /// reading is IO-bound, so more threads than cores pays off on a cold cache). The result
+    /// does not depend on it.
+    pub reader_threads: usize,
 }
 
 impl Default for IndexConfig {
@@ -46,6 +50,7 @@ impl Default for IndexConfig {
             exclude: Vec::new(),
             follow_symlinks: true,
             max_frontmatter_bytes: 64 * 1024,
+            reader_threads: 8,
         }
     }
 }

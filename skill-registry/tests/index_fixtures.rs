@@ -253,3 +253,27 @@ fn catalog_respects_the_budget_and_reports_omissions() -> Result<()> {
     }
     check_against(&data_dir().join("catalog/expected.json"), &serde_json::Value::Array(catalogs))
 }
+
+#[test]
+fn parallel_readers_give_the_same_index_as_one() -> Result<()> {
+    let temporary = tempfile::tempdir()?;
+    for number in 0..300 {
+        let directory = temporary.path().join(format!("group-{}/skill-{number:03}", number % 3));
+        fs::create_dir_all(&directory)?;
+        let frontmatter = match number % 10 {
+            0 => format!("---\nname: skill-{number:03}\n---\n"),
+            1 => format!("---\nname: other-{number:03}\ndescription: Mismatch: yes\n---\n"),
+            _ => format!("---\nname: skill-{number:03}\ndescription: Skill {number}.\n---\n"),
+        };
+        fs::write(directory.join("SKILL.md"), frontmatter)?;
+    }
+    let roots = [SkillRoot::new(RootKind::Project, temporary.path())];
+    let one =
+        SkillIndex::build(&roots, &IndexConfig { reader_threads: 1, ..IndexConfig::default() })?;
+    let eight =
+        SkillIndex::build(&roots, &IndexConfig { reader_threads: 8, ..IndexConfig::default() })?;
+    assert_eq!(one.skills.len(), 270);
+    assert_eq!(one.diagnostics.len(), 30 + 30 * 2);
+    assert_eq!(one, eight);
+    Ok(())
+}
