@@ -78,6 +78,7 @@ mod audit;
 mod cgroup;
 mod environment;
 mod error;
+mod exec;
 mod helper;
 mod output;
 mod paths;
@@ -85,10 +86,12 @@ mod policy;
 mod report;
 mod runtime;
 mod spec;
+mod supervise;
 
 pub use audit::{AuditRecord, AuditSink, JsonlAuditLog};
 pub use environment::{EnvPolicy, is_secret_name};
 pub use error::{Error, Result};
+pub use exec::{ExecOutcome, ExecRequest, ExecResult, Limits, Refusal, RefusalKind};
 pub use helper::{run_sandbox_helper_if_requested, sandbox_helper_main};
 pub use output::{CapturedText, HeadTailBuffer};
 pub use policy::{
@@ -96,8 +99,5 @@ pub use policy::{
     RuleMatch, RuleSet, UserPolicy, merge_decisions,
 };
 pub use report::{Backend, Layer, LayerStatus, SandboxReport};
-pub use runtime::{
-    BackendChoice, DEFAULT_SANDBOX_USER, ExecOutcome, ExecRequest, ExecResult, Limits, Refusal,
-    RefusalKind, Runtime, RuntimeConfig, SandboxHelper,
-};
+pub use runtime::{BackendChoice, DEFAULT_SANDBOX_USER, Runtime, RuntimeConfig, SandboxHelper};
 pub use spec::{HELPER_MODE_ARGUMENT, Rlimits};

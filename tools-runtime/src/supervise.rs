@@ -1,0 +1,252 @@
+//! Supervision of one run: the host resources it holds, output draining, the helper's report
+//! lines, and the bubblewrap command line.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::AsyncReadExt;
+
+use crate::cgroup::RunCgroup;
+use crate::error::{Error, Result};
+use crate::exec::Limits;
+use crate::output::HeadTailBuffer;
+use crate::report::Layer;
+use crate::spec::{HelperReport, REPORT_LINE_PREFIX};
+
+/// What one run holds on the host: its private tmp, its cgroups and its process group.
+///
+/// [`RunResources::release`] kills what is left and removes everything; if the run's future is
+/// dropped midway (a caller's own timeout), `Drop` does the same without waiting.
+#[derive(Debug)]
+pub(crate) struct RunResources {
+    pub(crate) private_tmp: PathBuf,
+    pub(crate) pids: Option<RunCgroup>,
+    pub(crate) memory: Option<RunCgroup>,
+    pub(crate) cgroup_unavailable: Vec<(Layer, String)>,
+    pub(crate) group: Option<Pid>,
+    released: bool,
+}
+
+impl RunResources {
+    pub(crate) fn new(private_tmp: PathBuf, run_name: &str, limits: &Limits) -> RunResources {
+        let mut cgroup_unavailable = Vec::new();
+        let pids = RunCgroup::create("pids", run_name, &[("pids.max", limits.pids.to_string())])
+            .map_err(|reason| cgroup_unavailable.push((Layer::CgroupPids, reason)))
+            .ok();
+        let memory_limit = limits.memory_bytes.to_string();
+        let memory = RunCgroup::create(
+            "memory",
+            run_name,
+            &[("memory.limit_in_bytes", memory_limit.clone())],
+        )
+        .map_err(|reason| cgroup_unavailable.push((Layer::CgroupMemory, reason)))
+        .ok();
+        if let Some(memory) = &memory {
+            // Swap counts too where the kernel accounts it; a missing file is fine.
+            let _ =
+                std::fs::write(memory.directory.join("memory.memsw.limit_in_bytes"), &memory_limit);
+        }
+        RunResources { private_tmp, pids, memory, cgroup_unavailable, group: None, released: false }
+    }
+
+    /// SIGKILL to the process group and to every member of the cgroups (which also catches
+    /// processes that left the group with `setsid`).
+    pub(crate) fn kill_everything(&self) {
+        if let Some(group) = self.group {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+        for cgroup in [&self.pids, &self.memory].into_iter().flatten() {
+            cgroup.kill_all();
+        }
+    }
+
+    pub(crate) async fn release(mut self) {
+        self.kill_everything();
+        for cgroup in [self.pids.take(), self.memory.take()].into_iter().flatten() {
+            cgroup.kill_and_remove().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.private_tmp);
+        self.released = true;
+    }
+}
+
+impl Drop for RunResources {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.kill_everything();
+        for cgroup in [self.pids.take(), self.memory.take()].into_iter().flatten() {
+            cgroup.remove_if_empty();
+        }
+        let _ = std::fs::remove_dir_all(&self.private_tmp);
+    }
+}
+
+pub(crate) fn likely_denied(exit_code: Option<i32>, signal: Option<i32>, stderr: &str) -> bool {
+    const DENIAL_SIGNALS: [i32; 3] = [nix::libc::SIGSYS, nix::libc::SIGXCPU, nix::libc::SIGXFSZ];
+    const DENIAL_TEXT: [&str; 7] = [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+        "Network is unreachable",
+        "Address family not supported",
+        "Resource temporarily unavailable",
+        "Cannot allocate memory",
+    ];
+    if signal.is_some_and(|signal| DENIAL_SIGNALS.contains(&signal)) {
+        return true;
+    }
+    exit_code.is_some_and(|code| code != 0) && DENIAL_TEXT.iter().any(|text| stderr.contains(text))
+}
+
+/// Reads a pipe into its buffer; on stderr, first peels off the helper's report lines.
+pub(crate) async fn drain<R: tokio::io::AsyncRead + Unpin>(
+    mut pipe: R,
+    buffer: Arc<Mutex<HeadTailBuffer>>,
+    reports: Option<Arc<Mutex<Vec<HelperReport>>>>,
+) {
+    let mut chunk = vec![0_u8; 64 * 1024];
+    // Bytes seen while still at the start of the stream, where report lines may be.
+    let mut pending: Option<Vec<u8>> = reports.as_ref().map(|_| Vec::new());
+    loop {
+        let read = match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        let mut bytes = &chunk[..read];
+        let owned;
+        if let (Some(prefix_bytes), Some(reports)) = (pending.as_mut(), reports.as_ref()) {
+            prefix_bytes.extend_from_slice(bytes);
+            match peel_report_lines(prefix_bytes, reports) {
+                Peeled::NeedMore => continue,
+                Peeled::Rest(rest) => {
+                    owned = rest;
+                    bytes = &owned;
+                    pending = None;
+                }
+            }
+        }
+        if let Ok(mut buffer) = buffer.lock() {
+            buffer.push(bytes);
+        }
+    }
+    if let (Some(rest), Ok(mut buffer)) = (pending, buffer.lock()) {
+        buffer.push(&rest);
+    }
+}
+
+enum Peeled {
+    NeedMore,
+    Rest(Vec<u8>),
+}
+
+fn peel_report_lines(bytes: &mut Vec<u8>, reports: &Mutex<Vec<HelperReport>>) -> Peeled {
+    loop {
+        let compared = bytes.len().min(REPORT_LINE_PREFIX.len());
+        if bytes[..compared] != REPORT_LINE_PREFIX[..compared] {
+            return Peeled::Rest(std::mem::take(bytes));
+        }
+        if bytes.len() < REPORT_LINE_PREFIX.len() {
+            return Peeled::NeedMore;
+        }
+        let Some(newline) = bytes.iter().position(|byte| *byte == b'\n') else {
+            return Peeled::NeedMore;
+        };
+        let line = &bytes[REPORT_LINE_PREFIX.len()..newline];
+        if let (Ok(report), Ok(mut reports)) =
+            (serde_json::from_slice::<HelperReport>(line), reports.lock())
+        {
+            reports.push(report);
+        }
+        bytes.drain(..=newline);
+        if bytes.is_empty() {
+            return Peeled::NeedMore;
+        }
+    }
+}
+
+pub(crate) fn create_private_tmp(path: &Path, run_as: Option<(u32, u32)>) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, chown};
+    let error = |source| Error::PrivateTmp { path: path.to_path_buf(), source };
+    std::fs::DirBuilder::new().mode(0o700).create(path).map_err(error)?;
+    if let Some((uid, gid)) = run_as {
+        chown(path, Some(uid), Some(gid)).map_err(error)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn find_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|directory| directory.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+pub(crate) struct ProtectedPaths {
+    pub(crate) existing: Vec<PathBuf>,
+    pub(crate) missing: Vec<PathBuf>,
+}
+
+pub(crate) fn protected_paths(paths: &[PathBuf], roots: &[PathBuf]) -> ProtectedPaths {
+    let mut protected = ProtectedPaths { existing: Vec::new(), missing: Vec::new() };
+    for path in paths {
+        let joined = match roots.first() {
+            Some(root) if path.is_relative() => root.join(path),
+            Some(_) | None => path.clone(),
+        };
+        match joined.canonicalize() {
+            Ok(canonical) => protected.existing.push(canonical),
+            Err(_) => protected.missing.push(joined),
+        }
+    }
+    protected
+}
+
+pub(crate) fn bubblewrap_argv(
+    bwrap: &Path,
+    writable: &[PathBuf],
+    protected: &[PathBuf],
+    cwd: &Path,
+    allow_network: bool,
+) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "--unshare-user",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-pid",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]
+    .iter()
+    .map(|argument| (*argument).to_owned())
+    .collect();
+    argv.insert(0, bwrap.display().to_string());
+    if !allow_network {
+        argv.push("--unshare-net".to_owned());
+    }
+    for path in writable {
+        let path = path.display().to_string();
+        argv.extend(["--bind".to_owned(), path.clone(), path]);
+    }
+    for path in protected {
+        let path = path.display().to_string();
+        argv.extend(["--ro-bind".to_owned(), path.clone(), path]);
+    }
+    argv.extend(["--chdir".to_owned(), cwd.display().to_string()]);
+    argv
+}
