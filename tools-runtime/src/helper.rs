@@ -499,3 +499,89 @@ fn build_seccomp_filters(
     )?;
     Ok(vec![main.try_into()?, clone3.try_into()?])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{LandlockPlan, Rlimits};
+
+    fn plan(deny_network: bool, require_filesystem_confinement: bool) -> HelperPlan {
+        HelperPlan {
+            stage: Stage::Everything,
+            program: "true".into(),
+            args: Vec::new(),
+            cwd: "/".into(),
+            parent_pid: 1,
+            cgroup_pids_procs: None,
+            cgroup_memory_procs: None,
+            rlimits: Rlimits {
+                cpu_seconds: 1,
+                address_space_bytes: 1,
+                file_size_bytes: 1,
+                open_files: 1,
+                processes: 1,
+            },
+            run_as: None,
+            deny_network,
+            landlock: LandlockPlan { readable: Vec::new(), writable: Vec::new(), deny_tcp: false },
+            require_filesystem_confinement,
+            bubblewrap_argv: Vec::new(),
+            helper_program: "helper".into(),
+        }
+    }
+
+    fn report(active: &[Layer]) -> SandboxReport {
+        let mut report = SandboxReport::new(Backend::Direct);
+        for layer in Layer::ALL {
+            let status = if active.contains(&layer) {
+                LayerStatus::Active
+            } else {
+                LayerStatus::Unavailable
+            };
+            report.set(layer, status, None);
+        }
+        report
+    }
+
+    #[test]
+    fn the_helper_fails_closed_only_when_no_layer_enforces_a_demanded_confinement() {
+        let cases = [
+            (true, true, vec![Layer::Landlock, Layer::NetworkNamespace], None),
+            (true, true, vec![Layer::Bubblewrap, Layer::SeccompSocketFilter], None),
+            (
+                true,
+                true,
+                vec![Layer::NetworkNamespace, Layer::Seccomp],
+                Some(
+                    "filesystem confinement is required but neither landlock nor bubblewrap is active",
+                ),
+            ),
+            (
+                true,
+                true,
+                vec![Layer::Landlock, Layer::Seccomp],
+                Some(
+                    "network is denied but neither a network namespace nor the seccomp socket \
+                     filter is active",
+                ),
+            ),
+            (false, false, Vec::new(), None),
+        ];
+        for (deny_network, require_filesystem, active, expected) in cases {
+            let reason =
+                fail_closed_reason(&plan(deny_network, require_filesystem), &report(&active));
+            assert_eq!(reason.as_deref(), expected, "{active:?}");
+        }
+    }
+
+    #[test]
+    fn the_seccomp_filters_compile_for_this_architecture() {
+        let arch = TargetArch::try_from(std::env::consts::ARCH);
+        if let Ok(arch) = arch {
+            for deny_network in [false, true] {
+                let filters = build_seccomp_filters(deny_network, arch);
+                assert_eq!(filters.map(|filters| filters.len()).ok(), Some(2));
+            }
+        }
+    }
+}

@@ -585,3 +585,47 @@ async fn commands_run_as_the_workspace_owner_or_nobody_never_root() {
         Some("uid 1234 gid 1234")
     );
 }
+
+#[cfg(target_arch = "x86_64")]
+#[tokio::test]
+async fn dangerous_syscalls_fail_with_eperm() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    // x86_64 numbers: io_uring_setup, bpf, kexec_load, init_module, process_vm_readv,
+    // perf_event_open, userfaultfd, keyctl, unshare, setns, mount.
+    let script = "import ctypes\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  for number in [425, 321, 246, 175, 310, 298, 323, 250, 272, 308, 165]:\n\
+                  \x20   result = libc.syscall(number, 0, 0, 0, 0, 0)\n\
+                  \x20   print(number, result, ctypes.get_errno())\n";
+    let result = ran(fixture
+        .runtime()
+        .run(&fixture.request("syscalls", &["python3", "-c", script]))
+        .await
+        .unwrap());
+    let expected: String = [425, 321, 246, 175, 310, 298, 323, 250, 272, 308, 165]
+        .iter()
+        .map(|number| format!("{number} -1 1\n"))
+        .collect();
+    assert_eq!(result.stdout, expected, "{result:?}");
+    assert_layer(
+        &fixture.audit_record("syscalls"),
+        Layer::Seccomp,
+        MachineLayers::status(machine.seccomp),
+    );
+}
+
+#[tokio::test]
+async fn a_missing_program_exits_127_with_the_helper_saying_why() {
+    let fixture = Fixture::new();
+    let request = fixture.request("missing-program", &["no-such-program-anywhere"]);
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    assert_eq!(result.exit_code, Some(127));
+    assert!(
+        result
+            .stderr
+            .starts_with("tools-runtime-sandbox: cannot execute no-such-program-anywhere:"),
+        "{result:?}"
+    );
+    assert_eq!(fixture.audit_record("missing-program").exit_code, Some(127));
+}
