@@ -55,6 +55,7 @@
 
 mod anthropic;
 mod assemble;
+mod decode;
 mod error;
 mod http;
 mod mock;
@@ -68,6 +69,7 @@ mod types;
 
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider, DEFAULT_MAX_TOKENS};
 pub use assemble::Assembler;
+pub use decode::StreamDecoder;
 pub use error::{Error, Result, TimeoutPhase};
 pub use http::{DeltaStream, HttpConfig};
 pub use mock::{MockModel, MockReply};

@@ -1,0 +1,64 @@
+//! Property tests for the IO-free stream path: any chunking of a recorded stream gives the same
+//! deltas, any line-ending style gives the same deltas, and arbitrary bytes never panic.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+mod common;
+
+use common::data;
+use model_adapter::{Delta, Error, StreamDecoder};
+use pretty_assertions::assert_eq;
+use proptest::prelude::*;
+
+const FIXTURES: [&str; 5] =
+    ["openai_text", "openai_tools", "openai_length_cut", "anthropic_text", "anthropic_tools"];
+
+fn decoder_for(name: &str) -> StreamDecoder {
+    if name.starts_with("openai") { StreamDecoder::openai() } else { StreamDecoder::anthropic() }
+}
+
+/// Decodes `input` split at `cuts` (positions, any order, any count).
+fn decode(name: &str, input: &[u8], cuts: &[usize]) -> Result<Vec<Delta>, Error> {
+    let mut positions: Vec<usize> = cuts.iter().map(|cut| cut % (input.len() + 1)).collect();
+    positions.sort_unstable();
+    let mut decoder = decoder_for(name);
+    let mut deltas = Vec::new();
+    let mut start = 0;
+    for position in positions.into_iter().chain([input.len()]) {
+        decoder.feed(&input[start..position], &mut deltas)?;
+        start = position;
+    }
+    decoder.finish(&mut deltas)?;
+    Ok(deltas)
+}
+
+proptest! {
+    #[test]
+    fn any_chunking_and_line_ending_gives_the_same_deltas(
+        fixture in 0..FIXTURES.len(),
+        cuts in proptest::collection::vec(any::<usize>(), 0..40),
+        ending in prop_oneof![Just("\n"), Just("\r\n"), Just("\r")],
+    ) {
+        let name = FIXTURES[fixture];
+        let original = data(&format!("{name}.sse"));
+        let reference = decode(name, &original, &[]).unwrap();
+        let rewritten = String::from_utf8(original).unwrap().replace('\n', ending).into_bytes();
+        prop_assert_eq!(decode(name, &rewritten, &cuts).unwrap(), reference);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), anthropic in any::<bool>()) {
+        let name = if anthropic { "anthropic" } else { "openai" };
+        let _ = decode(name, &bytes, &[7, 31, 64]);
+    }
+}
+
+#[test]
+fn a_stream_without_its_terminal_event_is_truncated() {
+    let text = String::from_utf8(data("anthropic_text.sse")).unwrap();
+    let cut = text.replace("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", "");
+    let error = decode("anthropic", cut.as_bytes(), &[10]).unwrap_err();
+    assert!(matches!(error, Error::Truncated { delivered: 2, .. }), "{error:?}");
+    let deltas = decode("anthropic", text.as_bytes(), &[]).unwrap();
+    assert_eq!(deltas.len(), 4, "two texts, usage, finish: {deltas:?}");
+}
