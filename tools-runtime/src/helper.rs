@@ -84,10 +84,7 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
             apply_self_confinement(&plan, &mut report);
         }
     }
-    let refused = match plan.stage {
-        Stage::Everything | Stage::InsideBubblewrap => fail_closed_reason(&plan, &report),
-        Stage::OutsideBubblewrap => None,
-    };
+    let refused = fail_closed_reason(&plan, &report);
     let line = HelperReport { report, refused: refused.clone() };
     if let Err(error) = write_report_line(&line) {
         return fail(&format!("cannot write the sandbox report: {error}"));
@@ -137,8 +134,21 @@ fn exec_bubblewrap(plan: &HelperPlan) -> std::io::Error {
         .exec()
 }
 
-/// Why the command must not run: a confinement the policy demands has no active layer.
+/// Why the command must not run: root privileges could not be dropped, or a confinement the
+/// policy demands has no active layer.
 fn fail_closed_reason(plan: &HelperPlan, report: &SandboxReport) -> Option<String> {
+    let drops_privileges = match plan.stage {
+        Stage::Everything | Stage::OutsideBubblewrap => plan.run_as.is_some(),
+        Stage::InsideBubblewrap => false,
+    };
+    if drops_privileges && !report.is_active(Layer::DropPrivileges) {
+        let detail = report.notes.get(&Layer::DropPrivileges).cloned().unwrap_or_default();
+        return Some(format!("refusing to run as root: {detail}"));
+    }
+    if plan.stage == Stage::OutsideBubblewrap {
+        // The inner stage checks the filesystem and network layers it applies.
+        return None;
+    }
     let filesystem_confined =
         report.is_active(Layer::Landlock) || report.is_active(Layer::Bubblewrap);
     if plan.require_filesystem_confinement && !filesystem_confined {
@@ -287,7 +297,9 @@ fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
     let result = match plan.run_as {
         Some((uid, gid)) if euid.is_root() => {
             let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
-            nix::unistd::setgroups(&[gid])
+            clear_bounding_and_ambient_capabilities()
+                .map_err(nix::errno::Errno::from_raw)
+                .and_then(|()| nix::unistd::setgroups(&[gid]))
                 .and_then(|()| nix::unistd::setresgid(gid, gid, gid))
                 .and_then(|()| nix::unistd::setresuid(uid, uid, uid))
                 .map_err(|error| format!("cannot drop to uid {uid} gid {gid}: {error}"))
@@ -317,6 +329,23 @@ fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
             Some("cannot read CapEff from /proc/self/status".to_owned()),
         ),
     }
+}
+
+/// Empties the bounding and ambient sets while `CAP_SETPCAP` is still held, so not even a
+/// set-uid-root or file-capability binary can hand capabilities back (belt to `no_new_privs`).
+fn clear_bounding_and_ambient_capabilities() -> Result<(), i32> {
+    use rustix::thread::{
+        CapabilitySet, clear_ambient_capability_set, remove_capability_from_bounding_set,
+    };
+    for bit in 0..64 {
+        let Some(capability) = CapabilitySet::from_bits(1 << bit) else { continue };
+        match remove_capability_from_bounding_set(capability) {
+            // EINVAL: a capability this kernel does not know.
+            Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+            Err(error) => return Err(error.raw_os_error()),
+        }
+    }
+    clear_ambient_capability_set().map_err(|error| error.raw_os_error())
 }
 
 fn effective_capabilities() -> Option<u64> {
@@ -572,6 +601,21 @@ mod tests {
                 fail_closed_reason(&plan(deny_network, require_filesystem), &report(&active));
             assert_eq!(reason.as_deref(), expected, "{active:?}");
         }
+    }
+
+    #[test]
+    fn the_helper_refuses_to_run_as_root_when_the_privilege_drop_failed() {
+        let mut root_plan = plan(false, false);
+        root_plan.run_as = Some((65534, 65534));
+        let mut failed = report(&[Layer::Landlock]);
+        failed.set(Layer::DropPrivileges, LayerStatus::Failed, Some("setresuid: EPERM".to_owned()));
+        assert_eq!(
+            fail_closed_reason(&root_plan, &failed).as_deref(),
+            Some("refusing to run as root: setresuid: EPERM")
+        );
+        root_plan.stage = Stage::OutsideBubblewrap;
+        assert!(fail_closed_reason(&root_plan, &failed).is_some());
+        assert_eq!(fail_closed_reason(&root_plan, &report(&[Layer::DropPrivileges])), None);
     }
 
     #[test]

@@ -380,7 +380,7 @@ async fn a_timeout_kills_grandchildren_holding_the_pipe_and_keeps_partial_output
     let script = "echo started; (sleep 30; echo late) & setsid sleep 30 & echo $! > detached.pid; \
                   echo $! ; sleep 30";
     let mut request = fixture.request("timeout", &["sh", "-c", script]);
-    request.timeout = Duration::from_millis(1500);
+    request.timeout = Duration::from_millis(2000);
     let result = ran(fixture.runtime().run(&request).await.unwrap());
     assert!(result.timed_out);
     assert_eq!(result.signal, Some(9));
@@ -490,7 +490,7 @@ async fn planted_secrets_never_reach_the_command() {
 #[tokio::test]
 async fn the_command_has_no_privileges_and_cannot_mount() {
     let fixture = Fixture::new();
-    let script = "grep -E '^(NoNewPrivs|CapEff|CapPrm|CapAmb):' /proc/self/status; \
+    let script = "grep -E '^(NoNewPrivs|CapEff|CapPrm|CapBnd|CapAmb):' /proc/self/status; \
                   mkdir -p m; mount -t tmpfs none m && echo mounted; \
                   unshare -r true && echo unshared; echo done";
     let result = ran(fixture
@@ -500,7 +500,8 @@ async fn the_command_has_no_privileges_and_cannot_mount() {
         .unwrap());
     assert_eq!(
         result.stdout,
-        "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n\
+        "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n\
+         CapAmb:\t0000000000000000\n\
          NoNewPrivs:\t1\ndone\n"
     );
     let record = fixture.audit_record("privileges");
