@@ -26,8 +26,9 @@
 //!    (`--cap-drop ALL`, user namespace, read-only binds) and the helper runs again inside it.
 //!
 //! The helper reports every [`Layer`] as active, unavailable, failed or not requested in a
-//! [`SandboxReport`]. When the policy needs network or filesystem confinement and no layer
-//! provides it, the helper refuses to `execve` (fail closed).
+//! [`SandboxReport`]. When root privileges cannot be dropped, or the policy needs network or
+//! filesystem confinement and no layer provides it, the helper refuses to `execve` (fail
+//! closed).
 //!
 //! The runtime itself keeps the process hygiene: cleared environment plus an allowlist
 //! (secret-looking names never pass), stdin at EOF, its own process group, a timeout that
