@@ -399,6 +399,38 @@ async fn a_timeout_kills_grandchildren_holding_the_pipe_and_keeps_partial_output
 }
 
 #[tokio::test]
+async fn a_timeout_under_bubblewrap_kills_everything_inside() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::with_protected_tree();
+    // A sleep length no other test uses, so the leftover check below sees only this run.
+    let script = "echo started; setsid sleep 37 & sleep 37";
+    let mut request = fixture.request("timeout-bwrap", &["sh", "-c", script]);
+    request.protected_paths = vec!["skill".into()];
+    request.timeout = Duration::from_millis(2000);
+    let outcome = fixture.runtime().run(&request).await.unwrap();
+    if !machine.bubblewrap {
+        assert_eq!(refused(outcome).kind, RefusalKind::SandboxUnavailable);
+        return;
+    }
+    let result = ran(outcome);
+    assert!(result.timed_out);
+    assert!(result.stdout.starts_with("started\n"), "{result:?}");
+    assert!(result.duration_ms < 20_000, "the drain deadline bounds the wait: {result:?}");
+    // Pids inside bwrap's pid namespace mean nothing here: look for the sleeps from the host.
+    let leftovers = std::process::Command::new("pgrep").args(["-f", "sleep 37"]).output().unwrap();
+    let leftover_pids: Vec<i32> = String::from_utf8_lossy(&leftovers.stdout)
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .is_ok_and(|status| status.contains("\nUid:\t65534\t"))
+        })
+        .collect();
+    assert_eq!(leftover_pids, Vec::<i32>::new());
+    assert!(fixture.audit_record("timeout-bwrap").timed_out);
+}
+
+#[tokio::test]
 async fn cpu_spin_is_stopped_by_the_cpu_limit() {
     let fixture = Fixture::new();
     let mut request = fixture.request("cpu", &["sh", "-c", "while :; do :; done"]);

@@ -229,3 +229,12 @@ async fn a_missing_helper_is_an_error_and_is_audited() {
         )
     );
 }
+
+#[test]
+fn the_helper_is_located_next_to_the_running_binary_or_its_parent_directory() {
+    let located = tools_runtime::SandboxHelper::locate().unwrap();
+    assert_eq!(
+        located.program.canonicalize().unwrap(),
+        std::path::Path::new(env!("CARGO_BIN_EXE_tools-runtime-sandbox")).canonicalize().unwrap()
+    );
+}
