@@ -4,6 +4,7 @@
 //! The corpus is generated once under the target directory (`skill-bench-corpus-N-B`, with a
 //! marker file) and reused. `SKILL_BENCH_SKILLS` and `SKILL_BENCH_BODY_BYTES` scale it. Before
 //! measuring, the bench prints the bytes each indexer reads per skill.
+//! `SKILL_BENCH_READER_THREADS` overrides `IndexConfig::reader_threads`.
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -97,7 +98,12 @@ fn evict(root: &Path) -> Result<()> {
 }
 
 fn config() -> IndexConfig {
-    IndexConfig { max_directories: 1_000_000, ..IndexConfig::default() }
+    let defaults = IndexConfig::default();
+    IndexConfig {
+        max_directories: 1_000_000,
+        reader_threads: setting("SKILL_BENCH_READER_THREADS", defaults.reader_threads),
+        ..defaults
+    }
 }
 
 fn bench_index(criterion: &mut Criterion) {
