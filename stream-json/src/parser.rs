@@ -86,7 +86,10 @@ pub enum EventKind<'a> {
     KeySeen,
     /// The value's first byte has been read.
     Started(ValueKind),
-    /// More decoded text of a string value ([`Capture::Deltas`]). Never empty.
+    /// More decoded text of a string value ([`Capture::Deltas`]). Never empty. Text is sent
+    /// at the end of each chunk and at the end of the string, at most once per string and
+    /// chunk. If the document turns out to be invalid, the text sent before the error is a
+    /// prefix of the string up to the error; how much of it was sent depends on the chunking.
     StringDelta(&'a str),
     /// The complete value ([`Capture::Value`]).
     Value(Value),
