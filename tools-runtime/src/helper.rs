@@ -292,6 +292,8 @@ fn apply_rlimits(plan: &HelperPlan, report: &mut SandboxReport) {
     }
 }
 
+/// As root: to the planned uid/gid with every capability set emptied. Otherwise: shed the
+/// capabilities a fresh user namespace (made for the network namespace) handed over.
 fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
     let euid = nix::unistd::geteuid();
     let result = match plan.run_as {
@@ -303,6 +305,12 @@ fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
                 .and_then(|()| nix::unistd::setresgid(gid, gid, gid))
                 .and_then(|()| nix::unistd::setresuid(uid, uid, uid))
                 .map_err(|error| format!("cannot drop to uid {uid} gid {gid}: {error}"))
+        }
+        // Not root: only the capabilities a fresh user namespace handed us are left to shed.
+        Some(_) | None if effective_capabilities() != Some(0) => {
+            clear_all_capabilities().map_err(|errno| {
+                format!("cannot clear capabilities: {}", nix::errno::Errno::from_raw(errno))
+            })
         }
         Some(_) | None => Ok(()),
     };
@@ -346,6 +354,18 @@ fn clear_bounding_and_ambient_capabilities() -> Result<(), i32> {
         }
     }
     clear_ambient_capability_set().map_err(|error| error.raw_os_error())
+}
+
+/// Empties the bounding, ambient, effective, permitted and inheritable sets.
+fn clear_all_capabilities() -> Result<(), i32> {
+    use rustix::thread::{CapabilitySet, CapabilitySets, set_capabilities};
+    clear_bounding_and_ambient_capabilities()?;
+    let empty = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    set_capabilities(None, empty).map_err(|error| error.raw_os_error())
 }
 
 fn effective_capabilities() -> Option<u64> {
