@@ -17,7 +17,8 @@
 //! 4. **Sandbox.** The command starts through a freshly exec'd helper process
 //!    (`tools-runtime-sandbox`), never through `pre_exec` in this multi-threaded process. The
 //!    helper joins per-run cgroups (`pids`, `memory`), unshares the network, sets rlimits,
-//!    drops to `nobody` when started as root (no capabilities; `RLIMIT_NPROC` then counts),
+//!    drops to the workspace owner or `nobody` when started as root (every capability set
+//!    emptied; `RLIMIT_NPROC` then counts),
 //!    re-arms the parent-death signal, sets `no_new_privs`, applies Landlock (read where
 //!    needed, write only the workspace and a private tmp; TCP and signals scoped) and seccomp
 //!    (ptrace, `process_vm_*`, io_uring, mount, bpf, kexec, modules, namespaces, and non-Unix
@@ -34,6 +35,9 @@
 //! (secret-looking names never pass), stdin at EOF, its own process group, a timeout that
 //! kills the whole group and the cgroup (grandchildren included) and still returns partial
 //! output, head + tail capture with an elision marker, and output drained under a deadline.
+//! The parent-death signal fires when the thread that spawned the helper ends; tokio's worker
+//! threads live as long as their runtime, so call [`Runtime::run`] from async code, not from a
+//! short-lived blocking thread.
 //!
 //! # Locating the helper
 //!
