@@ -65,7 +65,7 @@ fn the_run_example_reports_a_timeout_and_still_exits_0() {
     let output = Command::new(run_example())
         .arg("--workspace")
         .arg(&fixture.workspace)
-        .args(["--timeout-ms", "300", "--", "sh", "-c", "echo started; sleep 30"])
+        .args(["--timeout-ms", "1500", "--", "sh", "-c", "echo started; sleep 30"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0));
