@@ -19,8 +19,8 @@ use rustix::io::Errno;
 use walkdir::DirEntryExt;
 use walkdir::WalkDir;
 
-use crate::diagnostic::{Diagnostic, Rule};
-use crate::frontmatter::{HeadProblem, YamlProblem, parse_yaml, read_frontmatter};
+use crate::diagnostic::{Diagnostic, Mode, Rule};
+use crate::frontmatter::{HeadProblem, RawFrontmatter, YamlProblem, parse_yaml, read_frontmatter};
 use crate::index::{IndexConfig, IndexStats, RootStatus};
 use crate::skill::{Skill, SkillFile, SkillRoot, SkillSource, build_skill};
 
@@ -432,7 +432,30 @@ fn read_skill(
     advise_no_readahead(&file);
     let head = read_frontmatter(&mut file, context.config.max_frontmatter_bytes);
     let bytes_read = Some(head.bytes_read);
-    let raw = match head.result {
+    let skill =
+        skill_from_head(head.result, skill_file, directory, context.source, mode, diagnostics);
+    (skill.map(Box::new), bytes_read)
+}
+
+/// Turns the result of a bounded head read into a validated skill, reporting every problem.
+pub(crate) fn skill_from_head(
+    head: Result<RawFrontmatter, HeadProblem>,
+    skill_file: &Path,
+    directory: &Path,
+    source: &SkillSource,
+    mode: Mode,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Skill> {
+    let mut report = |rule: Rule, line: Option<usize>, message: String| {
+        diagnostics.push(Diagnostic {
+            path: skill_file.to_path_buf(),
+            line,
+            rule,
+            severity: rule.severity(mode),
+            message,
+        });
+    };
+    let raw = match head {
         Ok(raw) => raw,
         Err(problem) => {
             let (rule, line, message) = match problem {
@@ -463,14 +486,14 @@ fn read_skill(
                 ),
             };
             report(rule, line, message);
-            return (None, bytes_read);
+            return None;
         }
     };
     let parsed = match parse_yaml(&raw) {
         Ok(parsed) => parsed,
         Err(YamlProblem::Syntax { line, message }) => {
             report(Rule::YamlSyntax, line, format!("invalid YAML: {message}"));
-            return (None, bytes_read);
+            return None;
         }
         Err(YamlProblem::NotMapping { line, found }) => {
             report(
@@ -478,17 +501,31 @@ fn read_skill(
                 Some(line),
                 format!("the frontmatter is {found}, not a mapping of fields"),
             );
-            return (None, bytes_read);
+            return None;
         }
     };
     let folder_name = folder_name(directory);
-    let skill_file = SkillFile {
-        path: skill_file,
-        directory,
-        folder_name: &folder_name,
-        source: context.source,
-    };
-    (build_skill(skill_file, parsed, mode, diagnostics).map(Box::new), bytes_read)
+    let skill_file = SkillFile { path: skill_file, directory, folder_name: &folder_name, source };
+    build_skill(skill_file, parsed, mode, diagnostics)
+}
+
+/// Validates the text of a `SKILL.md` without touching the file system: the same frontmatter
+/// reading, YAML parsing and rules as [`crate::SkillIndex::build`], for a file at `path` (its
+/// parent folder's name is the expected skill name) found in `source`. Returns the skill when
+/// no error was reported, and every diagnostic.
+pub fn validate_skill_text(
+    contents: &[u8],
+    path: &Path,
+    source: &SkillSource,
+    mode: Mode,
+) -> (Option<Skill>, Vec<Diagnostic>) {
+    let mut reader = contents;
+    // One byte more than the text, so the end of the text is seen before the limit.
+    let head = read_frontmatter(&mut reader, contents.len().saturating_add(1));
+    let directory = path.parent().unwrap_or(Path::new(""));
+    let mut diagnostics = Vec::new();
+    let skill = skill_from_head(head.result, path, directory, source, mode, &mut diagnostics);
+    (skill, diagnostics)
 }
 
 /// Tells the kernel not to read ahead: only the head of the file is wanted, so on a cold cache

@@ -66,7 +66,7 @@ mod skill;
 
 pub use catalog::Catalog;
 pub use diagnostic::{Diagnostic, Mode, Rule, Severity};
-pub use discovery::{SKILL_FILE_NAME, file_kind};
+pub use discovery::{SKILL_FILE_NAME, file_kind, validate_skill_text};
 pub use error::{Error, Result};
 pub use index::{
     IndexConfig, IndexStats, RootReport, RootStatus, ShadowedSkill, SkillIndex, SourceSelector,

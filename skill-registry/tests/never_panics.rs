@@ -7,7 +7,9 @@
 use std::fs;
 
 use proptest::prelude::*;
-use skill_registry::{IndexConfig, Mode, RootKind, Severity, SkillIndex, SkillRoot};
+use skill_registry::{
+    IndexConfig, Mode, RootKind, Severity, SkillIndex, SkillRoot, SkillSource, validate_skill_text,
+};
 
 fn index_one(contents: &[u8], mode: Mode) -> SkillIndex {
     let temporary = tempfile::tempdir().unwrap();
@@ -25,6 +27,17 @@ fn check(contents: &[u8]) {
         let has_error = index.diagnostics.iter().any(|d| d.severity == Severity::Error);
         // Exactly one of: the skill was indexed, or an error says why not.
         assert_eq!(index.skills.len() == 1, !has_error, "{:?}", index.diagnostics);
+        // The in-memory validator agrees with the index (below the read limit).
+        if contents.len() < 4096 {
+            let source = SkillSource { kind: RootKind::Project, root: "/root".into() };
+            let (skill, diagnostics) =
+                validate_skill_text(contents, "/root/some-skill/SKILL.md".as_ref(), &source, mode);
+            assert_eq!(skill.is_some(), index.skills.len() == 1);
+            let rules = |list: &[skill_registry::Diagnostic]| {
+                list.iter().map(|d| (d.rule, d.line)).collect::<Vec<_>>()
+            };
+            assert_eq!(rules(&diagnostics), rules(&index.diagnostics));
+        }
     }
 }
 
