@@ -223,6 +223,19 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+impl Diagnostic {
+    /// A diagnostic about `path` for `rule`, with the rule's severity in `mode`.
+    pub(crate) fn new(
+        path: &std::path::Path,
+        mode: Mode,
+        rule: Rule,
+        line: Option<usize>,
+        message: String,
+    ) -> Diagnostic {
+        Diagnostic { path: path.to_path_buf(), line, rule, severity: rule.severity(mode), message }
+    }
+}
+
 impl fmt::Display for Diagnostic {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(formatter, "{}: {}", self.severity, self.path.display())?;

@@ -98,13 +98,7 @@ fn open_skill_file(path: &Path, follow_symlinks: bool) -> SkillFileOpen {
 
 impl RootWalk<'_> {
     fn report(&mut self, rule: Rule, path: &Path, line: Option<usize>, message: String) {
-        self.diagnostics.push(Diagnostic {
-            path: path.to_path_buf(),
-            line,
-            rule,
-            severity: rule.severity(self.config.mode),
-            message,
-        });
+        self.diagnostics.push(Diagnostic::new(path, self.config.mode, rule, line, message));
     }
 
     /// Walks `root` (already known to be a directory with identity `root_identity`) and returns
@@ -330,13 +324,7 @@ fn probe(context: &ProbeContext<'_>, directory: &Path) -> Probe {
     let skill_file = directory.join(SKILL_FILE_NAME);
     let mut diagnostics = Vec::new();
     let mut report = |rule: Rule, line: Option<usize>, message: String| {
-        diagnostics.push(Diagnostic {
-            path: skill_file.clone(),
-            line,
-            rule,
-            severity: rule.severity(context.config.mode),
-            message,
-        });
+        diagnostics.push(Diagnostic::new(&skill_file, context.config.mode, rule, line, message));
     };
     let file = match open_skill_file(&skill_file, context.config.follow_symlinks) {
         SkillFileOpen::Absent => return Probe::NotSkill,
@@ -401,13 +389,7 @@ fn read_skill(
 ) -> (Option<Box<Skill>>, Option<u64>) {
     let mode = context.config.mode;
     let mut report = |rule: Rule, line: Option<usize>, message: String| {
-        diagnostics.push(Diagnostic {
-            path: skill_file.to_path_buf(),
-            line,
-            rule,
-            severity: rule.severity(mode),
-            message,
-        });
+        diagnostics.push(Diagnostic::new(skill_file, mode, rule, line, message));
     };
     match file.metadata() {
         Ok(metadata) if metadata.is_file() => {}
@@ -447,13 +429,7 @@ pub(crate) fn skill_from_head(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Skill> {
     let mut report = |rule: Rule, line: Option<usize>, message: String| {
-        diagnostics.push(Diagnostic {
-            path: skill_file.to_path_buf(),
-            line,
-            rule,
-            severity: rule.severity(mode),
-            message,
-        });
+        diagnostics.push(Diagnostic::new(skill_file, mode, rule, line, message));
     };
     let raw = match head {
         Ok(raw) => raw,

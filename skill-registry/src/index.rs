@@ -277,13 +277,7 @@ impl SkillIndex {
 }
 
 fn root_diagnostic(path: &Path, mode: Mode, message: String) -> Diagnostic {
-    Diagnostic {
-        path: path.to_path_buf(),
-        line: None,
-        rule: Rule::RootUnreadable,
-        severity: Rule::RootUnreadable.severity(mode),
-        message,
-    }
+    Diagnostic::new(path, mode, Rule::RootUnreadable, None, message)
 }
 
 /// Keeps the first skill of each name (skills arrive in priority order) and reports the rest.
@@ -319,13 +313,7 @@ fn resolve_shadowing(
                 ),
             )
         };
-        diagnostics.push(Diagnostic {
-            path: skill.path.clone(),
-            line: None,
-            rule,
-            severity: rule.severity(mode),
-            message,
-        });
+        diagnostics.push(Diagnostic::new(&skill.path, mode, rule, None, message));
         shadowed.push(ShadowedSkill { shadowed_by: winner.path.clone(), skill });
     }
     (winners.into_values().collect(), shadowed)

@@ -160,15 +160,9 @@ struct Reporter<'a> {
 
 impl Reporter<'_> {
     fn report(&mut self, rule: Rule, line: Option<usize>, message: String) {
-        let severity = rule.severity(self.mode);
-        self.has_error |= severity == Severity::Error;
-        self.diagnostics.push(Diagnostic {
-            path: self.path.to_path_buf(),
-            line,
-            rule,
-            severity,
-            message,
-        });
+        let diagnostic = Diagnostic::new(self.path, self.mode, rule, line, message);
+        self.has_error |= diagnostic.severity == Severity::Error;
+        self.diagnostics.push(diagnostic);
     }
 
     /// The value of `field` as text: strings as they are, numbers and booleans converted with a
