@@ -6,6 +6,11 @@
 //! skipped; exclude globs prune directories; include globs select skill folders. Symlinked
 //! folders and symlinked `SKILL.md` files are followed when configured; a symlink back to an
 //! ancestor is reported as a cycle. Every limit that cuts the walk short is reported.
+//!
+//! Queued folders are *probed* in batches: one `open` of `SKILL.md` per folder, and for skill
+//! folders the bounded read, parse and validation. A batch of many folders is split over reader
+//! threads (the work is mostly waiting on the file system); the probes are merged back in queue
+//! order, so the index, the diagnostics and their order never depend on the threads.
 
 use std::collections::{HashSet, VecDeque};
 use std::fs::{self, File, Metadata};
