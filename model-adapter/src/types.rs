@@ -239,9 +239,10 @@ pub struct Usage {
     pub reasoning_tokens: u64,
 }
 
-/// Why the model stopped.
+/// Why the model stopped. Serialised as a plain string (`"stop"`, `"length"`, `"tool_calls"`,
+/// `"content_filter"`, or the provider's own word).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(from = "String", into = "String")]
 pub enum FinishReason {
     /// A natural end or a stop sequence.
     #[default]
@@ -254,6 +255,30 @@ pub enum FinishReason {
     ContentFilter,
     /// Any other provider reason, verbatim.
     Other(String),
+}
+
+impl From<String> for FinishReason {
+    fn from(text: String) -> FinishReason {
+        match text.as_str() {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "tool_calls" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            _ => FinishReason::Other(text),
+        }
+    }
+}
+
+impl From<FinishReason> for String {
+    fn from(reason: FinishReason) -> String {
+        match reason {
+            FinishReason::Stop => "stop".to_owned(),
+            FinishReason::Length => "length".to_owned(),
+            FinishReason::ToolCalls => "tool_calls".to_owned(),
+            FinishReason::ContentFilter => "content_filter".to_owned(),
+            FinishReason::Other(text) => text,
+        }
+    }
 }
 
 /// The whole answer to one call.
@@ -347,6 +372,24 @@ impl Delta {
             | Delta::Usage { .. }
             | Delta::Finish { .. } => true,
             Delta::Retry { .. } => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn finish_reasons_are_plain_strings_both_ways() {
+        for (reason, text) in [
+            (FinishReason::Stop, "\"stop\""),
+            (FinishReason::ToolCalls, "\"tool_calls\""),
+            (FinishReason::Other("pause_turn".into()), "\"pause_turn\""),
+        ] {
+            assert_eq!(serde_json::to_string(&reason).unwrap(), text);
+            assert_eq!(serde_json::from_str::<FinishReason>(text).unwrap(), reason);
         }
     }
 }

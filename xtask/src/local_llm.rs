@@ -8,8 +8,8 @@
 //! URL (and nothing else) on stdout. `stop` ends that PID; `status` reports it.
 //!
 //! Downloads are cached outside the clone (pip's cache, and the joined GGUF under
-//! `~/.cache/skills-agent/models/`), but nothing depends on the cache: a missing or corrupt
-//! cached model is rebuilt from the packages.
+//! `$SKILLS_AGENT_CACHE/models/`, default `~/.cache/skills-agent/models/`), but nothing depends
+//! on the cache: a missing or corrupt cached model is rebuilt from the packages.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -228,8 +228,12 @@ fn sha256_of(python: &Path, file: &Path) -> Result<String> {
 
 /// The joined, verified model: from the cache when it checks out, else joined from the packages.
 fn model_file(dir: &Path, python: &Path) -> Result<PathBuf> {
-    let cache = std::env::var_os("HOME")
-        .map(|home| PathBuf::from(home).join(".cache/skills-agent/models"))
+    let cache = std::env::var_os("SKILLS_AGENT_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/skills-agent"))
+        })
+        .map(|cache| cache.join("models"))
         .filter(|cache| fs::create_dir_all(cache).is_ok())
         .unwrap_or_else(|| dir.to_path_buf());
     let model = cache.join(MODEL_FILE);
