@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [input, contender] = args.as_slice() else {
         eprintln!(
-            "usage: contenders INPUT CONTENDER   (CONTENDER: none, stream_json_one_chunk, stream_json_chunks_16, serde_json_value, actson_one_chunk, struson_skip, reparse_per_chunk_16)"
+            "usage: contenders INPUT CONTENDER   (CONTENDER: none, size, stream_json_one_chunk, stream_json_chunks_16, serde_json_value, actson_one_chunk, struson_skip, reparse_per_chunk_16)"
         );
         return ExitCode::from(2);
     };
@@ -29,6 +29,7 @@ fn main() -> ExitCode {
     match contender.as_str() {
         // Input generation alone, to subtract.
         "none" => {}
+        "size" => println!("{}", document.len()),
         "stream_json_one_chunk" => _ = black_box(common::stream_json(&document, document.len())),
         "stream_json_chunks_16" => _ = black_box(common::stream_json(&document, 16)),
         "serde_json_value" => {
