@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+use std::io::Write;
+
 use futures_util::StreamExt;
 use model_adapter::{
     ActionEvent, AnthropicConfig, AnthropicProvider, ChatRequest, Delta, FinishReason, Message,
@@ -18,7 +20,9 @@ fn server_url() -> Option<String> {
     match std::env::var("SKILLS_AGENT_LLM_URL") {
         Ok(url) if !url.is_empty() => Some(url.trim_end_matches('/').to_owned()),
         _ => {
-            eprintln!(
+            // Written to the real stderr, past the test harness's capture, so the reason shows.
+            let _ = writeln!(
+                std::io::stderr(),
                 "skipping: SKILLS_AGENT_LLM_URL is not set (run `cargo xtask local-llm start` and \
                  export the URL it prints)"
             );
