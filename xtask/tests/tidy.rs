@@ -1,5 +1,7 @@
 //! The tidy checks: the real workspace passes them, and each rule catches its violation.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
+
 use std::fs;
 use std::path::Path;
 
@@ -21,11 +23,7 @@ fn write(root: &Path, relative: &str, text: &str) {
 
 fn fake_workspace(stream_json_deps: &str) -> tempdir::Dir {
     let dir = tempdir::Dir::new();
-    write(
-        dir.path(),
-        "Cargo.toml",
-        "[workspace]\nmembers = [\"stream-json\", \"agent-core\"]\n",
-    );
+    write(dir.path(), "Cargo.toml", "[workspace]\nmembers = [\"stream-json\", \"agent-core\"]\n");
     write(
         dir.path(),
         "stream-json/Cargo.toml",
@@ -61,7 +59,8 @@ fn upward_dependency_is_reported() {
 
 #[test]
 fn upward_dev_dependency_and_rename_are_reported() {
-    let dir = fake_workspace("[dev-dependencies]\ncore = { package = \"agent-core\", workspace = true }");
+    let dir =
+        fake_workspace("[dev-dependencies]\ncore = { package = \"agent-core\", workspace = true }");
     let violations = tidy::check_manifests(dir.path()).unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert!(violations[0].message.contains("[dev-dependencies]"), "{violations:?}");
@@ -82,7 +81,11 @@ fn pinned_version_and_missing_lints_are_reported() {
 fn unknown_crate_is_reported() {
     let dir = fake_workspace("");
     write(dir.path(), "Cargo.toml", "[workspace]\nmembers = [\"stream-json\", \"mystery\"]\n");
-    write(dir.path(), "mystery/Cargo.toml", "[package]\nname = \"mystery\"\n[lints]\nworkspace = true\n");
+    write(
+        dir.path(),
+        "mystery/Cargo.toml",
+        "[package]\nname = \"mystery\"\n[lints]\nworkspace = true\n",
+    );
     let violations = tidy::check_manifests(dir.path()).unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert!(violations[0].message.contains("not in the dependency table"));
@@ -109,8 +112,8 @@ mod tempdir {
         pub fn new() -> Dir {
             static NEXT: AtomicU32 = AtomicU32::new(0);
             let unique = NEXT.fetch_add(1, Ordering::Relaxed);
-            let path = std::env::temp_dir()
-                .join(format!("xtask-tidy-{}-{unique}", std::process::id()));
+            let path =
+                std::env::temp_dir().join(format!("xtask-tidy-{}-{unique}", std::process::id()));
             let _ = std::fs::remove_dir_all(&path);
             std::fs::create_dir_all(&path).unwrap();
             Dir(path)
