@@ -50,6 +50,8 @@ pub enum Rule {
     SkillFileNotRegular,
     /// `SKILL.md` cannot be opened or read.
     SkillFileUnreadable,
+    /// A file named like `SKILL.md` in another case (`skill.md`), which is not recognised.
+    SkillFileName,
     /// The file does not start with a `---` line.
     FrontmatterMissing,
     /// No closing `---` line was found.
@@ -111,6 +113,7 @@ impl Rule {
             Rule::SymlinkNotFollowed => "symlink-not-followed",
             Rule::SkillFileNotRegular => "skill-file-not-regular",
             Rule::SkillFileUnreadable => "skill-file-unreadable",
+            Rule::SkillFileName => "skill-file-name",
             Rule::FrontmatterMissing => "frontmatter-missing",
             Rule::FrontmatterUnclosed => "frontmatter-unclosed",
             Rule::FrontmatterTooLarge => "frontmatter-too-large",
@@ -159,6 +162,7 @@ impl Rule {
             | Rule::DepthLimit
             | Rule::SymlinkCycle
             | Rule::SymlinkDangling
+            | Rule::SkillFileName
             | Rule::YamlUnquotedColon
             | Rule::FieldType
             | Rule::UnknownKey

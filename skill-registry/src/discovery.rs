@@ -221,6 +221,19 @@ impl RootWalk<'_> {
                     } else if entry.file_type().is_dir() {
                         (device, entry.ino())
                     } else {
+                        if name.eq_ignore_ascii_case(SKILL_FILE_NAME) {
+                            // `skill.md`, `Skill.md`, …: almost certainly meant as a skill.
+                            self.report(
+                                Rule::SkillFileName,
+                                path,
+                                None,
+                                format!(
+                                    "{} is not named exactly {SKILL_FILE_NAME}; the folder is not \
+                                     a skill until it is renamed",
+                                    path.display()
+                                ),
+                            );
+                        }
                         continue;
                     };
                     let relative = path.strip_prefix(&root.path).unwrap_or(path);
