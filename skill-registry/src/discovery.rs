@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 use globset::GlobSet;
 use rustix::fs::{Mode as FileMode, OFlags};
 use rustix::io::Errno;
-use walkdir::DirEntryExt;
 use walkdir::WalkDir;
 
 use crate::diagnostic::{Diagnostic, Mode, Rule};
@@ -157,7 +156,6 @@ impl RootWalk<'_> {
                         continue;
                     }
                 }
-                let (device, _) = item.ancestors.last().copied().unwrap_or(root_identity);
                 for entry in WalkDir::new(&item.directory)
                     .min_depth(1)
                     .max_depth(1)
@@ -188,8 +186,7 @@ impl RootWalk<'_> {
                         continue;
                     }
                     let path = entry.path();
-                    // A real folder's identity comes from the directory entry (no stat needed); a
-                    // symlink is followed with one stat.
+                    // A folder's identity is its device and inode; a symlink is followed first.
                     let child_identity = if entry.path_is_symlink() {
                         match fs::metadata(path) {
                             Ok(metadata) if !metadata.is_dir() => continue,
@@ -219,7 +216,12 @@ impl RootWalk<'_> {
                             }
                         }
                     } else if entry.file_type().is_dir() {
-                        (device, entry.ino())
+                        // `stat`, not the directory entry's inode: on overlayfs the two differ,
+                        // and a symlink's target is identified by `stat`.
+                        match entry.metadata() {
+                            Ok(metadata) => identity(&metadata),
+                            Err(_) => continue,
+                        }
                     } else {
                         if name.eq_ignore_ascii_case(SKILL_FILE_NAME) {
                             // `skill.md`, `Skill.md`, …: almost certainly meant as a skill.
