@@ -518,7 +518,7 @@ impl Parser {
     }
 
     fn recorded_error(&self) -> Error {
-        self.failed.clone().unwrap_or(Error::Syntax {
+        self.failed.clone().unwrap_or_else(|| Error::Syntax {
             offset: self.offset,
             path: self.path_string(),
             message: "internal error: the parser stopped without recording why".to_owned(),
@@ -842,6 +842,7 @@ impl Parser {
 
     fn start_key(&mut self) {
         self.string_is_key = true;
+        self.string_deltas = false;
         self.key_truncated = false;
         if let Some(frame) = self.frames.last_mut() {
             frame.has_child = false;
