@@ -755,10 +755,19 @@ impl Parser {
 
     /// Works out which subscriptions the next value (whose path is the current location)
     /// matches exactly, and which it is a proper prefix of.
+    #[inline]
     fn select(&mut self) {
         self.pending_exact.clear();
         self.pending_prefix.clear();
         self.selected = true;
+        // Nothing is alive below the current container: the common case, kept cheap.
+        if self.frames.last().is_some_and(|frame| frame.live_start == self.live.len()) {
+            return;
+        }
+        self.select_children();
+    }
+
+    fn select_children(&mut self) {
         if self.subscriptions.is_empty() {
             return;
         }
@@ -795,6 +804,7 @@ impl Parser {
     }
 
     /// A value starts at `at`: emit `Started`, open its captures.
+    #[inline]
     fn begin_value<H: Handler + ?Sized>(
         &mut self,
         kind: ValueKind,
@@ -807,6 +817,19 @@ impl Parser {
         }
         self.selected = false;
         self.string_deltas = false;
+        if !self.pending_exact.is_empty() {
+            self.open_matches(kind, chunk, at, handler);
+        }
+    }
+
+    /// The value starting at `at` matches `pending_exact`: emit `Started`, open captures.
+    fn open_matches<H: Handler + ?Sized>(
+        &mut self,
+        kind: ValueKind,
+        chunk: &[u8],
+        at: usize,
+        handler: &mut H,
+    ) {
         let depth = self.frames.len();
         for index in 0..self.pending_exact.len() {
             let id = self.pending_exact[index];
@@ -899,14 +922,32 @@ impl Parser {
     }
 
     /// The value at the current location ended just before `end` (exclusive) in `chunk`.
+    /// `value` is the built value when a [`Capture::Value`] is open (`building_depth`).
+    #[inline]
     fn end_value<H: Handler + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        end: usize,
+        value: Option<Value>,
+        handler: &mut H,
+    ) {
+        self.state = State::AfterValue;
+        // Nothing matched and nothing is being built: the common case, kept cheap.
+        if self.active.is_empty() && self.building_depth.is_none() {
+            return;
+        }
+        self.close_matches(chunk, end, value, handler);
+    }
+
+    /// Emits the end-of-value events of the matches open at this depth and adds the value
+    /// to the value being built.
+    fn close_matches<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
         end: usize,
         mut value: Option<Value>,
         handler: &mut H,
     ) {
-        self.state = State::AfterValue;
         let depth = self.frames.len();
         if !self.active.is_empty() {
             let mut value_captures = self
