@@ -66,19 +66,12 @@ impl AnthropicProvider {
         stream: bool,
     ) -> Result<(PreparedRequest, Option<String>)> {
         let (body, schema_tool) = encode_request(request, stream)?;
-        let mut headers = vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()),
-        ];
+        let mut headers = vec![("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned())];
         if let Some(key) = &self.config.api_key {
             headers.push(("x-api-key".to_owned(), key.clone()));
         }
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let body = serde_json::to_vec(&body).map_err(|error| Error::InvalidRequest {
-            provider: "anthropic".to_owned(),
-            message: error.to_string(),
-        })?;
-        Ok((PreparedRequest { url, headers, body }, schema_tool))
+        Ok((PreparedRequest::json("anthropic", url, headers, &body)?, schema_tool))
     }
 }
 

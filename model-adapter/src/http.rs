@@ -82,6 +82,23 @@ pub(crate) struct PreparedRequest {
     pub(crate) body: Vec<u8>,
 }
 
+impl PreparedRequest {
+    /// A JSON POST to `url` with these headers (besides `content-type`).
+    pub(crate) fn json(
+        provider: &str,
+        url: String,
+        mut headers: Vec<(String, String)>,
+        body: &Value,
+    ) -> Result<PreparedRequest> {
+        headers.insert(0, ("content-type".to_owned(), "application/json".to_owned()));
+        let body = serde_json::to_vec(body).map_err(|error| Error::InvalidRequest {
+            provider: provider.to_owned(),
+            message: error.to_string(),
+        })?;
+        Ok(PreparedRequest { url, headers, body })
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Transport {
     client: reqwest::Client,

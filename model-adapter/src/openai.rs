@@ -77,16 +77,12 @@ impl OpenAiProvider {
         stream: bool,
     ) -> Result<(PreparedRequest, Option<String>)> {
         let (body, emulated_tool) = encode_request(request, stream, self.config.named_tool_choice)?;
-        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        let mut headers = Vec::new();
         if let Some(key) = &self.config.api_key {
             headers.push(("authorization".to_owned(), format!("Bearer {key}")));
         }
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
-        let body = serde_json::to_vec(&body).map_err(|error| Error::InvalidRequest {
-            provider: "openai".to_owned(),
-            message: error.to_string(),
-        })?;
-        Ok((PreparedRequest { url, headers, body }, emulated_tool))
+        Ok((PreparedRequest::json("openai", url, headers, &body)?, emulated_tool))
     }
 }
 
