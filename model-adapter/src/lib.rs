@@ -15,6 +15,8 @@
 //!   `invalid_tool_calls`, never repaired.
 //! * **SSE** ([`sse::SseDecoder`]) handles `\n`, `\r\n`, `\r`, line endings split across chunks,
 //!   multi-line `data:`, comments and UTF-8 split across chunks, looking at each byte once.
+//!   [`StreamDecoder`] runs SSE plus a provider's event decoding without IO (captured streams,
+//!   fuzzing, benchmarks).
 //! * **Errors are classified** ([`Error::is_retryable`]): 408/409/429/5xx/529, in-stream
 //!   `overloaded_error`, connection failures and timeouts before any content are retried with
 //!   jittered exponential backoff ([`RetryPolicy`]), honouring `retry-after-ms`, `retry-after`
