@@ -343,6 +343,7 @@ const STRING_SPECIAL: [bool; 256] = {
 ///
 /// Eight bytes at a time (Mycroft's zero-byte test): the lowest flagged byte of a word is
 /// always a true match, so its position comes straight from `trailing_zeros`.
+#[inline]
 fn scan_plain(chunk: &[u8], mut at: usize) -> (usize, bool) {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -375,6 +376,7 @@ fn scan_plain(chunk: &[u8], mut at: usize) -> (usize, bool) {
 }
 
 /// Four hex digits as a number.
+#[inline]
 fn hex4(digits: &[u8]) -> Option<u16> {
     digits.iter().try_fold(0u16, |code, &digit| Some(code << 4 | hex_digit(digit)?))
 }
@@ -1142,6 +1144,7 @@ impl Parser {
 
     /// Validates `chunk[from..to]` as UTF-8 (when it has non-ASCII bytes); a character cut
     /// at `to` stays pending.
+    #[inline]
     fn check_utf8(
         &mut self,
         chunk: &[u8],
@@ -1159,6 +1162,7 @@ impl Parser {
     /// Decodes the escape starting with the '\\' at `at` when it is complete and valid inside
     /// this chunk (the common case); returns the position after it. `None` leaves the escape
     /// to the byte-by-byte state machine, which also produces the exact error.
+    #[inline]
     fn escape_in_chunk(&mut self, chunk: &[u8], at: usize) -> Option<usize> {
         let decoded = match *chunk.get(at + 1)? {
             b'"' => '"',
@@ -1473,6 +1477,7 @@ impl Parser {
     }
 }
 
+#[inline]
 fn hex_digit(byte: u8) -> Option<u16> {
     match byte {
         b'0'..=b'9' => Some(u16::from(byte - b'0')),
