@@ -601,7 +601,15 @@ impl Parser {
                 }
             };
         }
-        // The chunk ends: keep what open captures need from it.
+        // The chunk ends: keep what open captures need from it (rare: only while capturing).
+        if self.raw_open > 0 || self.building_depth.is_some() || self.string_deltas {
+            self.end_chunk(chunk, handler);
+        }
+        Ok(())
+    }
+
+    fn end_chunk<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) {
+        let len = chunk.len();
         if self.raw_open > 0 {
             self.raw.extend_from_slice(&chunk[self.raw_mark.min(len)..]);
         }
@@ -613,7 +621,6 @@ impl Parser {
         if self.state == State::String && self.string_deltas {
             self.flush_delta(handler);
         }
-        Ok(())
     }
 
     fn structural<H: Handler + ?Sized>(
