@@ -58,7 +58,7 @@ pub enum Rule {
     FrontmatterUnclosed,
     /// The frontmatter is larger than the read limit.
     FrontmatterTooLarge,
-    /// The frontmatter is not valid UTF-8.
+    /// The frontmatter is not valid UTF-8 (the bad bytes are read as U+FFFD).
     FrontmatterEncoding,
     /// The frontmatter is not a YAML mapping.
     FrontmatterNotMapping,
@@ -66,6 +66,9 @@ pub enum Rule {
     YamlSyntax,
     /// An unquoted `key: value: more` line, read as a string by the lenient retry.
     YamlUnquotedColon,
+    /// Another unquoted value YAML rejects (`` `x` ``, `@x`, `*x* y`, `[x] y`, a tab after the
+    /// colon), read as a string by the lenient retry.
+    YamlUnquotedValue,
     /// A field has the wrong YAML type.
     FieldType,
     /// A key that neither the Agent Skills format nor a known extension defines.
@@ -121,6 +124,7 @@ impl Rule {
             Rule::FrontmatterNotMapping => "frontmatter-not-mapping",
             Rule::YamlSyntax => "yaml-syntax",
             Rule::YamlUnquotedColon => "yaml-unquoted-colon",
+            Rule::YamlUnquotedValue => "yaml-unquoted-value",
             Rule::FieldType => "field-type",
             Rule::UnknownKey => "unknown-key",
             Rule::NameMissing => "name-missing",
@@ -152,7 +156,6 @@ impl Rule {
             | Rule::FrontmatterMissing
             | Rule::FrontmatterUnclosed
             | Rule::FrontmatterTooLarge
-            | Rule::FrontmatterEncoding
             | Rule::FrontmatterNotMapping
             | Rule::YamlSyntax
             | Rule::DescriptionMissing
@@ -163,7 +166,9 @@ impl Rule {
             | Rule::SymlinkCycle
             | Rule::SymlinkDangling
             | Rule::SkillFileName
+            | Rule::FrontmatterEncoding
             | Rule::YamlUnquotedColon
+            | Rule::YamlUnquotedValue
             | Rule::FieldType
             | Rule::UnknownKey
             | Rule::NameMissing

@@ -23,7 +23,7 @@ use rustix::fs::{Mode as FileMode, OFlags};
 use rustix::io::Errno;
 use walkdir::WalkDir;
 
-use crate::diagnostic::{Diagnostic, Mode, Rule};
+use crate::diagnostic::{Diagnostic, Mode, Rule, Severity};
 use crate::frontmatter::{HeadProblem, RawFrontmatter, YamlProblem, parse_yaml, read_frontmatter};
 use crate::index::{IndexConfig, IndexStats, RootStatus};
 use crate::skill::{Skill, SkillFile, SkillRoot, SkillSource, build_skill};
@@ -470,11 +470,6 @@ pub(crate) fn skill_from_head(
                     Some(1),
                     format!("no closing `---` line within the first {limit} bytes"),
                 ),
-                HeadProblem::Encoding { line } => (
-                    Rule::FrontmatterEncoding,
-                    Some(line),
-                    "the frontmatter is not valid UTF-8".to_owned(),
-                ),
                 HeadProblem::Io(error) => (
                     Rule::SkillFileUnreadable,
                     None,
@@ -485,6 +480,15 @@ pub(crate) fn skill_from_head(
             return None;
         }
     };
+    if let Some(line) = raw.invalid_utf8_line {
+        report(
+            Rule::FrontmatterEncoding,
+            Some(line),
+            "the frontmatter is not valid UTF-8; the bad bytes were read as U+FFFD (save the \
+             file as UTF-8)"
+                .to_owned(),
+        );
+    }
     let parsed = match parse_yaml(&raw) {
         Ok(parsed) => parsed,
         Err(YamlProblem::Syntax { line, message }) => {
@@ -502,7 +506,11 @@ pub(crate) fn skill_from_head(
     };
     let folder_name = folder_name(directory);
     let skill_file = SkillFile { path: skill_file, directory, folder_name: &folder_name, source };
-    build_skill(skill_file, parsed, mode, diagnostics)
+    let skill = build_skill(skill_file, parsed, mode, diagnostics);
+    // Bytes that are not UTF-8 are an error in strict mode: the skill is reported, not indexed.
+    let encoding_is_error = raw.invalid_utf8_line.is_some()
+        && Rule::FrontmatterEncoding.severity(mode) == Severity::Error;
+    skill.filter(|_| !encoding_is_error)
 }
 
 /// Validates the text of a `SKILL.md` without touching the file system: the same frontmatter

@@ -20,6 +20,9 @@ pub(crate) struct RawFrontmatter {
     pub(crate) yaml: String,
     /// The 1-based file line of the first YAML line (2 for a file that starts with `---`).
     pub(crate) first_line: usize,
+    /// The 1-based file line of the first byte that is not UTF-8, when there is one (such bytes
+    /// are read as U+FFFD, as editors and other agents do).
+    pub(crate) invalid_utf8_line: Option<usize>,
 }
 
 /// Why no frontmatter could be taken from the head of a file.
@@ -31,8 +34,6 @@ pub(crate) enum HeadProblem {
     Unclosed,
     /// No closing `---` line within the read limit.
     TooLarge { limit: usize },
-    /// The frontmatter is not UTF-8; the 1-based line of the first bad byte.
-    Encoding { line: usize },
     /// Reading failed.
     Io(io::Error),
 }
@@ -85,7 +86,7 @@ pub(crate) fn read_frontmatter(reader: &mut impl Read, max_bytes: usize) -> Head
                 }
                 Some(start) => {
                     if is_delimiter(line) {
-                        let result = yaml_text(&buffer[start..next_line_start]);
+                        let result = Ok(yaml_text(&buffer[start..next_line_start]));
                         return HeadRead { result, bytes_read };
                     }
                 }
@@ -124,15 +125,17 @@ pub(crate) fn read_frontmatter(reader: &mut impl Read, max_bytes: usize) -> Head
     }
 }
 
-/// Decodes the YAML bytes (UTF-8 required) and normalises CRLF to LF.
-fn yaml_text(bytes: &[u8]) -> Result<RawFrontmatter, HeadProblem> {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Ok(RawFrontmatter { yaml: text.replace("\r\n", "\n"), first_line: 2 }),
-        Err(error) => {
-            let valid = &bytes[..error.valid_up_to()];
-            let line = 2 + valid.iter().filter(|&&byte| byte == b'\n').count();
-            Err(HeadProblem::Encoding { line })
-        }
+/// Decodes the YAML bytes (bytes that are not UTF-8 become U+FFFD, and the line of the first is
+/// kept for a diagnostic) and normalises CRLF to LF.
+fn yaml_text(bytes: &[u8]) -> RawFrontmatter {
+    let invalid_utf8_line = std::str::from_utf8(bytes).err().map(|error| {
+        let valid = &bytes[..error.valid_up_to()];
+        2 + valid.iter().filter(|&&byte| byte == b'\n').count()
+    });
+    RawFrontmatter {
+        yaml: String::from_utf8_lossy(bytes).replace("\r\n", "\n"),
+        first_line: 2,
+        invalid_utf8_line,
     }
 }
 
@@ -156,27 +159,52 @@ pub(crate) enum YamlProblem {
     NotMapping { line: usize, found: &'static str },
 }
 
+/// Why the lenient retry quoted a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QuoteReason {
+    /// `key: value: more` — a plain value holding `: ` (or ending in `:`).
+    Colon,
+    /// Any other plain value that YAML rejects: one starting with `` ` ``, `@`, `%`, `*…*`,
+    /// `[x] more`, `- x`, or a tab right after the colon.
+    Other,
+}
+
+/// A file line that only parsed after its value was quoted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QuotedLine {
+    /// The 1-based file line.
+    pub(crate) line: usize,
+    pub(crate) reason: QuoteReason,
+}
+
 /// The parsed frontmatter: its top-level fields in file order, and the file lines that only
-/// parsed after quoting (`key: value: more`).
+/// parsed after quoting.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ParsedFrontmatter {
     pub(crate) fields: Vec<Field>,
-    pub(crate) quoted_lines: Vec<usize>,
+    pub(crate) quoted_lines: Vec<QuotedLine>,
 }
 
-/// Parses the YAML of `raw`; when it does not parse, retries once with unquoted
-/// `key: value: more` values quoted and reports which lines needed it.
+/// Parses the YAML of `raw`; when it does not parse, retries once with every single-line plain
+/// value that YAML rejects on its own (`key: value: more`, `` key: `x` ``, `key: @x`, …) quoted,
+/// and reports which lines needed it.
 pub(crate) fn parse_yaml(raw: &RawFrontmatter) -> Result<ParsedFrontmatter, YamlProblem> {
     match parse_mapping(&raw.yaml, raw.first_line) {
         Ok(fields) => Ok(ParsedFrontmatter { fields, quoted_lines: Vec::new() }),
         Err(first_problem) => {
-            let Some((quoted_yaml, quoted)) = quote_colon_values(&raw.yaml) else {
+            let Some((quoted_yaml, quoted)) = quote_rejected_values(&raw.yaml) else {
                 return Err(first_problem);
             };
             match parse_mapping(&quoted_yaml, raw.first_line) {
                 Ok(fields) => Ok(ParsedFrontmatter {
                     fields,
-                    quoted_lines: quoted.iter().map(|line| line + raw.first_line - 1).collect(),
+                    quoted_lines: quoted
+                        .into_iter()
+                        .map(|(line, reason)| QuotedLine {
+                            line: line + raw.first_line - 1,
+                            reason,
+                        })
+                        .collect(),
                 }),
                 Err(_) => Err(first_problem),
             }
@@ -257,20 +285,39 @@ pub(crate) fn to_json(node: &MarkedYaml<'_>) -> Value {
     }
 }
 
-/// Rewrites lines of the form `key: value: more` (an unquoted plain value holding `: `, which
-/// YAML rejects) as `key: 'value: more'`. Returns the new text and the 1-based YAML lines
-/// changed, or `None` when no line qualifies.
-fn quote_colon_values(yaml: &str) -> Option<(String, Vec<usize>)> {
+/// Rewrites every line `key: value` whose plain value YAML rejects on its own line (see
+/// [`quoted_line`]) as `key: 'value'`. Lines that continue a scalar of an earlier line (block
+/// scalars, multi-line quoted or plain values) are left alone. Returns the new text and the
+/// 1-based YAML lines changed with the reason, or `None` when no line qualifies.
+fn quote_rejected_values(yaml: &str) -> Option<(String, Vec<(usize, QuoteReason)>)> {
+    let lines: Vec<&str> = yaml.split('\n').collect();
+    let indent_of = |line: &str| line.len() - line.trim_start_matches([' ', '\t']).len();
     let mut changed = Vec::new();
     let mut output = String::with_capacity(yaml.len() + 16);
-    for (index, line) in yaml.split('\n').enumerate() {
+    // The indentation of the last line whose key has a value on the same line: more indented
+    // lines after it continue that value.
+    let mut scalar_owner_indent: Option<usize> = None;
+    for (index, line) in lines.iter().enumerate() {
         if index > 0 {
             output.push('\n');
         }
-        match quoted_line(line) {
-            Some(quoted) => {
+        let blank = line.trim().is_empty() || line.trim_start().starts_with('#');
+        let indent = indent_of(line);
+        let continues_scalar = scalar_owner_indent.is_some_and(|owner| indent > owner);
+        if blank || continues_scalar {
+            output.push_str(line);
+            continue;
+        }
+        scalar_owner_indent =
+            line.split_once(':').filter(|(_, value)| !value.trim().is_empty()).map(|_| indent);
+        // A value continued on more indented lines (a multi-line plain scalar) is not quoted:
+        // quoting its first line alone would not help.
+        let next = lines[index + 1..].iter().find(|next| !next.trim().is_empty());
+        let continued = next.is_some_and(|next| indent_of(next) > indent);
+        match quoted_line(line).filter(|_| !continued) {
+            Some((quoted, reason)) => {
                 output.push_str(&quoted);
-                changed.push(index + 1);
+                changed.push((index + 1, reason));
             }
             None => output.push_str(line),
         }
@@ -278,7 +325,9 @@ fn quote_colon_values(yaml: &str) -> Option<(String, Vec<usize>)> {
     if changed.is_empty() { None } else { Some((output, changed)) }
 }
 
-fn quoted_line(line: &str) -> Option<String> {
+/// Quotes the value of one `key: value` line when that line is not valid YAML on its own and
+/// the value is a plain (unquoted, non-block) scalar. A trailing ` # comment` stays a comment.
+fn quoted_line(line: &str) -> Option<(String, QuoteReason)> {
     let indent_length = line.len() - line.trim_start_matches([' ', '\t']).len();
     let (indent, rest) = line.split_at(indent_length);
     let colon = rest.find(':')?;
@@ -293,13 +342,28 @@ fn quoted_line(line: &str) -> Option<String> {
         return None;
     }
     let value = after.trim();
-    let starts_plain =
-        value.chars().next().is_some_and(|first| !"\"'|>[{&*!#%@`-?:,]}".contains(first));
-    let needs_quoting = value.contains(": ") || value.ends_with(':');
-    if !starts_plain || !needs_quoting || value.contains(" #") {
+    if value.is_empty() || value.starts_with(['"', '\'', '|', '>', '#']) {
         return None;
     }
-    Some(format!("{indent}{key}: '{}'", value.replace('\'', "''")))
+    // `[Beta] text` is text; `[unclosed` is a broken list, not something to guess at.
+    let unclosed_flow = (value.starts_with('[') && !value.contains(']'))
+        || (value.starts_with('{') && !value.contains('}'));
+    if unclosed_flow {
+        return None;
+    }
+    if MarkedYaml::load_from_str(rest).is_ok() {
+        return None;
+    }
+    let (text, comment) = match value.find(" #").or_else(|| value.find("\t#")) {
+        Some(hash) => (value[..hash].trim_end(), &value[hash..]),
+        None => (value, ""),
+    };
+    let reason = if text.contains(": ") || text.ends_with(':') {
+        QuoteReason::Colon
+    } else {
+        QuoteReason::Other
+    };
+    Some((format!("{indent}{key}: '{}'{comment}", text.replace('\'', "''")), reason))
 }
 
 #[cfg(test)]
@@ -326,14 +390,33 @@ mod tests {
     }
 
     #[test]
-    fn quotes_only_plain_values_with_colons() {
-        assert_eq!(
-            quoted_line("description: Use when: x"),
-            Some("description: 'Use when: x'".into())
-        );
+    fn quotes_only_plain_values_yaml_rejects() {
+        let colon = |text: &str| Some((text.to_owned(), QuoteReason::Colon));
+        let other = |text: &str| Some((text.to_owned(), QuoteReason::Other));
+        assert_eq!(quoted_line("description: Use when: x"), colon("description: 'Use when: x'"));
         assert_eq!(quoted_line("description: \"a: b\""), None);
-        assert_eq!(quoted_line("description: it's: x"), Some("description: 'it''s: x'".into()));
+        assert_eq!(quoted_line("description: it's: x"), colon("description: 'it''s: x'"));
         assert_eq!(quoted_line("  - a: b: c"), None);
         assert_eq!(quoted_line("url: http://x"), None);
+        assert_eq!(quoted_line("tags: [a, b]"), None);
+        assert_eq!(quoted_line("description: C# and F#"), None);
+        assert_eq!(
+            quoted_line("description: Use when: C# #1 issue"),
+            colon("description: 'Use when: C#' #1 issue")
+        );
+        assert_eq!(quoted_line("description: `git` helper"), other("description: '`git` helper'"));
+        assert_eq!(quoted_line("description: @mentions"), other("description: '@mentions'"));
+        assert_eq!(quoted_line("description: *Bold* text"), other("description: '*Bold* text'"));
+        assert_eq!(quoted_line("description: [Beta] tool"), other("description: '[Beta] tool'"));
+        assert_eq!(quoted_line("description: [unclosed list"), None);
+        assert_eq!(quoted_line("name:\tpdf"), other("name: 'pdf'"));
+    }
+
+    #[test]
+    fn continuation_lines_are_never_quoted() {
+        let yaml = "description: |\n  note: a: b\nother: x: y\n";
+        let (text, changed) = quote_rejected_values(yaml).unwrap();
+        assert_eq!(text, "description: |\n  note: a: b\nother: 'x: y'\n");
+        assert_eq!(changed, vec![(3, QuoteReason::Colon)]);
     }
 }

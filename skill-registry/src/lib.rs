@@ -26,8 +26,9 @@
 //!   controls (`disable-model-invocation`, `user-invocable`, `argument-hint`, `model`). Unknown
 //!   keys are kept in [`Skill::extra`]. In [`Mode::Lenient`] (the default) recoverable problems
 //!   are warnings and the skill is loaded; a missing description or unparseable YAML skips the
-//!   skill with an error; an unquoted `key: value: more` line is retried as a string with a
-//!   warning. In [`Mode::Strict`] every violation is an error. Each [`Diagnostic`] names the
+//!   skill with an error; a one-line unquoted value YAML rejects (`key: value: more`,
+//!   `` key: `x` ``, `key: @x`, …) is retried as a string with a warning, and bytes that are not
+//!   UTF-8 are read as U+FFFD with a warning. In [`Mode::Strict`] every violation is an error. Each [`Diagnostic`] names the
 //!   file, the line when known, the [`Rule`] and a message; one bad skill never hides another.
 //! * **Catalog.** [`Catalog::render`] writes the level-1 list for the model within a character
 //!   budget and reports which skills were left out.

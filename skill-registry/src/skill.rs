@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, Mode, Rule, Severity};
-use crate::frontmatter::{Field, ParsedFrontmatter};
+use crate::frontmatter::{Field, ParsedFrontmatter, QuoteReason};
 
 /// The longest valid `name`, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -276,12 +276,18 @@ pub(crate) fn build_skill(
 ) -> Option<Skill> {
     let first_diagnostic = diagnostics.len();
     let mut reporter = Reporter { path: file.path, mode, diagnostics, has_error: false };
-    for line in &parsed.quoted_lines {
-        reporter.report(
-            Rule::YamlUnquotedColon,
-            Some(*line),
-            "unquoted value contains `: `; read as a string (quote the value)".to_owned(),
-        );
+    for quoted in &parsed.quoted_lines {
+        let (rule, message) = match quoted.reason {
+            QuoteReason::Colon => (
+                Rule::YamlUnquotedColon,
+                "unquoted value contains `: `; read as a string (quote the value)",
+            ),
+            QuoteReason::Other => (
+                Rule::YamlUnquotedValue,
+                "unquoted value is not valid YAML here; read as a string (quote the value)",
+            ),
+        };
+        reporter.report(rule, Some(quoted.line), message.to_owned());
     }
     let mut name: Option<(String, usize)> = None;
     let mut description: Option<(String, usize)> = None;
@@ -469,8 +475,11 @@ fn check_name(reporter: &mut Reporter<'_>, name: Option<(String, usize)>, folder
             format!("name `{name}` has {length} characters, more than {MAX_NAME_CHARS}"),
         );
     }
-    if let Some(bad) = name.chars().find(|character| {
-        !(character.is_ascii_lowercase() || character.is_ascii_digit() || *character == '-')
+    // As the reference validator (`skills-ref`) reads the format: Unicode letters and digits
+    // that are not upper or title case, and hyphens.
+    if let Some(bad) = name.chars().find(|&character| {
+        let lowercase = character.to_lowercase().eq(std::iter::once(character));
+        !(character == '-' || (character.is_alphanumeric() && lowercase))
     }) {
         reporter.report(
             Rule::NameCharacters,

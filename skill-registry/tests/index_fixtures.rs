@@ -173,6 +173,11 @@ fn real_world_frontmatter() -> Result<()> {
 }
 
 #[test]
+fn yaml_quirks_of_real_skills_load_in_lenient_mode() -> Result<()> {
+    run_case("yaml-quirks")
+}
+
+#[test]
 fn symlinked_folders_files_dangling_links_and_cycles() -> Result<()> {
     run_case("symlinks")
 }
