@@ -84,7 +84,10 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
             apply_self_confinement(&plan, &mut report);
         }
     }
-    let refused = fail_closed_reason(&plan, &report);
+    // Last step before the report: whatever descriptor the runtime's process inherited without
+    // close-on-exec (a log file, a socket) must not reach the command, past every layer.
+    let refused =
+        fail_closed_reason(&plan, &report).or_else(|| close_inherited_descriptors().err());
     let line = HelperReport { report, refused: refused.clone() };
     if let Err(error) = write_report_line(&line) {
         return fail(&format!("cannot write the sandbox report: {error}"));
@@ -99,6 +102,34 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
         Stage::OutsideBubblewrap => exec_bubblewrap(&plan),
     };
     fail(&format!("cannot execute {}: {error}", plan.program.display()))
+}
+
+/// Closes every descriptor above stderr. `/proc/self/fd` lists them, including any numbered
+/// above the lowered `RLIMIT_NOFILE`; an unreadable list is a refusal, not a guess.
+fn close_inherited_descriptors() -> Result<(), String> {
+    let descriptors: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .and_then(|entries| {
+            entries
+                .map(|entry| entry.map(|entry| entry.file_name().to_string_lossy().parse().ok()))
+                .collect::<std::io::Result<Vec<Option<i32>>>>()
+        })
+        .map_err(|error| format!("cannot list inherited file descriptors: {error}"))?
+        .into_iter()
+        .flatten()
+        .filter(|descriptor| *descriptor > 2)
+        .collect();
+    for descriptor in descriptors {
+        match nix::unistd::close(descriptor) {
+            // EBADF: the directory stream that listed them, already closed.
+            Ok(()) | Err(nix::errno::Errno::EBADF) => {}
+            Err(error) => {
+                return Err(format!(
+                    "cannot close inherited file descriptor {descriptor}: {error}"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn fail(message: &str) -> ExitCode {
@@ -507,7 +538,7 @@ const DENIED_SYSCALLS: &[i64] = &[
 
 /// Two filters: `EPERM` for the deny list (plus non-`AF_UNIX` sockets and namespace-creating
 /// `clone`), and `ENOSYS` for `clone3`, whose flags seccomp cannot inspect (libc then falls back
-/// to `clone`, which the first filter checks).
+/// to `clone`, which the first filter checks); on x86_64 a third one for the x32 numbers.
 fn build_seccomp_filters(
     deny_network: bool,
     arch: TargetArch,
@@ -546,7 +577,39 @@ fn build_seccomp_filters(
         enosys,
         arch,
     )?;
-    Ok(vec![main.try_into()?, clone3.try_into()?])
+    let mut filters: Vec<BpfProgram> = vec![main.try_into()?, clone3.try_into()?];
+    if arch == TargetArch::x86_64 {
+        filters.push(x32_filter());
+    }
+    Ok(filters)
+}
+
+/// On x86_64 the x32 ABI reaches every syscall again under its number with bit 30 set
+/// (`__X32_SYSCALL_BIT`), with the same `AUDIT_ARCH_X86_64`: rules keyed by the plain numbers
+/// never see those calls. This hand-written filter denies the whole x32 range with `EPERM`
+/// (kernels without x32 would say `ENOSYS`; seccomp answers first either way).
+fn x32_filter() -> BpfProgram {
+    use seccompiler::sock_filter;
+    // `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`, from <linux/audit.h>.
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    // Offsets in `struct seccomp_data`: `int nr` at 0, `__u32 arch` at 4.
+    const NR_OFFSET: u32 = 0;
+    const ARCH_OFFSET: u32 = 4;
+    let statement = |code: u32, k: u32| sock_filter { code: code as u16, jt: 0, jf: 0, k };
+    let jump = |code: u32, k: u32, jt: u8, jf: u8| sock_filter { code: code as u16, jt, jf, k };
+    vec![
+        statement(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, ARCH_OFFSET),
+        jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        statement(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_KILL_PROCESS),
+        statement(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, NR_OFFSET),
+        jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, X32_SYSCALL_BIT, 0, 1),
+        statement(
+            libc::BPF_RET | libc::BPF_K,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM.unsigned_abs(),
+        ),
+        statement(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+    ]
 }
 
 #[cfg(test)]
@@ -644,7 +707,8 @@ mod tests {
         if let Ok(arch) = arch {
             for deny_network in [false, true] {
                 let filters = build_seccomp_filters(deny_network, arch);
-                assert_eq!(filters.map(|filters| filters.len()).ok(), Some(2));
+                let expected = if arch == TargetArch::x86_64 { 3 } else { 2 };
+                assert_eq!(filters.map(|filters| filters.len()).ok(), Some(expected));
             }
         }
     }

@@ -44,12 +44,15 @@ pub(crate) fn checked_cwd(cwd: &Path, roots: &[PathBuf]) -> Result<PathBuf, Path
 
 /// Checks the arguments that name paths.
 ///
-/// An argument (or the value after `=` in `--flag=value`) is checked when it is absolute,
-/// starts with `~`, contains a `/`, or names an existing entry relative to `cwd`. It must then
-/// resolve (symlinks followed, through its longest existing ancestor) inside a workspace root
-/// or inside one of `read_roots` (system directories a command may name, such as `/usr` or
-/// `/dev/null`; Landlock still keeps them read-only), and an existing regular file inside the
-/// workspace must not have other hard links.
+/// Each argument is checked whole (unless it is a `--flag=value`), and so is the value after
+/// its first `=` (`--output=FILE`, `dd of=FILE`); a leading `@` is taken off either (`curl -d
+/// @FILE`). A candidate is checked when it is absolute, starts with `~`, contains a `/`, or
+/// names an existing entry relative to `cwd`. It must then resolve (symlinks followed, through
+/// its longest existing ancestor) inside a workspace root or inside one of `read_roots` (system
+/// directories a command may name, such as `/usr` or `/dev/null`; Landlock still keeps them
+/// read-only), and an existing regular file inside the workspace must not have other hard
+/// links. This is an early, explainable refusal, not the confinement: a script can always
+/// build paths at run time, and Landlock or bubblewrap stops those.
 pub(crate) fn check_arguments(
     args: &[String],
     cwd: &Path,
@@ -57,36 +60,51 @@ pub(crate) fn check_arguments(
     read_roots: &[PathBuf],
 ) -> Result<(), PathViolation> {
     for argument in args {
-        let candidate = match argument.split_once('=') {
-            Some((flag, value)) if flag.starts_with('-') => value,
-            Some(_) | None => argument.as_str(),
-        };
-        if candidate.is_empty() {
-            continue;
+        let value = argument.split_once('=').map(|(_, value)| value);
+        let whole = (!(argument.starts_with('-') && value.is_some())).then_some(argument.as_str());
+        for candidate in [whole, value].into_iter().flatten() {
+            check_argument(
+                candidate.strip_prefix('@').unwrap_or(candidate),
+                cwd,
+                roots,
+                read_roots,
+            )?;
         }
-        let path = Path::new(candidate);
-        let looks_like_path = path.is_absolute()
-            || candidate.starts_with('~')
-            || candidate.contains('/')
-            || cwd.join(path).symlink_metadata().is_ok();
-        if !looks_like_path {
-            continue;
+    }
+    Ok(())
+}
+
+fn check_argument(
+    candidate: &str,
+    cwd: &Path,
+    roots: &[PathBuf],
+    read_roots: &[PathBuf],
+) -> Result<(), PathViolation> {
+    if candidate.is_empty() {
+        return Ok(());
+    }
+    let path = Path::new(candidate);
+    let looks_like_path = path.is_absolute()
+        || candidate.starts_with('~')
+        || candidate.contains('/')
+        || cwd.join(path).symlink_metadata().is_ok();
+    if !looks_like_path {
+        return Ok(());
+    }
+    if candidate.starts_with('~') {
+        return Err(violation(path, "home-relative paths are outside the workspace"));
+    }
+    let resolved = resolve_through_existing_ancestor(&cwd.join(path));
+    if !inside_any(&resolved, roots) {
+        if inside_any(&resolved, read_roots) {
+            return Ok(());
         }
-        if candidate.starts_with('~') {
-            return Err(violation(path, "home-relative paths are outside the workspace"));
-        }
-        let resolved = resolve_through_existing_ancestor(&cwd.join(path));
-        if !inside_any(&resolved, roots) {
-            if inside_any(&resolved, read_roots) {
-                continue;
-            }
-            return Err(violation(path, "the path resolves outside the workspace"));
-        }
-        if let Ok(metadata) = std::fs::metadata(&resolved) {
-            use std::os::unix::fs::MetadataExt;
-            if metadata.is_file() && metadata.nlink() > 1 {
-                return Err(violation(path, "the file has other hard links"));
-            }
+        return Err(violation(path, "the path resolves outside the workspace"));
+    }
+    if let Ok(metadata) = std::fs::metadata(&resolved) {
+        use std::os::unix::fs::MetadataExt;
+        if metadata.is_file() && metadata.nlink() > 1 {
+            return Err(violation(path, "the file has other hard links"));
         }
     }
     Ok(())

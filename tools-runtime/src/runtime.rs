@@ -501,11 +501,8 @@ impl Runtime {
         if let Some(bwrap) = &bubblewrap {
             plan.stage = Stage::OutsideBubblewrap;
             let protected = protected_paths(&request.protected_paths, roots);
-            for path in &protected.missing {
-                report.notes.insert(
-                    Layer::Bubblewrap,
-                    format!("protected path {} does not exist", path.display()),
-                );
+            if !protected.notes.is_empty() {
+                report.notes.insert(Layer::Bubblewrap, protected.notes.join("; "));
             }
             plan.bubblewrap_argv =
                 bubblewrap_argv(bwrap, &writable, &protected.existing, cwd, request.allow_network);
@@ -536,11 +533,16 @@ impl Runtime {
             .stdout
             .take()
             .map(|stdout| tokio::spawn(drain(stdout, Arc::clone(&stdout_buffer), None)));
+        // One report line per helper stage: the direct helper, or outside and inside bwrap.
+        let report_lines = match backend {
+            Backend::Direct => 1,
+            Backend::Bubblewrap => 2,
+        };
         let stderr_task = child.stderr.take().map(|stderr| {
             tokio::spawn(drain(
                 stderr,
                 Arc::clone(&stderr_buffer),
-                Some(Arc::clone(&helper_reports)),
+                Some((Arc::clone(&helper_reports), report_lines)),
             ))
         });
 

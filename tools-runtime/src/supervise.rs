@@ -103,10 +103,14 @@ pub(crate) fn likely_denied(exit_code: Option<i32>, signal: Option<i32>, stderr:
 }
 
 /// Reads a pipe into its buffer; on stderr, first peels off the helper's report lines.
+///
+/// `reports` also says how many lines the helper stages write (one per stage): once that many
+/// arrived, everything after is the command's, so a command cannot append a forged report of
+/// its own (claiming layers, or a refusal that would hide that it ran).
 pub(crate) async fn drain<R: tokio::io::AsyncRead + Unpin>(
     mut pipe: R,
     buffer: Arc<Mutex<HeadTailBuffer>>,
-    reports: Option<Arc<Mutex<Vec<HelperReport>>>>,
+    mut reports: Option<(Arc<Mutex<Vec<HelperReport>>>, usize)>,
 ) {
     let mut chunk = vec![0_u8; 64 * 1024];
     // Bytes seen while still at the start of the stream, where report lines may be.
@@ -118,9 +122,11 @@ pub(crate) async fn drain<R: tokio::io::AsyncRead + Unpin>(
         };
         let mut bytes = &chunk[..read];
         let owned;
-        if let (Some(prefix_bytes), Some(reports)) = (pending.as_mut(), reports.as_ref()) {
+        if let (Some(prefix_bytes), Some((reports, remaining))) =
+            (pending.as_mut(), reports.as_mut())
+        {
             prefix_bytes.extend_from_slice(bytes);
-            match peel_report_lines(prefix_bytes, reports) {
+            match peel_report_lines(prefix_bytes, reports, remaining) {
                 Peeled::NeedMore => continue,
                 Peeled::Rest(rest) => {
                     owned = rest;
@@ -143,8 +149,15 @@ enum Peeled {
     Rest(Vec<u8>),
 }
 
-fn peel_report_lines(bytes: &mut Vec<u8>, reports: &Mutex<Vec<HelperReport>>) -> Peeled {
+fn peel_report_lines(
+    bytes: &mut Vec<u8>,
+    reports: &Mutex<Vec<HelperReport>>,
+    remaining: &mut usize,
+) -> Peeled {
     loop {
+        if *remaining == 0 {
+            return Peeled::Rest(std::mem::take(bytes));
+        }
         let compared = bytes.len().min(REPORT_LINE_PREFIX.len());
         if bytes[..compared] != REPORT_LINE_PREFIX[..compared] {
             return Peeled::Rest(std::mem::take(bytes));
@@ -161,6 +174,7 @@ fn peel_report_lines(bytes: &mut Vec<u8>, reports: &Mutex<Vec<HelperReport>>) ->
         {
             reports.push(report);
         }
+        *remaining = remaining.saturating_sub(1);
         bytes.drain(..=newline);
         if bytes.is_empty() {
             return Peeled::NeedMore;
@@ -189,23 +203,54 @@ pub(crate) fn find_program(program: &Path) -> Option<PathBuf> {
 }
 
 pub(crate) struct ProtectedPaths {
+    /// Canonical paths to bind read-only.
     pub(crate) existing: Vec<PathBuf>,
-    pub(crate) missing: Vec<PathBuf>,
+    /// What the report should say about paths that do not exist.
+    pub(crate) notes: Vec<String>,
 }
 
+/// Resolves the protected paths (relative ones against the first root).
+///
+/// A path that does not exist yet would otherwise be created by the command (a new
+/// `.git/hooks/pre-commit`): its nearest existing ancestor inside a workspace root is
+/// protected instead. Only when nothing of it exists below the root itself is it left
+/// unprotected, with a note.
 pub(crate) fn protected_paths(paths: &[PathBuf], roots: &[PathBuf]) -> ProtectedPaths {
-    let mut protected = ProtectedPaths { existing: Vec::new(), missing: Vec::new() };
+    let mut protected = ProtectedPaths { existing: Vec::new(), notes: Vec::new() };
     for path in paths {
         let joined = match roots.first() {
             Some(root) if path.is_relative() => root.join(path),
             Some(_) | None => path.clone(),
         };
-        match joined.canonicalize() {
-            Ok(canonical) => protected.existing.push(canonical),
-            Err(_) => protected.missing.push(joined),
+        if let Ok(canonical) = joined.canonicalize() {
+            protected.existing.push(canonical);
+            continue;
+        }
+        let ancestor = joined
+            .ancestors()
+            .skip(1)
+            .find_map(|ancestor| ancestor.canonicalize().ok())
+            .filter(|ancestor| roots.iter().any(|root| strictly_inside(ancestor, root)));
+        match ancestor {
+            Some(ancestor) => {
+                protected.notes.push(format!(
+                    "protected path {} does not exist: {} is read-only instead",
+                    joined.display(),
+                    ancestor.display()
+                ));
+                protected.existing.push(ancestor);
+            }
+            None => protected.notes.push(format!(
+                "protected path {} does not exist and has no parent inside the workspace to protect",
+                joined.display()
+            )),
         }
     }
     protected
+}
+
+fn strictly_inside(path: &Path, root: &Path) -> bool {
+    path != root && path.starts_with(root)
 }
 
 pub(crate) fn bubblewrap_argv(
@@ -243,6 +288,22 @@ pub(crate) fn bubblewrap_argv(
         let path = path.display().to_string();
         argv.extend(["--bind".to_owned(), path.clone(), path]);
     }
+    // Every directory between a writable root and a protected path becomes a mount point of
+    // its own: the kernel refuses to rename a mount point (EBUSY), so the command cannot move
+    // `.git` aside and put a fresh `.git/hooks` in its place. Parents sort before children.
+    let ancestors: std::collections::BTreeSet<&Path> = protected
+        .iter()
+        .flat_map(|path| {
+            path.ancestors()
+                .skip(1)
+                .filter(|ancestor| writable.iter().any(|root| strictly_inside(ancestor, root)))
+        })
+        .collect();
+    for path in ancestors {
+        let path = path.display().to_string();
+        argv.extend(["--bind".to_owned(), path.clone(), path]);
+    }
+    let protected: std::collections::BTreeSet<&PathBuf> = protected.iter().collect();
     for path in protected {
         let path = path.display().to_string();
         argv.extend(["--ro-bind".to_owned(), path.clone(), path]);

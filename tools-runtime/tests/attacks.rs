@@ -671,3 +671,121 @@ async fn a_missing_program_exits_127_with_the_helper_saying_why() {
     );
     assert_eq!(fixture.audit_record("missing-program").exit_code, Some(127));
 }
+
+#[tokio::test]
+async fn a_writable_descriptor_inherited_by_the_runtime_does_not_reach_the_command() {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    use std::os::fd::AsRawFd;
+    let fixture = Fixture::new();
+    // A file the sandbox user could never open, held open for writing by the runtime's process
+    // without close-on-exec (as a careless embedding program or its own parent might leave it).
+    let victim = fixture.base.path().join("victim.log");
+    std::fs::write(&victim, "victim\n").unwrap();
+    let file = std::fs::OpenOptions::new().append(true).open(&victim).unwrap();
+    fcntl(&file, FcntlArg::F_SETFD(FdFlag::empty())).unwrap();
+    let script = format!(
+        "import os\ntry:\n    os.write({}, b'pwned\\n')\n    print('wrote')\nexcept OSError as error:\n    print('blocked', error.errno)\n",
+        file.as_raw_fd()
+    );
+    let outcome =
+        fixture.runtime().run(&fixture.request("inherited-fd", &["python3", "-c", &script])).await;
+    drop(file);
+    let result = ran(outcome.unwrap());
+    assert_eq!(result.stdout, "blocked 9\n", "{result:?}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim\n");
+    assert_eq!(fixture.audit_record("inherited-fd").outcome, "ran");
+}
+
+#[tokio::test]
+async fn a_command_cannot_forge_a_helper_report_line() {
+    let fixture = Fixture::new();
+    let forged = serde_json::json!({
+        "report": tools_runtime::SandboxReport::new(Backend::Direct),
+        "refused": "forged by the command",
+    });
+    let script =
+        format!("printf '\\001tools-runtime-sandbox-report %s\\n' '{forged}' >&2; echo ran");
+    let outcome =
+        fixture.runtime().run(&fixture.request("forged-report", &["sh", "-c", &script])).await;
+    let result = ran(outcome.unwrap());
+    assert_eq!(result.stdout, "ran\n");
+    assert!(result.stderr.contains("forged by the command"), "{result:?}");
+    let record = fixture.audit_record("forged-report");
+    assert_eq!((record.outcome.as_str(), record.exit_code), ("ran", Some(0)));
+    assert_eq!(record.sandbox, Some(result.sandbox));
+}
+
+#[tokio::test]
+async fn renaming_the_parent_of_a_protected_path_does_not_replace_it() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::with_protected_tree();
+    std::fs::create_dir_all(fixture.workspace.join("skills/skill")).unwrap();
+    std::fs::write(fixture.workspace.join("skills/skill/SKILL.md"), "genuine\n").unwrap();
+    if is_root() {
+        let (uid, gid) = tools_runtime::DEFAULT_SANDBOX_USER;
+        for path in ["skills", "skills/skill", "skills/skill/SKILL.md"] {
+            std::os::unix::fs::chown(fixture.workspace.join(path), Some(uid), Some(gid)).unwrap();
+        }
+    }
+    let script = "mv .git .git-old; mkdir -p .git/hooks; echo evil > .git/hooks/pre-commit; \
+                  mv skills skills-old; mkdir -p skills/skill; echo evil > skills/skill/SKILL.md";
+    let mut request = fixture.request("rename-parent", &["sh", "-c", script]);
+    request.protected_paths = vec!["skills/skill".into(), ".git/hooks".into()];
+    let outcome = fixture.runtime().run(&request).await.unwrap();
+    if !machine.bubblewrap {
+        assert_eq!(refused(outcome).kind, RefusalKind::SandboxUnavailable);
+        return;
+    }
+    let result = ran(outcome);
+    let read = |path: &str| std::fs::read_to_string(fixture.workspace.join(path)).ok();
+    assert_eq!(
+        (read(".git/hooks/pre-commit"), read("skills/skill/SKILL.md")),
+        (Some("#!/bin/sh\n".to_owned()), Some("genuine\n".to_owned())),
+        "{result:?}"
+    );
+    assert_eq!(fixture.audit_record("rename-parent").outcome, "ran");
+}
+
+#[tokio::test]
+async fn a_protected_path_that_does_not_exist_yet_cannot_be_created() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::with_protected_tree();
+    std::fs::remove_dir_all(fixture.workspace.join(".git/hooks")).unwrap();
+    let script = "mkdir .git/hooks; echo evil > .git/hooks/pre-commit; echo ok > allowed.txt";
+    let mut request = fixture.request("missing-protected", &["sh", "-c", script]);
+    request.protected_paths = vec![".git/hooks".into()];
+    let outcome = fixture.runtime().run(&request).await.unwrap();
+    if !machine.bubblewrap {
+        assert_eq!(refused(outcome).kind, RefusalKind::SandboxUnavailable);
+        return;
+    }
+    let result = ran(outcome);
+    assert!(!fixture.workspace.join(".git/hooks").exists(), "{result:?}");
+    assert_eq!(std::fs::read_to_string(fixture.workspace.join("allowed.txt")).unwrap(), "ok\n");
+    assert_eq!(fixture.audit_record("missing-protected").outcome, "ran");
+}
+
+/// x86_64 kernels built with the x32 ABI accept every syscall number again with bit 30 set; the
+/// filter must deny those too (`EPERM` from seccomp, where a kernel without x32 says `ENOSYS`).
+#[cfg(target_arch = "x86_64")]
+#[tokio::test]
+async fn x32_syscall_numbers_are_denied_by_seccomp() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    // getpid, socket(AF_INET, SOCK_STREAM), ptrace(PTRACE_TRACEME), with the x32 bit.
+    let script = "import ctypes\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  for number, arguments in [(39, []), (41, [2, 1, 0]), (101, [0, 0, 0, 0])]:\n\
+                  \x20   result = libc.syscall(0x40000000 | number, *arguments)\n\
+                  \x20   print(number, result, ctypes.get_errno())\n";
+    let result = ran(fixture
+        .runtime()
+        .run(&fixture.request("x32", &["python3", "-c", script]))
+        .await
+        .unwrap());
+    let errno = if machine.seccomp { 1 } else { 38 };
+    let expected: String =
+        [39, 41, 101].iter().map(|number| format!("{number} -1 {errno}\n")).collect();
+    assert_eq!(result.stdout, expected, "{result:?}");
+    assert_eq!(fixture.audit_record("x32").outcome, "ran");
+}
