@@ -21,10 +21,12 @@
 //!    emptied; `RLIMIT_NPROC` then counts),
 //!    re-arms the parent-death signal, sets `no_new_privs`, applies Landlock (read where
 //!    needed, write only the workspace and a private tmp; TCP and signals scoped) and seccomp
-//!    (ptrace, `process_vm_*`, io_uring, mount, bpf, kexec, modules, namespaces, and non-Unix
-//!    sockets when the network is off), then `execve`s the command. With protected paths
-//!    (skill folder, `.git/hooks`) the bubblewrap backend builds the filesystem view instead
-//!    (`--cap-drop ALL`, user namespace, read-only binds) and the helper runs again inside it.
+//!    (ptrace, `process_vm_*`, io_uring, mount, bpf, kexec, modules, namespaces, x32 syscall
+//!    numbers, and non-Unix sockets when the network is off), closes every inherited file
+//!    descriptor above stderr, then `execve`s the command. With protected paths (skill folder,
+//!    `.git/hooks`) the bubblewrap backend builds the filesystem view instead (`--cap-drop
+//!    ALL`, user namespace, read-only binds, each parent directory its own mount point so it
+//!    cannot be renamed aside) and the helper runs again inside it.
 //!
 //! The helper reports every [`Layer`] as active, unavailable, failed or not requested in a
 //! [`SandboxReport`]. When root privileges cannot be dropped, or the policy needs network or

@@ -45,8 +45,8 @@ pub(crate) fn checked_cwd(cwd: &Path, roots: &[PathBuf]) -> Result<PathBuf, Path
 /// Checks the arguments that name paths.
 ///
 /// Each argument is checked whole (unless it is a `--flag=value`), and so is the value after
-/// its first `=` (`--output=FILE`, `dd of=FILE`); a leading `@` is taken off either (`curl -d
-/// @FILE`). A candidate is checked when it is absolute, starts with `~`, contains a `/`, or
+/// its first `=` (`--output=FILE`, `dd of=FILE`) and the value glued to a short option
+/// (`-oFILE`, everything after `-o`); a leading `@` is taken off each (`curl -d @FILE`). A candidate is checked when it is absolute, starts with `~`, contains a `/`, or
 /// names an existing entry relative to `cwd`. It must then resolve (symlinks followed, through
 /// its longest existing ancestor) inside a workspace root or inside one of `read_roots` (system
 /// directories a command may name, such as `/usr` or `/dev/null`; Landlock still keeps them
@@ -62,7 +62,11 @@ pub(crate) fn check_arguments(
     for argument in args {
         let value = argument.split_once('=').map(|(_, value)| value);
         let whole = (!(argument.starts_with('-') && value.is_some())).then_some(argument.as_str());
-        for candidate in [whole, value].into_iter().flatten() {
+        let glued = argument
+            .strip_prefix('-')
+            .filter(|rest| !rest.starts_with('-'))
+            .and_then(|rest| rest.char_indices().nth(1).and_then(|(index, _)| rest.get(index..)));
+        for candidate in [whole, value, glued].into_iter().flatten() {
             check_argument(
                 candidate.strip_prefix('@').unwrap_or(candidate),
                 cwd,
