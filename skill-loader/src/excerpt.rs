@@ -23,7 +23,7 @@ pub enum ExcerptContent {
     /// The Markdown section whose heading matched the hint, from the heading to the next heading
     /// of the same or a higher level.
     Section {
-        /// The heading line that matched.
+        /// The heading that matched, as an ATX line (a setext heading in its ATX form).
         heading: String,
         /// The section (cut to the cap when `truncated`).
         text: String,
@@ -189,6 +189,45 @@ pub(crate) fn looks_binary(bytes: &[u8]) -> bool {
     bytes.iter().take(8192).any(|&byte| byte == 0)
 }
 
+/// Decodes bytes that are not all UTF-8 as text, with U+FFFD for the bad bytes (Latin-1 or
+/// Windows-1252 text, as editors show it); `None` when they also hold control bytes other than
+/// tab, line breaks, form feed and escape, which text in any 8-bit encoding does not.
+fn decode_text(bytes: &[u8]) -> Option<String> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Some(text.to_owned());
+    }
+    let control = |byte: &u8| *byte < 0x20 && !matches!(byte, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b);
+    if bytes.iter().any(control) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// The whole file as text ([`decode_text`]), `None` for binary.
+pub(crate) fn whole_text(whole: Vec<u8>) -> Option<String> {
+    match String::from_utf8(whole) {
+        Ok(text) => Some(text),
+        Err(error) => decode_text(error.as_bytes()),
+    }
+}
+
+/// `head` without an incomplete UTF-8 sequence at its end (a character cut by the byte limit),
+/// as text ([`decode_text`]); `None` for binary.
+pub(crate) fn head_text(head: &[u8]) -> Option<String> {
+    let complete = match std::str::from_utf8(head) {
+        Err(error) if error.error_len().is_none() => &head[..error.valid_up_to()],
+        _ => head,
+    };
+    decode_text(complete)
+}
+
+/// `tail` without the continuation bytes at its start (the rest of a character cut by the byte
+/// limit), as text ([`decode_text`]); `None` for binary.
+pub(crate) fn tail_text(tail: &[u8]) -> Option<String> {
+    let cut = tail.iter().take(3).take_while(|&&byte| byte & 0xC0 == 0x80).count();
+    decode_text(&tail[cut..])
+}
+
 /// The largest index ≤ `index` that is a char boundary of `text`.
 fn floor_boundary(text: &str, index: usize) -> usize {
     let mut index = index.min(text.len());
@@ -233,43 +272,131 @@ pub(crate) fn tail_of(text: &str, cap: usize) -> &str {
     }
 }
 
-/// A Markdown heading: its level, title and the byte offset of its line.
+/// A Markdown heading: its level, title, the heading as an ATX line, and the byte offset where
+/// it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Heading {
     pub(crate) level: usize,
     pub(crate) title: String,
+    /// The ATX line as written (`## Title`), or the ATX form of a setext heading.
     pub(crate) line: String,
     pub(crate) offset: usize,
 }
 
-/// The ATX headings of `text`, outside fenced code blocks.
+/// An open fenced code block: its fence character and length.
+#[derive(Clone, Copy)]
+struct Fence {
+    character: char,
+    length: usize,
+}
+
+/// The fence a line opens (three or more backticks or tildes; a backtick fence's info string
+/// has no backtick), if any.
+fn opening_fence(trimmed: &str) -> Option<Fence> {
+    let character = trimmed.chars().next().filter(|&first| first == '`' || first == '~')?;
+    let length = trimmed.chars().take_while(|&next| next == character).count();
+    let info = &trimmed[length..];
+    (length >= 3 && !(character == '`' && info.contains('`')))
+        .then_some(Fence { character, length })
+}
+
+/// Whether a line closes `fence`: the same character, at least as many, nothing else but blanks.
+fn closes(fence: Fence, trimmed: &str) -> bool {
+    let length = trimmed.chars().take_while(|&next| next == fence.character).count();
+    length >= fence.length && trimmed[length..].trim().is_empty()
+}
+
+/// The level of a setext underline (`===` is 1, `---` is 2), if the line is one.
+fn setext_level(trimmed: &str) -> Option<usize> {
+    let underline = trimmed.trim_end();
+    let level = match underline.chars().next()? {
+        '=' => 1,
+        '-' => 2,
+        _ => return None,
+    };
+    underline.chars().all(|character| character == underline.as_bytes()[0] as char).then_some(level)
+}
+
+/// Whether a line can continue a paragraph that a setext underline turns into a heading (not a
+/// list item, block quote, table or HTML line, which CommonMark or common sense rules out).
+fn is_paragraph_text(trimmed: &str) -> bool {
+    let list_item = (trimmed.starts_with(['-', '*', '+']) && trimmed[1..].starts_with([' ', '\t']))
+        || trimmed.split_once(['.', ')']).is_some_and(|(number, rest)| {
+            !number.is_empty()
+                && number.chars().all(|character| character.is_ascii_digit())
+                && (rest.is_empty() || rest.starts_with([' ', '\t']))
+        });
+    !trimmed.is_empty() && !list_item && !trimmed.starts_with(['>', '|', '<'])
+}
+
+/// The ATX and setext headings of `text`, outside fenced code blocks and outside a leading
+/// `---` frontmatter block.
 pub(crate) fn headings(text: &str) -> Vec<Heading> {
     let mut found = Vec::new();
-    let mut fence: Option<&str> = None;
+    let mut fence: Option<Fence> = None;
+    // The paragraph being read (its start offset and its lines), which a setext underline
+    // would make a heading.
+    let mut paragraph: Option<(usize, Vec<&str>)> = None;
+    let mut in_frontmatter = false;
     let mut offset = 0usize;
-    for raw_line in text.split_inclusive('\n') {
+    for (index, raw_line) in text.split_inclusive('\n').enumerate() {
+        let line_offset = offset;
+        offset += raw_line.len();
         let line = raw_line.trim_end_matches(['\n', '\r']);
+        if index == 0 && line.trim_start_matches('\u{feff}').trim_end() == "---" {
+            in_frontmatter = true;
+            continue;
+        }
+        if in_frontmatter {
+            in_frontmatter = line.trim_end() != "---";
+            continue;
+        }
         let indented = line.len() - line.trim_start_matches(' ').len();
         let trimmed = line.trim_start_matches(' ');
-        if indented <= 3 {
-            if let Some(marker) = fence {
-                if trimmed.starts_with(marker) {
-                    fence = None;
-                }
-            } else if trimmed.starts_with("```") {
-                fence = Some("```");
-            } else if trimmed.starts_with("~~~") {
-                fence = Some("~~~");
-            } else {
-                let level = trimmed.chars().take_while(|&character| character == '#').count();
-                let rest = &trimmed[level..];
-                if (1..=6).contains(&level) && (rest.is_empty() || rest.starts_with([' ', '\t'])) {
-                    let title = rest.trim().trim_end_matches('#').trim().to_owned();
-                    found.push(Heading { level, title, line: trimmed.to_owned(), offset });
-                }
+        if let Some(open) = fence {
+            if indented <= 3 && closes(open, trimmed) {
+                fence = None;
             }
+            continue;
         }
-        offset += raw_line.len();
+        if indented > 3 {
+            // Indented code, or the lazy continuation of a paragraph.
+            if let Some((_, lines)) = &mut paragraph {
+                lines.push(trimmed.trim());
+            }
+            continue;
+        }
+        if let Some(open) = opening_fence(trimmed) {
+            fence = Some(open);
+            paragraph = None;
+            continue;
+        }
+        if let Some(level) = setext_level(trimmed) {
+            // An underline under a paragraph makes it a heading; anywhere else it is a
+            // thematic break (or a stray line), which starts no paragraph.
+            if let Some((start, lines)) = paragraph.take() {
+                let title = lines.join(" ");
+                let line = format!("{} {title}", "#".repeat(level));
+                found.push(Heading { level, title, line, offset: start });
+            }
+            continue;
+        }
+        let level = trimmed.chars().take_while(|&character| character == '#').count();
+        let rest = &trimmed[level..];
+        if (1..=6).contains(&level) && (rest.is_empty() || rest.starts_with([' ', '\t'])) {
+            let title = rest.trim().trim_end_matches('#').trim().to_owned();
+            found.push(Heading { level, title, line: trimmed.to_owned(), offset: line_offset });
+            paragraph = None;
+            continue;
+        }
+        if is_paragraph_text(trimmed) {
+            match &mut paragraph {
+                Some((_, lines)) => lines.push(trimmed.trim()),
+                None => paragraph = Some((line_offset, vec![trimmed.trim()])),
+            }
+        } else {
+            paragraph = None;
+        }
     }
     found
 }
@@ -307,6 +434,27 @@ mod tests {
         let text = "ééééé";
         assert_eq!(head_of(text, 3), "é");
         assert_eq!(tail_of(text, 3), "é");
+    }
+
+    fn titles(text: &str) -> Vec<(usize, String)> {
+        headings(text).into_iter().map(|heading| (heading.level, heading.title)).collect()
+    }
+
+    #[test]
+    fn setext_headings_count_and_thematic_breaks_do_not() {
+        let text = "Title\n=====\n\ntext\n\n---\n\nTwo\nlines\n---\n- item\n---\n";
+        assert_eq!(titles(text), vec![(1, "Title".into()), (2, "Two lines".into())]);
+    }
+
+    #[test]
+    fn only_a_matching_fence_closes_a_fence() {
+        let text = "````md\n```\n# a\n```\n````\n~~~\n```\n# b\n~~~\n```py\n```py\n# c\n```\n# d\n";
+        assert_eq!(titles(text), vec![(1, "d".into())]);
+    }
+
+    #[test]
+    fn frontmatter_lines_are_not_setext_headings() {
+        assert_eq!(titles("---\ntitle: x\n---\n# A\n"), vec![(1, "A".into())]);
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! * **Size caps.** A text within its cap ([`LoaderConfig`]) comes back whole. A larger one comes
 //!   back as an [`Excerpt`]: the Markdown section named by the hint (a heading match), or the
 //!   head and the tail with the middle elided, plus the file's full size, SHA-256 and path, and
-//!   its headings so a section can be asked for. Binary files are reported, not dumped. Files
+//!   its headings so a section can be asked for. Binary files are reported, not dumped; text in an
+//!   8-bit encoding is shown with U+FFFD for the bytes that are not UTF-8. Files
 //!   are read once and hashed as they stream; memory stays bounded by the scan limit.
 //! * **Listing.** [`SkillLoader::list_resources`] gives path, size and kind of every entry
 //!   without reading any file.
@@ -66,7 +67,10 @@ pub use error::{Error, Result};
 pub use excerpt::{Excerpt, ExcerptContent};
 pub use listing::{ResourceEntry, ResourceKind, ResourceListing};
 
-use excerpt::{FileBytes, find_section, head_of, headings, looks_binary, read_file, tail_of};
+use excerpt::{
+    FileBytes, find_section, head_of, head_text, headings, looks_binary, read_file, tail_of,
+    tail_text, whole_text,
+};
 
 /// Size caps and limits of the loader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,10 +227,11 @@ impl SkillLoader {
         }
         let Some(whole) = whole else {
             // Too large to scan: head and tail only (cut to char boundaries).
-            let head_text = String::from_utf8_lossy(&head);
+            let (Some(head_text), Some(tail_text)) = (head_text(&head), tail_text(&tail)) else {
+                return Ok(excerpt);
+            };
             let head_text = if is_skill_body { strip_frontmatter(&head_text) } else { &head_text };
             let head_text = head_of(head_text, edge_bytes).to_owned();
-            let tail_text = String::from_utf8_lossy(&tail);
             let tail_text = tail_of(&tail_text, edge_bytes).to_owned();
             let shown = (head_text.len() + tail_text.len()) as u64;
             excerpt.content = ExcerptContent::HeadTail {
@@ -237,7 +242,9 @@ impl SkillLoader {
             excerpt.missed_section = section_hint.map(str::to_owned);
             return Ok(excerpt);
         };
-        let Ok(text) = String::from_utf8(whole) else {
+        // Text in an 8-bit encoding is shown with U+FFFD for the bytes that are not UTF-8, as
+        // editors do, rather than hidden as binary.
+        let Some(text) = whole_text(whole) else {
             return Ok(excerpt);
         };
         let text = if is_skill_body { strip_frontmatter(&text) } else { &text[..] };
