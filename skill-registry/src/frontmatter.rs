@@ -285,49 +285,62 @@ pub(crate) fn to_json(node: &MarkedYaml<'_>) -> Value {
     }
 }
 
-/// Rewrites every line `key: value` whose plain value YAML rejects on its own line (see
-/// [`quoted_line`]) as `key: 'value'`. Lines that continue a scalar of an earlier line (block
-/// scalars, multi-line quoted or plain values) are left alone. Returns the new text and the
-/// 1-based YAML lines changed with the reason, or `None` when no line qualifies.
+/// Rewrites every `key: value` whose plain value YAML rejects (see [`quoted_value`]) as
+/// `key: 'value'`; a value continued on more indented lines is quoted as a whole. Lines that
+/// continue a scalar of an earlier line (block scalars, quoted or plain values that parse) are
+/// left alone. Returns the new text and the 1-based YAML lines changed with the reason, or
+/// `None` when no value qualifies.
 fn quote_rejected_values(yaml: &str) -> Option<(String, Vec<(usize, QuoteReason)>)> {
     let lines: Vec<&str> = yaml.split('\n').collect();
     let indent_of = |line: &str| line.len() - line.trim_start_matches([' ', '\t']).len();
+    let is_blank = |line: &str| line.trim().is_empty() || line.trim_start().starts_with('#');
     let mut changed = Vec::new();
-    let mut output = String::with_capacity(yaml.len() + 16);
+    let mut output: Vec<String> = Vec::with_capacity(lines.len());
     // The indentation of the last line whose key has a value on the same line: more indented
     // lines after it continue that value.
     let mut scalar_owner_indent: Option<usize> = None;
-    for (index, line) in lines.iter().enumerate() {
-        if index > 0 {
-            output.push('\n');
-        }
-        let blank = line.trim().is_empty() || line.trim_start().starts_with('#');
+    let mut index = 0;
+    while let Some(&line) = lines.get(index) {
         let indent = indent_of(line);
-        let continues_scalar = scalar_owner_indent.is_some_and(|owner| indent > owner);
-        if blank || continues_scalar {
-            output.push_str(line);
+        if is_blank(line) || scalar_owner_indent.is_some_and(|owner| indent > owner) {
+            output.push(line.to_owned());
+            index += 1;
             continue;
         }
         scalar_owner_indent =
             line.split_once(':').filter(|(_, value)| !value.trim().is_empty()).map(|_| indent);
-        // A value continued on more indented lines (a multi-line plain scalar) is not quoted:
-        // quoting its first line alone would not help.
-        let next = lines[index + 1..].iter().find(|next| !next.trim().is_empty());
-        let continued = next.is_some_and(|next| indent_of(next) > indent);
-        match quoted_line(line).filter(|_| !continued) {
-            Some((quoted, reason)) => {
-                output.push_str(&quoted);
-                changed.push((index + 1, reason));
+        // The value and the more indented lines that continue it (trailing blanks excluded).
+        let mut last = index;
+        for (offset, next) in lines[index + 1..].iter().enumerate() {
+            if is_blank(next) {
+                continue;
             }
-            None => output.push_str(line),
+            if indent_of(next) <= indent {
+                break;
+            }
+            last = index + 1 + offset;
+        }
+        match quoted_value(&lines[index..=last]) {
+            Some((quoted, reason)) => {
+                output.push(quoted);
+                changed.push((index + 1, reason));
+                index = last + 1;
+            }
+            None => {
+                output.push(line.to_owned());
+                index += 1;
+            }
         }
     }
-    if changed.is_empty() { None } else { Some((output, changed)) }
+    if changed.is_empty() { None } else { Some((output.join("\n"), changed)) }
 }
 
-/// Quotes the value of one `key: value` line when that line is not valid YAML on its own and
-/// the value is a plain (unquoted, non-block) scalar. A trailing ` # comment` stays a comment.
-fn quoted_line(line: &str) -> Option<(String, QuoteReason)> {
+/// Quotes the value of a `key: value` line (`lines[0]`, continued by `lines[1..]`) when it is
+/// not valid YAML on its own and the value is a plain (unquoted, non-block) scalar. On a single
+/// line a trailing ` # comment` stays a comment; continuation lines keep their text (inside
+/// single quotes they fold as the plain scalar would).
+fn quoted_value(lines: &[&str]) -> Option<(String, QuoteReason)> {
+    let (&line, continuation) = lines.split_first()?;
     let indent_length = line.len() - line.trim_start_matches([' ', '\t']).len();
     let (indent, rest) = line.split_at(indent_length);
     let colon = rest.find(':')?;
@@ -351,19 +364,32 @@ fn quoted_line(line: &str) -> Option<(String, QuoteReason)> {
     if unclosed_flow {
         return None;
     }
-    if MarkedYaml::load_from_str(rest).is_ok() {
+    let mut alone = rest.to_owned();
+    for next in continuation {
+        alone.push('\n');
+        alone.push_str(next);
+    }
+    if MarkedYaml::load_from_str(&alone).is_ok() {
         return None;
     }
     let (text, comment) = match value.find(" #").or_else(|| value.find("\t#")) {
-        Some(hash) => (value[..hash].trim_end(), &value[hash..]),
-        None => (value, ""),
+        Some(hash) if continuation.is_empty() => (value[..hash].trim_end(), &value[hash..]),
+        _ => (value, ""),
     };
-    let reason = if text.contains(": ") || text.ends_with(':') {
+    let has_colon = |text: &str| text.contains(": ") || text.trim_end().ends_with(':');
+    let reason = if has_colon(text) || continuation.iter().any(|next| has_colon(next)) {
         QuoteReason::Colon
     } else {
         QuoteReason::Other
     };
-    Some((format!("{indent}{key}: '{}'{comment}", text.replace('\'', "''")), reason))
+    let mut quoted = format!("{indent}{key}: '{}", text.replace('\'', "''"));
+    for next in continuation {
+        quoted.push('\n');
+        quoted.push_str(&next.replace('\'', "''"));
+    }
+    quoted.push('\'');
+    quoted.push_str(comment);
+    Some((quoted, reason))
 }
 
 #[cfg(test)]
@@ -393,23 +419,43 @@ mod tests {
     fn quotes_only_plain_values_yaml_rejects() {
         let colon = |text: &str| Some((text.to_owned(), QuoteReason::Colon));
         let other = |text: &str| Some((text.to_owned(), QuoteReason::Other));
-        assert_eq!(quoted_line("description: Use when: x"), colon("description: 'Use when: x'"));
-        assert_eq!(quoted_line("description: \"a: b\""), None);
-        assert_eq!(quoted_line("description: it's: x"), colon("description: 'it''s: x'"));
-        assert_eq!(quoted_line("  - a: b: c"), None);
-        assert_eq!(quoted_line("url: http://x"), None);
-        assert_eq!(quoted_line("tags: [a, b]"), None);
-        assert_eq!(quoted_line("description: C# and F#"), None);
         assert_eq!(
-            quoted_line("description: Use when: C# #1 issue"),
+            quoted_value(&["description: Use when: x"]),
+            colon("description: 'Use when: x'")
+        );
+        assert_eq!(quoted_value(&["description: \"a: b\""]), None);
+        assert_eq!(quoted_value(&["description: it's: x"]), colon("description: 'it''s: x'"));
+        assert_eq!(quoted_value(&["  - a: b: c"]), None);
+        assert_eq!(quoted_value(&["url: http://x"]), None);
+        assert_eq!(quoted_value(&["tags: [a, b]"]), None);
+        assert_eq!(quoted_value(&["description: C# and F#"]), None);
+        assert_eq!(
+            quoted_value(&["description: Use when: C# #1 issue"]),
             colon("description: 'Use when: C#' #1 issue")
         );
-        assert_eq!(quoted_line("description: `git` helper"), other("description: '`git` helper'"));
-        assert_eq!(quoted_line("description: @mentions"), other("description: '@mentions'"));
-        assert_eq!(quoted_line("description: *Bold* text"), other("description: '*Bold* text'"));
-        assert_eq!(quoted_line("description: [Beta] tool"), other("description: '[Beta] tool'"));
-        assert_eq!(quoted_line("description: [unclosed list"), None);
-        assert_eq!(quoted_line("name:\tpdf"), other("name: 'pdf'"));
+        assert_eq!(
+            quoted_value(&["description: `git` helper"]),
+            other("description: '`git` helper'")
+        );
+        assert_eq!(quoted_value(&["description: @mentions"]), other("description: '@mentions'"));
+        assert_eq!(
+            quoted_value(&["description: *Bold* text"]),
+            other("description: '*Bold* text'")
+        );
+        assert_eq!(
+            quoted_value(&["description: [Beta] tool"]),
+            other("description: '[Beta] tool'")
+        );
+        assert_eq!(quoted_value(&["description: [unclosed list"]), None);
+        assert_eq!(quoted_value(&["name:\tpdf"]), other("name: 'pdf'"));
+    }
+
+    #[test]
+    fn a_continued_plain_value_is_quoted_as_a_whole() {
+        let yaml = "description: Next.js apps.\n\n  Keywords: a, b\nlicense: MIT\n";
+        let (text, changed) = quote_rejected_values(yaml).unwrap();
+        assert_eq!(text, "description: 'Next.js apps.\n\n  Keywords: a, b'\nlicense: MIT\n");
+        assert_eq!(changed, vec![(1, QuoteReason::Colon)]);
     }
 
     #[test]
