@@ -536,8 +536,8 @@ const DENIED_SYSCALLS: &[i64] = &[
     libc::SYS_swapoff,
 ];
 
-/// Two filters: `EPERM` for the deny list (plus non-`AF_UNIX` sockets and namespace-creating
-/// `clone`), and `ENOSYS` for `clone3`, whose flags seccomp cannot inspect (libc then falls back
+/// Two filters: `EPERM` for the deny list (plus non-`AF_UNIX` sockets, namespace-creating
+/// `clone` and the terminal-injecting `ioctl`s), and `ENOSYS` for `clone3`, whose flags seccomp cannot inspect (libc then falls back
 /// to `clone`, which the first filter checks); on x86_64 a third one for the x32 numbers.
 fn build_seccomp_filters(
     deny_network: bool,
@@ -563,6 +563,16 @@ fn build_seccomp_filters(
         })
         .collect::<Result<Vec<_>, _>>()?;
     rules.insert(libc::SYS_clone, clone_rules);
+    // Typing into the terminal of the runtime's session (`TIOCSTI`, CVE-2017-5226 for
+    // bubblewrap) or `TIOCLINUX` selection pastes would run keystrokes outside the sandbox.
+    let terminal_rules = [libc::TIOCSTI, libc::TIOCLINUX]
+        .into_iter()
+        .map(|request| {
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_ioctl, terminal_rules);
     if deny_network {
         let unix = u64::from(libc::AF_UNIX.unsigned_abs());
         let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)?;

@@ -194,15 +194,6 @@ impl Runtime {
     /// `Err` is reserved for failures of the runtime itself (helper missing, audit log not
     /// writable); a refused or failing command is an `Ok` outcome for the model to see.
     pub async fn run(&self, request: &ExecRequest) -> Result<ExecOutcome> {
-        if request.program.is_empty() {
-            return Err(Error::InvalidRequest("the program is empty".to_owned()));
-        }
-        if request.max_output_bytes < 2 {
-            return Err(Error::InvalidRequest("max_output_bytes must be at least 2".to_owned()));
-        }
-        if request.workspace_roots.is_empty() {
-            return Err(Error::InvalidRequest("no workspace root".to_owned()));
-        }
         let mut record = AuditRecord {
             call_id: request.call_id.clone(),
             skill: request.skill.clone(),
@@ -225,10 +216,15 @@ impl Runtime {
             stderr_total_bytes: 0,
             likely_denied: false,
         };
-        let outcome = match self.decide_and_run(request, &mut record).await {
+        let outcome = match validate(request) {
+            Ok(()) => self.decide_and_run(request, &mut record).await,
+            Err(error) => Err(error),
+        };
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => {
-                // The runtime failed (helper missing, spawn error): audited all the same.
+                // An invalid request or a failure of the runtime (helper missing, spawn error):
+                // audited all the same.
                 record.outcome = "error".to_owned();
                 record.refusal = Some(error.to_string());
                 if let Some(audit) = &self.audit {
@@ -618,6 +614,19 @@ impl Runtime {
             sandbox: report,
         }))
     }
+}
+
+fn validate(request: &ExecRequest) -> Result<()> {
+    if request.program.is_empty() {
+        return Err(Error::InvalidRequest("the program is empty".to_owned()));
+    }
+    if request.max_output_bytes < 2 {
+        return Err(Error::InvalidRequest("max_output_bytes must be at least 2".to_owned()));
+    }
+    if request.workspace_roots.is_empty() {
+        return Err(Error::InvalidRequest("no workspace root".to_owned()));
+    }
+    Ok(())
 }
 
 fn refused(kind: RefusalKind, message: String) -> ExecOutcome {

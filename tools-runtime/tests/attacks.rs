@@ -789,3 +789,26 @@ async fn x32_syscall_numbers_are_denied_by_seccomp() {
     assert_eq!(result.stdout, expected, "{result:?}");
     assert_eq!(fixture.audit_record("x32").outcome, "ran");
 }
+
+/// `TIOCSTI` on a terminal of the runtime's session would type commands into the user's shell.
+/// stdout is a pipe, so the kernel alone answers `ENOTTY`; the seccomp filter answers first.
+#[tokio::test]
+async fn terminal_input_injection_is_denied_by_seccomp() {
+    let machine = MachineLayers::probe();
+    let fixture = Fixture::new();
+    let script = "import fcntl, termios\n\
+                  for request in [termios.TIOCSTI, 0x541C]:\n\
+                  \x20   try:\n\
+                  \x20       fcntl.ioctl(1, request, b'x')\n\
+                  \x20       print('accepted')\n\
+                  \x20   except OSError as error:\n\
+                  \x20       print(error.errno)\n";
+    let result = ran(fixture
+        .runtime()
+        .run(&fixture.request("tiocsti", &["python3", "-c", script]))
+        .await
+        .unwrap());
+    let expected = if machine.seccomp { "1\n1\n" } else { "25\n25\n" };
+    assert_eq!(result.stdout, expected, "{result:?}");
+    assert_eq!(fixture.audit_record("tiocsti").outcome, "ran");
+}

@@ -230,6 +230,34 @@ async fn a_missing_helper_is_an_error_and_is_audited() {
     );
 }
 
+#[tokio::test]
+async fn an_invalid_request_is_an_error_and_is_audited() {
+    let fixture = Fixture::new();
+    let runtime = fixture.runtime();
+    let mut empty_program = fixture.request("invalid-program", &["true"]);
+    empty_program.program = String::new();
+    let mut tiny_output = fixture.request("invalid-output", &["true"]);
+    tiny_output.max_output_bytes = 1;
+    let mut no_workspace = fixture.request("invalid-workspace", &["true"]);
+    no_workspace.workspace_roots.clear();
+    let mut audited = Vec::new();
+    for request in [&empty_program, &tiny_output, &no_workspace] {
+        let error = runtime.run(request).await.unwrap_err();
+        assert!(matches!(error, tools_runtime::Error::InvalidRequest(_)), "{error}");
+        let record = fixture.audit_record(&request.call_id);
+        audited.push((record.outcome, record.refusal));
+    }
+    let expected: Vec<(String, Option<String>)> = [
+        "invalid exec request: the program is empty",
+        "invalid exec request: max_output_bytes must be at least 2",
+        "invalid exec request: no workspace root",
+    ]
+    .iter()
+    .map(|message| ("error".to_owned(), Some((*message).to_owned())))
+    .collect();
+    assert_eq!(audited, expected);
+}
+
 #[test]
 fn the_helper_is_located_next_to_the_running_binary_or_its_parent_directory() {
     let located = tools_runtime::SandboxHelper::locate().unwrap();
