@@ -1,7 +1,6 @@
 //! OpenAI-compatible Chat Completions (`POST {base_url}/chat/completions`): OpenAI, vLLM,
 //! llama.cpp, Ollama, DeepSeek. Request encoding, response and stream decoding into deltas.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -90,15 +89,7 @@ impl OpenAiProvider {
 impl ModelProvider for OpenAiProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<Response> {
         let (prepared, emulated_tool) = self.prepare(request, false)?;
-        self.transport
-            .chat(&prepared, |body| {
-                let deltas = decode_response(body)?;
-                Ok(match &emulated_tool {
-                    Some(name) => emulate_tool_call(name, deltas),
-                    None => deltas,
-                })
-            })
-            .await
+        self.transport.chat(&prepared, |body| decode_response(body, emulated_tool.clone())).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<DeltaStream> {
@@ -260,26 +251,30 @@ fn decode_usage(usage: &Value) -> Usage {
     }
 }
 
-fn reasoning_text(fields: &Value) -> Option<&str> {
-    fields
-        .get("reasoning_content")
-        .and_then(Value::as_str)
-        .or_else(|| fields.get("reasoning").and_then(Value::as_str))
-}
-
+/// The provider's error in a body or chunk (`{"error":{"type"|"code","message"}}` or
+/// `{"error":"text"}`); `"error": null` is no error.
 fn provider_error(value: &Value) -> Option<WireError> {
-    let error = value.get("error")?;
-    let kind = error
-        .get("type")
-        .and_then(Value::as_str)
-        .or_else(|| error.get("code").and_then(Value::as_str))
-        .unwrap_or("error");
-    let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
-    Some(WireError::Provider(kind.to_owned(), message.to_owned()))
+    match value.get("error")? {
+        Value::Null => None,
+        Value::String(message) => Some(WireError::Provider("error".to_owned(), message.clone())),
+        error => {
+            let kind = error
+                .get("type")
+                .and_then(Value::as_str)
+                .or_else(|| error.get("code").and_then(Value::as_str))
+                .unwrap_or("error");
+            let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
+            Some(WireError::Provider(kind.to_owned(), message.to_owned()))
+        }
+    }
 }
 
-/// A non-streamed body as the deltas a stream would have carried.
-pub(crate) fn decode_response(body: &[u8]) -> WireResult<Vec<Delta>> {
+/// A non-streamed body as the deltas a stream would have carried: the message goes through
+/// the stream decoder as one chunk's delta, its tool calls numbered by position.
+pub(crate) fn decode_response(
+    body: &[u8],
+    emulated_tool: Option<String>,
+) -> WireResult<Vec<Delta>> {
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
     })?;
@@ -289,45 +284,50 @@ pub(crate) fn decode_response(body: &[u8]) -> WireResult<Vec<Delta>> {
     let choice = value
         .pointer("/choices/0")
         .ok_or_else(|| WireError::Malformed(format!("no choices: {}", body_excerpt(body))))?;
-    let message = choice.get("message").unwrap_or(&Value::Null);
-    let mut deltas = Vec::new();
-    if let Some(thinking) = reasoning_text(message).filter(|text| !text.is_empty()) {
-        deltas.push(Delta::Thinking { text: thinking.to_owned() });
-    }
-    if let Some(text) =
-        message.get("content").and_then(Value::as_str).filter(|text| !text.is_empty())
-    {
-        deltas.push(Delta::Text { text: text.to_owned() });
-    }
-    for (index, call) in
-        message.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate()
-    {
-        let index = u32::try_from(index).unwrap_or(u32::MAX);
-        let text =
-            |pointer: &str| call.pointer(pointer).and_then(Value::as_str).unwrap_or("").to_owned();
-        deltas.push(Delta::ToolCallStart { index, id: text("/id"), name: text("/function/name") });
-        let arguments = match call.pointer("/function/arguments") {
-            Some(Value::String(arguments)) => arguments.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
-        if !arguments.is_empty() {
-            deltas.push(Delta::ToolCallArguments { index, fragment: arguments });
+    let mut message = choice.get("message").cloned().unwrap_or(Value::Null);
+    if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
+        for (index, call) in calls.iter_mut().enumerate() {
+            if let Some(fields) = call.as_object_mut() {
+                fields.insert("index".into(), json!(index));
+            }
         }
     }
+    let mut decoder = OpenAiStreamDecoder { emulated_tool, ..OpenAiStreamDecoder::default() };
+    let mut deltas = Vec::new();
+    decoder.on_choice_delta(&message, &mut deltas)?;
     if let Some(usage) = value.get("usage").filter(|usage| usage.is_object()) {
         deltas.push(Delta::Usage { usage: decode_usage(usage) });
     }
     let reason = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("stop");
-    deltas.push(Delta::Finish { reason: finish_reason(reason) });
+    decoder.finish = Some(finish_reason(reason));
+    decoder.on_done(&mut deltas);
     Ok(deltas)
 }
 
+/// One tool call of the answer as the stream has shown it so far.
+#[derive(Debug)]
+struct StreamedCall {
+    index: u32,
+    id: String,
+    name: String,
+    /// Whether [`Delta::ToolCallStart`] went out (it waits for the name).
+    started: bool,
+    /// Argument text that arrived before the name.
+    pending_arguments: String,
+}
+
 /// Decodes `chat.completion.chunk` events; `[DONE]` is the terminal event.
+///
+/// Servers differ from OpenAI's own shape in ways real streams show: some omit
+/// `tool_calls[].index` (Ollama, Gemini), matched here by call id (a fragment with neither
+/// continues the latest call); some send arguments before `function.name` (the start waits for
+/// the name, the arguments are held until then). A refusal (`refusal` instead of `content`) is
+/// reported as text with [`FinishReason::ContentFilter`].
 #[derive(Debug, Default)]
 pub(crate) struct OpenAiStreamDecoder {
     finish: Option<FinishReason>,
-    started_calls: BTreeSet<u32>,
+    calls: Vec<StreamedCall>,
+    refused: bool,
     /// Set when a named tool choice is emulated: text becomes that tool's arguments.
     emulated_tool: Option<String>,
 }
@@ -336,12 +336,7 @@ impl WireDecoder for OpenAiStreamDecoder {
     fn on_event(&mut self, event: &SseEvent, deltas: &mut Vec<Delta>) -> WireResult<bool> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            let reason = self.finish.take().unwrap_or(FinishReason::Stop);
-            let reason = match (&self.emulated_tool, reason) {
-                (Some(_), FinishReason::Stop) => FinishReason::ToolCalls,
-                (_, reason) => reason,
-            };
-            deltas.push(Delta::Finish { reason });
+            self.on_done(deltas);
             return Ok(true);
         }
         if data.is_empty() {
@@ -357,54 +352,7 @@ impl WireDecoder for OpenAiStreamDecoder {
             return Err(error);
         }
         if let Some(choice) = value.pointer("/choices/0") {
-            let delta = choice.get("delta").unwrap_or(&Value::Null);
-            if let Some(thinking) = reasoning_text(delta).filter(|text| !text.is_empty()) {
-                deltas.push(Delta::Thinking { text: thinking.to_owned() });
-            }
-            if let Some(text) =
-                delta.get("content").and_then(Value::as_str).filter(|text| !text.is_empty())
-            {
-                match &self.emulated_tool {
-                    Some(name) => {
-                        if self.started_calls.insert(0) {
-                            deltas.push(Delta::ToolCallStart {
-                                index: 0,
-                                id: emulated_call_id(name),
-                                name: name.clone(),
-                            });
-                        }
-                        deltas
-                            .push(Delta::ToolCallArguments { index: 0, fragment: text.to_owned() });
-                    }
-                    None => deltas.push(Delta::Text { text: text.to_owned() }),
-                }
-            }
-            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-                let index = call
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .and_then(|index| u32::try_from(index).ok())
-                    .ok_or_else(|| {
-                        WireError::Malformed(format!("tool call without index: {call}"))
-                    })?;
-                if self.started_calls.insert(index) {
-                    let text = |pointer: &str| {
-                        call.pointer(pointer).and_then(Value::as_str).unwrap_or("").to_owned()
-                    };
-                    deltas.push(Delta::ToolCallStart {
-                        index,
-                        id: text("/id"),
-                        name: text("/function/name"),
-                    });
-                }
-                if let Some(fragment) = call
-                    .pointer("/function/arguments")
-                    .and_then(Value::as_str)
-                    .filter(|fragment| !fragment.is_empty())
-                {
-                    deltas.push(Delta::ToolCallArguments { index, fragment: fragment.to_owned() });
-                }
-            }
+            self.on_choice_delta(choice.get("delta").unwrap_or(&Value::Null), deltas)?;
             if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
                 self.finish = Some(finish_reason(reason));
             }
@@ -416,38 +364,149 @@ impl WireDecoder for OpenAiStreamDecoder {
     }
 }
 
-fn emulated_call_id(name: &str) -> String {
-    format!("call_{name}")
-}
-
-/// Rewrites a json_schema answer into a call to the emulated tool.
-fn emulate_tool_call(name: &str, deltas: Vec<Delta>) -> Vec<Delta> {
-    let mut rewritten = Vec::with_capacity(deltas.len() + 1);
-    let mut started = false;
-    for delta in deltas {
-        match delta {
-            Delta::Text { text } => {
-                if !started {
-                    started = true;
-                    rewritten.push(Delta::ToolCallStart {
-                        index: 0,
-                        id: emulated_call_id(name),
-                        name: name.to_owned(),
-                    });
+impl OpenAiStreamDecoder {
+    /// One chunk's `delta` (or a whole non-streamed `message`).
+    fn on_choice_delta(&mut self, delta: &Value, deltas: &mut Vec<Delta>) -> WireResult<()> {
+        let text = |field: &str| delta.get(field).and_then(Value::as_str).filter(|t| !t.is_empty());
+        if let Some(thinking) = text("reasoning_content").or_else(|| text("reasoning")) {
+            deltas.push(Delta::Thinking { text: thinking.to_owned() });
+        }
+        if let Some(content) = text("content") {
+            match self.emulated_tool.clone() {
+                Some(name) => {
+                    if self.calls.is_empty() {
+                        self.calls.push(StreamedCall {
+                            index: 0,
+                            id: emulated_call_id(&name),
+                            name,
+                            started: false,
+                            pending_arguments: String::new(),
+                        });
+                    }
+                    self.on_call_fragment(0, content, deltas);
                 }
-                rewritten.push(Delta::ToolCallArguments { index: 0, fragment: text });
+                None => deltas.push(Delta::Text { text: content.to_owned() }),
             }
-            Delta::Finish { reason: FinishReason::Stop } => {
-                rewritten.push(Delta::Finish { reason: FinishReason::ToolCalls })
+        }
+        if let Some(refusal) = text("refusal") {
+            self.refused = true;
+            deltas.push(Delta::Text { text: refusal.to_owned() });
+        }
+        for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            let field = |pointer: &str| {
+                call.pointer(pointer).and_then(Value::as_str).filter(|text| !text.is_empty())
+            };
+            let id = field("/id");
+            let position = self.call_position(call.get("index"), id, call)?;
+            let known = &mut self.calls[position];
+            if let Some(id) = id
+                && known.id.is_empty()
+            {
+                id.clone_into(&mut known.id);
             }
-            other @ (Delta::Thinking { .. }
-            | Delta::ThinkingSignature { .. }
-            | Delta::ToolCallStart { .. }
-            | Delta::ToolCallArguments { .. }
-            | Delta::Usage { .. }
-            | Delta::Retry { .. }
-            | Delta::Finish { .. }) => rewritten.push(other),
+            if let Some(name) = field("/function/name")
+                && known.name.is_empty()
+            {
+                name.clone_into(&mut known.name);
+            }
+            let arguments = match call.pointer("/function/arguments") {
+                Some(Value::String(arguments)) => arguments.clone(),
+                Some(Value::Null) | None => String::new(),
+                // A few servers send a non-streamed call's arguments as an object.
+                Some(other) => other.to_string(),
+            };
+            self.on_call_fragment(position, &arguments, deltas);
+        }
+        Ok(())
+    }
+
+    /// Where the call this fragment belongs to is kept, adding it when it is new.
+    fn call_position(
+        &mut self,
+        index: Option<&Value>,
+        id: Option<&str>,
+        call: &Value,
+    ) -> WireResult<usize> {
+        let index = match index {
+            Some(Value::Null) | None => {
+                let by_id = id.and_then(|id| self.calls.iter().find(|known| known.id == id));
+                match (by_id, id, self.calls.last()) {
+                    (Some(known), _, _) => known.index,
+                    (None, Some(_), Some(last)) => last.index.saturating_add(1),
+                    (None, Some(_) | None, None) => 0,
+                    (None, None, Some(last)) => last.index,
+                }
+            }
+            Some(index) => {
+                index.as_u64().and_then(|index| u32::try_from(index).ok()).ok_or_else(|| {
+                    WireError::Malformed(format!("tool call index is not a small number: {call}"))
+                })?
+            }
+        };
+        if let Some(position) = self.calls.iter().position(|known| known.index == index) {
+            return Ok(position);
+        }
+        self.calls.push(StreamedCall {
+            index,
+            id: String::new(),
+            name: String::new(),
+            started: false,
+            pending_arguments: String::new(),
+        });
+        Ok(self.calls.len() - 1)
+    }
+
+    /// Argument text for the call at `position`; starts the call once its name is known.
+    fn on_call_fragment(&mut self, position: usize, arguments: &str, deltas: &mut Vec<Delta>) {
+        let Some(call) = self.calls.get_mut(position) else { return };
+        if !call.started {
+            call.pending_arguments.push_str(arguments);
+            if call.name.is_empty() {
+                return;
+            }
+            call.started = true;
+            deltas.push(Delta::ToolCallStart {
+                index: call.index,
+                id: call.id.clone(),
+                name: call.name.clone(),
+            });
+            let pending = std::mem::take(&mut call.pending_arguments);
+            if !pending.is_empty() {
+                deltas.push(Delta::ToolCallArguments { index: call.index, fragment: pending });
+            }
+        } else if !arguments.is_empty() {
+            deltas.push(Delta::ToolCallArguments {
+                index: call.index,
+                fragment: arguments.to_owned(),
+            });
         }
     }
-    rewritten
+
+    /// The end of the answer: calls that never got a name go out nameless (the assembler
+    /// reports them invalid), then the finish.
+    fn on_done(&mut self, deltas: &mut Vec<Delta>) {
+        for call in self.calls.iter_mut().filter(|call| !call.started) {
+            call.started = true;
+            deltas.push(Delta::ToolCallStart {
+                index: call.index,
+                id: call.id.clone(),
+                name: String::new(),
+            });
+            let pending = std::mem::take(&mut call.pending_arguments);
+            if !pending.is_empty() {
+                deltas.push(Delta::ToolCallArguments { index: call.index, fragment: pending });
+            }
+        }
+        let reason = self.finish.take().unwrap_or(FinishReason::Stop);
+        let reason = match (&self.emulated_tool, self.refused, reason) {
+            (_, true, FinishReason::Stop) => FinishReason::ContentFilter,
+            (Some(_), false, FinishReason::Stop) => FinishReason::ToolCalls,
+            (_, _, reason) => reason,
+        };
+        deltas.push(Delta::Finish { reason });
+    }
+}
+
+fn emulated_call_id(name: &str) -> String {
+    format!("call_{name}")
 }

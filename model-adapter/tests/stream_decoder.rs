@@ -5,13 +5,10 @@
 
 mod common;
 
-use common::data;
+use common::{FIXTURES, data};
 use model_adapter::{Delta, Error, StreamDecoder};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
-
-const FIXTURES: [&str; 5] =
-    ["openai_text", "openai_tools", "openai_length_cut", "anthropic_text", "anthropic_tools"];
 
 fn decoder_for(name: &str) -> StreamDecoder {
     if name.starts_with("openai") { StreamDecoder::openai() } else { StreamDecoder::anthropic() }

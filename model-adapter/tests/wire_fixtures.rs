@@ -8,16 +8,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Reply, Step, TestServer, data, fast_http};
+use common::{FIXTURES, Reply, Step, TestServer, data, fast_http};
 use futures_util::StreamExt;
 use model_adapter::{
     AnthropicConfig, AnthropicProvider, ChatRequest, Delta, Message, ModelProvider, OpenAiConfig,
     OpenAiProvider, Response, collect_stream,
 };
 use pretty_assertions::assert_eq;
-
-const FIXTURES: [&str; 5] =
-    ["openai_text", "openai_tools", "openai_length_cut", "anthropic_text", "anthropic_tools"];
 
 fn provider(name: &str, url: &str) -> Arc<dyn ModelProvider> {
     if name.starts_with("openai") {

@@ -249,6 +249,21 @@ pub fn fast_http() -> HttpConfig {
     }
 }
 
+/// The recorded-style stream fixtures: `NAME.sse` (the stream), `NAME.json` (the same answer
+/// non-streamed) and `NAME.expected.json` (the Response both assemble to); the prefix names the
+/// provider.
+pub const FIXTURES: [&str; 9] = [
+    "openai_text",
+    "openai_tools",
+    "openai_length_cut",
+    "openai_parallel_usage_chunk",
+    "openai_refusal",
+    "openai_no_index",
+    "openai_late_name",
+    "anthropic_text",
+    "anthropic_tools",
+];
+
 pub fn data_path(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
