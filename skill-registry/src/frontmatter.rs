@@ -128,15 +128,15 @@ pub(crate) fn read_frontmatter(reader: &mut impl Read, max_bytes: usize) -> Head
 /// Decodes the YAML bytes (bytes that are not UTF-8 become U+FFFD, and the line of the first is
 /// kept for a diagnostic) and normalises CRLF to LF.
 fn yaml_text(bytes: &[u8]) -> RawFrontmatter {
-    let invalid_utf8_line = std::str::from_utf8(bytes).err().map(|error| {
-        let valid = &bytes[..error.valid_up_to()];
-        2 + valid.iter().filter(|&&byte| byte == b'\n').count()
-    });
-    RawFrontmatter {
-        yaml: String::from_utf8_lossy(bytes).replace("\r\n", "\n"),
-        first_line: 2,
-        invalid_utf8_line,
-    }
+    let (text, invalid_utf8_line) = match std::str::from_utf8(bytes) {
+        Ok(text) => (std::borrow::Cow::Borrowed(text), None),
+        Err(error) => {
+            let valid = &bytes[..error.valid_up_to()];
+            let line = 2 + valid.iter().filter(|&&byte| byte == b'\n').count();
+            (String::from_utf8_lossy(bytes), Some(line))
+        }
+    };
+    RawFrontmatter { yaml: text.replace("\r\n", "\n"), first_line: 2, invalid_utf8_line }
 }
 
 /// One top-level frontmatter field.
