@@ -96,9 +96,12 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
         return ExitCode::from(HELPER_FAILURE_EXIT);
     }
     let error = match plan.stage {
-        Stage::Everything | Stage::InsideBubblewrap => {
-            std::process::Command::new(&plan.program).args(&plan.args).current_dir(&plan.cwd).exec()
-        }
+        Stage::Everything | Stage::InsideBubblewrap => std::process::Command::new(&plan.program)
+            .args(&plan.args)
+            .env_clear()
+            .envs(&plan.environment)
+            .current_dir(&plan.cwd)
+            .exec(),
         Stage::OutsideBubblewrap => exec_bubblewrap(&plan),
     };
     fail(&format!("cannot execute {}: {error}", plan.program.display()))
@@ -158,6 +161,7 @@ fn exec_bubblewrap(plan: &HelperPlan) -> std::io::Error {
     };
     std::process::Command::new(bwrap)
         .args(bwrap_args)
+        .env_clear()
         .arg("--")
         .arg(&plan.helper_program)
         .arg(HELPER_MODE_ARGUMENT)
@@ -632,6 +636,7 @@ mod tests {
             stage: Stage::Everything,
             program: "true".into(),
             args: Vec::new(),
+            environment: BTreeMap::new(),
             cwd: "/".into(),
             parent_pid: 1,
             cgroup_pids_procs: None,

@@ -478,6 +478,7 @@ impl Runtime {
             stage: Stage::Everything,
             program: PathBuf::from(&request.program),
             args: request.args.clone(),
+            environment,
             cwd: cwd.to_path_buf(),
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
             cgroup_pids_procs: resources.pids.as_ref().map(RunCgroup::procs_file),
@@ -511,7 +512,6 @@ impl Runtime {
             .arg(HELPER_MODE_ARGUMENT)
             .arg(plan_json)
             .env_clear()
-            .envs(&environment)
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

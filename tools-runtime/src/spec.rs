@@ -1,5 +1,6 @@
 //! The plan the runtime hands to the sandbox helper: one JSON argument, one report line back.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,10 @@ pub(crate) struct HelperPlan {
     pub(crate) stage: Stage,
     pub(crate) program: PathBuf,
     pub(crate) args: Vec<String>,
+    /// The command's environment. The helper itself starts with an empty one: it runs as root
+    /// until the privilege drop, and the dynamic loader would honour `LD_PRELOAD` or
+    /// `LD_LIBRARY_PATH` meant for the command before `main`.
+    pub(crate) environment: BTreeMap<String, String>,
     pub(crate) cwd: PathBuf,
     /// The runtime's pid: the helper checks it is still the parent after `PR_SET_PDEATHSIG`.
     pub(crate) parent_pid: i32,

@@ -812,3 +812,45 @@ async fn terminal_input_injection_is_denied_by_seccomp() {
     assert_eq!(result.stdout, expected, "{result:?}");
     assert_eq!(fixture.audit_record("tiocsti").outcome, "ran");
 }
+
+/// `LD_PRELOAD` meant for the command must not reach the helper, which runs as root until the
+/// privilege drop: the preloaded library's constructor records the euid it ran as.
+#[tokio::test]
+async fn a_preload_library_for_the_command_never_runs_in_the_root_helper() {
+    let fixture = Fixture::new();
+    let source = fixture.base.path().join("preload.c");
+    let library = fixture.base.path().join("preload.so");
+    let marker_directory = fixture.outside.display().to_string();
+    std::fs::write(
+        &source,
+        format!(
+            "#include <stdio.h>\n#include <unistd.h>\n\
+             __attribute__((constructor)) static void preloaded(void) {{\n\
+             char path[512];\n\
+             snprintf(path, sizeof path, \"{marker_directory}/preloaded-as-%d\", (int)geteuid());\n\
+             FILE *file = fopen(path, \"w\");\n\
+             if (file) fclose(file);\n}}\n"
+        ),
+    )
+    .unwrap();
+    let compiled = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status();
+    if !compiled.is_ok_and(|status| status.success()) {
+        eprintln!("no C compiler: the LD_PRELOAD attack needs one to build its library");
+        return;
+    }
+    let mut request = fixture.request("preload", &["true"]);
+    request.env.set.insert("LD_PRELOAD".to_owned(), library.display().to_string());
+    let result = ran(fixture.runtime().run(&request).await.unwrap());
+    let mut markers: Vec<String> = std::fs::read_dir(&fixture.outside)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    markers.sort();
+    // The command loads it too, as asked, but Landlock keeps its marker out of `outside`.
+    assert_eq!(markers, Vec::<String>::new(), "{result:?}");
+    assert_eq!(fixture.audit_record("preload").outcome, "ran");
+}
