@@ -329,28 +329,40 @@ fn is_paragraph_text(trimmed: &str) -> bool {
     !trimmed.is_empty() && !list_item && !trimmed.starts_with(['>', '|', '<'])
 }
 
+/// Strips a closed frontmatter block (`---` … `---`) from the start of a text.
+pub(crate) fn strip_frontmatter(text: &str) -> &str {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    let Some(first) = lines.next() else {
+        return text;
+    };
+    if first.trim_end() != "---" {
+        return text;
+    }
+    let mut offset = first.len();
+    for line in lines {
+        offset += line.len();
+        if line.trim_end() == "---" {
+            return &text[offset..];
+        }
+    }
+    text
+}
+
 /// The ATX and setext headings of `text`, outside fenced code blocks and outside a leading
-/// `---` frontmatter block.
+/// closed `---` frontmatter block (its last key line would otherwise read as a setext heading).
 pub(crate) fn headings(text: &str) -> Vec<Heading> {
     let mut found = Vec::new();
     let mut fence: Option<Fence> = None;
     // The paragraph being read (its start offset and its lines), which a setext underline
     // would make a heading.
     let mut paragraph: Option<(usize, Vec<&str>)> = None;
-    let mut in_frontmatter = false;
-    let mut offset = 0usize;
-    for (index, raw_line) in text.split_inclusive('\n').enumerate() {
+    let body = strip_frontmatter(text);
+    let mut offset = text.len() - body.len();
+    for raw_line in body.split_inclusive('\n') {
         let line_offset = offset;
         offset += raw_line.len();
         let line = raw_line.trim_end_matches(['\n', '\r']);
-        if index == 0 && line.trim_start_matches('\u{feff}').trim_end() == "---" {
-            in_frontmatter = true;
-            continue;
-        }
-        if in_frontmatter {
-            in_frontmatter = line.trim_end() != "---";
-            continue;
-        }
         let indented = line.len() - line.trim_start_matches(' ').len();
         let trimmed = line.trim_start_matches(' ');
         if let Some(open) = fence {
@@ -455,6 +467,7 @@ mod tests {
     #[test]
     fn frontmatter_lines_are_not_setext_headings() {
         assert_eq!(titles("---\ntitle: x\n---\n# A\n"), vec![(1, "A".into())]);
+        assert_eq!(titles("---\n# A\n"), vec![(1, "A".into())]);
     }
 
     #[test]

@@ -68,8 +68,8 @@ pub use excerpt::{Excerpt, ExcerptContent};
 pub use listing::{ResourceEntry, ResourceKind, ResourceListing};
 
 use excerpt::{
-    FileBytes, find_section, head_of, head_text, headings, looks_binary, read_file, tail_of,
-    tail_text, whole_text,
+    FileBytes, find_section, head_of, head_text, headings, looks_binary, read_file,
+    strip_frontmatter, tail_of, tail_text, whole_text,
 };
 
 /// Size caps and limits of the loader.
@@ -104,26 +104,6 @@ impl Default for LoaderConfig {
 #[derive(Debug, Clone, Default)]
 pub struct SkillLoader {
     config: LoaderConfig,
-}
-
-/// Strips the frontmatter (`---` … `---`) from the start of a `SKILL.md` text.
-fn strip_frontmatter(text: &str) -> &str {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines = text.split_inclusive('\n');
-    let Some(first) = lines.next() else {
-        return text;
-    };
-    if first.trim_end() != "---" {
-        return text;
-    }
-    let mut offset = first.len();
-    for line in lines {
-        offset += line.len();
-        if line.trim_end() == "---" {
-            return &text[offset..];
-        }
-    }
-    text
 }
 
 impl SkillLoader {
