@@ -227,7 +227,7 @@ pub(crate) fn encode_request(
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
         "end_turn" | "stop_sequence" => FinishReason::Stop,
-        "max_tokens" => FinishReason::Length,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
         "refusal" => FinishReason::ContentFilter,
         other => FinishReason::Other(other.to_owned()),
@@ -266,10 +266,12 @@ impl UsageParts {
     }
 }
 
-fn provider_error(value: &Value) -> Option<WireError> {
-    let error = value
-        .get("error")
-        .filter(|_| value.get("type").and_then(Value::as_str) == Some("error"))?;
+/// The error a body or event reports: `{"type":"error","error":{...}}`, or any `error` field of an
+/// event named `error`.
+fn provider_error(value: &Value, event_name: &str) -> Option<WireError> {
+    let error = value.get("error").filter(|_| {
+        event_name == "error" || value.get("type").and_then(Value::as_str) == Some("error")
+    })?;
     let kind = error.get("type").and_then(Value::as_str).unwrap_or("error");
     let message = error.get("message").and_then(Value::as_str).unwrap_or("no message");
     Some(WireError::Provider(kind.to_owned(), message.to_owned()))
@@ -280,7 +282,7 @@ pub(crate) fn decode_response(body: &[u8]) -> WireResult<Vec<Delta>> {
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
     })?;
-    if let Some(error) = provider_error(&value) {
+    if let Some(error) = provider_error(&value, "") {
         return Err(error);
     }
     let content = value
@@ -343,11 +345,25 @@ fn push_text(deltas: &mut Vec<Delta>, delta: Delta) {
     }
 }
 
+/// The events that carry JSON this decoder must understand; any other event (`ping`, and types
+/// added later) is skipped without being parsed, as the API documentation asks.
+const KNOWN_EVENTS: [&str; 8] = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "error",
+    // No `event:` line (a proxy dropped it): the JSON `type` decides.
+    "message",
+];
+
 /// Decodes Messages stream events; `message_stop` is the terminal event.
 #[derive(Debug, Default)]
 pub(crate) struct AnthropicStreamDecoder {
-    /// Content block index → tool call index.
-    tool_blocks: BTreeMap<u64, u32>,
+    /// Content block index → tool call index for `tool_use` blocks, `None` for other blocks.
+    blocks: BTreeMap<u64, Option<u32>>,
     usage: UsageParts,
     saw_usage: bool,
     finish: Option<FinishReason>,
@@ -357,13 +373,16 @@ pub(crate) struct AnthropicStreamDecoder {
 
 impl WireDecoder for AnthropicStreamDecoder {
     fn on_event(&mut self, event: &SseEvent, deltas: &mut Vec<Delta>) -> WireResult<bool> {
+        if !KNOWN_EVENTS.contains(&event.event.as_str()) {
+            return Ok(false);
+        }
         let value: Value = serde_json::from_str(&event.data).map_err(|error| {
             WireError::Malformed(format!(
                 "data is not JSON ({error}): {}",
                 body_excerpt(event.data.as_bytes())
             ))
         })?;
-        if let Some(error) = provider_error(&value) {
+        if let Some(error) = provider_error(&value, &event.event) {
             return Err(error);
         }
         let kind = value.get("type").and_then(Value::as_str).unwrap_or(event.event.as_str());
@@ -379,14 +398,23 @@ impl WireDecoder for AnthropicStreamDecoder {
                 let block = value.get("content_block").unwrap_or(&Value::Null);
                 let text =
                     |field: &str| block.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
-                match block.get("type").and_then(Value::as_str) {
+                let block_type = block.get("type").and_then(Value::as_str);
+                if block_type != Some("tool_use") {
+                    self.blocks.insert(index, None);
+                }
+                match block_type {
                     Some("text") => push_text(deltas, Delta::Text { text: text("text") }),
                     Some("thinking") => {
-                        push_text(deltas, Delta::Thinking { text: text("thinking") })
+                        push_text(deltas, Delta::Thinking { text: text("thinking") });
+                        let signature = text("signature");
+                        if !signature.is_empty() {
+                            deltas.push(Delta::ThinkingSignature { signature });
+                        }
                     }
                     Some("tool_use") => {
-                        let tool_index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
-                        self.tool_blocks.insert(index, tool_index);
+                        let tool_index = u32::try_from(self.blocks.values().flatten().count())
+                            .unwrap_or(u32::MAX);
+                        self.blocks.insert(index, Some(tool_index));
                         if self.schema_tool.is_none() {
                             deltas.push(Delta::ToolCallStart {
                                 index: tool_index,
@@ -417,13 +445,17 @@ impl WireDecoder for AnthropicStreamDecoder {
                         deltas.push(Delta::ThinkingSignature { signature: text("signature") })
                     }
                     Some("input_json_delta") => {
-                        let tool_index = *self.tool_blocks.get(&index).ok_or_else(|| {
+                        // Input for a block type we do not forward (`server_tool_use`, ...) is
+                        // skipped with its block; input for a block never started is broken.
+                        let block = *self.blocks.get(&index).ok_or_else(|| {
                             WireError::Malformed(format!(
-                                "input_json_delta for block {index}, which is not a tool_use block"
+                                "input_json_delta for block {index}, which was never started"
                             ))
                         })?;
                         let fragment = text("partial_json");
-                        if !fragment.is_empty() {
+                        if let Some(tool_index) = block
+                            && !fragment.is_empty()
+                        {
                             deltas.push(self.arguments(tool_index, fragment));
                         }
                     }
@@ -451,7 +483,8 @@ impl WireDecoder for AnthropicStreamDecoder {
                 deltas.push(Delta::Finish { reason });
                 return Ok(true);
             }
-            // ping, content_block_stop and future events carry nothing to forward.
+            // content_block_stop, and future types sent under a known event name, carry
+            // nothing to forward.
             _ => {}
         }
         Ok(false)

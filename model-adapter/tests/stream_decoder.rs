@@ -59,3 +59,31 @@ fn a_stream_without_its_terminal_event_is_truncated() {
     let deltas = decode("anthropic", text.as_bytes(), &[]).unwrap();
     assert_eq!(deltas.len(), 4, "two texts, usage, finish: {deltas:?}");
 }
+
+#[test]
+fn an_anthropic_error_event_is_an_error_even_without_its_type_field() {
+    let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{}}}\n\n\
+                  event: error\ndata: {\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+    let error = decode("anthropic", stream.as_bytes(), &[]).unwrap_err();
+    assert!(
+        matches!(&error, Error::StreamError { kind, delivered: 0, .. } if kind == "overloaded_error"),
+        "{error:?}"
+    );
+    assert!(error.is_retryable());
+}
+
+#[test]
+fn a_tool_call_cut_by_the_context_window_is_invalid() {
+    let text = String::from_utf8(data("anthropic_tools.sse")).unwrap();
+    let cut = text
+        .replace("ris\\\"}", "r")
+        .replace("\"tool_use\"}", "\"model_context_window_exceeded\"}");
+    let mut assembler = model_adapter::Assembler::new();
+    for delta in decode("anthropic", cut.as_bytes(), &[]).unwrap() {
+        assembler.push(&delta);
+    }
+    let response = assembler.finish().unwrap();
+    assert_eq!(response.finish_reason, model_adapter::FinishReason::Length);
+    assert_eq!(response.tool_calls, vec![]);
+    assert_eq!(response.invalid_tool_calls[0].raw_arguments, "{\"city\": \"Par");
+}

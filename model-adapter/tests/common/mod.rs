@@ -252,7 +252,7 @@ pub fn fast_http() -> HttpConfig {
 /// The recorded-style stream fixtures: `NAME.sse` (the stream), `NAME.json` (the same answer
 /// non-streamed) and `NAME.expected.json` (the Response both assemble to); the prefix names the
 /// provider.
-pub const FIXTURES: [&str; 9] = [
+pub const FIXTURES: [&str; 10] = [
     "openai_text",
     "openai_tools",
     "openai_length_cut",
@@ -262,6 +262,7 @@ pub const FIXTURES: [&str; 9] = [
     "openai_late_name",
     "anthropic_text",
     "anthropic_tools",
+    "anthropic_thinking_tools_real",
 ];
 
 pub fn data_path(name: &str) -> PathBuf {
