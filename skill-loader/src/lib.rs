@@ -202,7 +202,9 @@ impl SkillLoader {
             headings: Vec::new(),
             missed_section: None,
         };
-        if looks_binary(&head) {
+        // The whole file when it is kept: the head alone is only half the cap, which may be
+        // shorter than the window the check looks at.
+        if looks_binary(whole.as_deref().unwrap_or(&head)) {
             return Ok(excerpt);
         }
         let Some(whole) = whole else {

@@ -338,6 +338,7 @@ fn listing_reports_paths_sizes_and_kinds_without_reading() -> Result<()> {
             r#"pipe {"type":"special","what":"a FIFO"}"#,
             r#"references {"type":"directory"}"#,
             r#"references/guide.md {"type":"file"}"#,
+            r#"references/late-nul.txt {"type":"file"}"#,
             r#"references/latin1.txt {"type":"file"}"#,
             r#"references/nested-fences.md {"type":"file"}"#,
             r#"references/utf8-edges.md {"type":"file"}"#,
