@@ -634,10 +634,10 @@ async fn dangerous_syscalls_fail_with_eperm() {
     let machine = MachineLayers::probe();
     let fixture = Fixture::new();
     // x86_64 numbers: io_uring_setup, bpf, kexec_load, init_module, process_vm_readv,
-    // perf_event_open, userfaultfd, keyctl, unshare, setns, mount.
+    // perf_event_open, userfaultfd, keyctl, unshare, setns, mount, fsconfig, mount_setattr.
     let script = "import ctypes\n\
                   libc = ctypes.CDLL(None, use_errno=True)\n\
-                  for number in [425, 321, 246, 175, 310, 298, 323, 250, 272, 308, 165]:\n\
+                  for number in [425, 321, 246, 175, 310, 298, 323, 250, 272, 308, 165, 431, 442]:\n\
                   \x20   result = libc.syscall(number, 0, 0, 0, 0, 0)\n\
                   \x20   print(number, result, ctypes.get_errno())\n";
     let result = ran(fixture
@@ -645,7 +645,7 @@ async fn dangerous_syscalls_fail_with_eperm() {
         .run(&fixture.request("syscalls", &["python3", "-c", script]))
         .await
         .unwrap());
-    let expected: String = [425, 321, 246, 175, 310, 298, 323, 250, 272, 308, 165]
+    let expected: String = [425, 321, 246, 175, 310, 298, 323, 250, 272, 308, 165, 431, 442]
         .iter()
         .map(|number| format!("{number} -1 1\n"))
         .collect();
