@@ -460,6 +460,13 @@ pub(crate) fn skill_from_head(
                     Some(1),
                     "the file does not start with a `---` frontmatter line".to_owned(),
                 ),
+                HeadProblem::Utf16 => (
+                    Rule::FrontmatterMissing,
+                    Some(1),
+                    "the file is UTF-16 (it starts with a UTF-16 byte order mark); save it as \
+                     UTF-8"
+                        .to_owned(),
+                ),
                 HeadProblem::Unclosed => (
                     Rule::FrontmatterUnclosed,
                     Some(1),

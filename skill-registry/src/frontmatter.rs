@@ -30,6 +30,8 @@ pub(crate) struct RawFrontmatter {
 pub(crate) enum HeadProblem {
     /// The first line is not `---`.
     Missing,
+    /// The file starts with a UTF-16 byte order mark (Windows "Unicode" text).
+    Utf16,
     /// The file ended before a closing `---` line.
     Unclosed,
     /// No closing `---` line within the read limit.
@@ -80,7 +82,10 @@ pub(crate) fn read_frontmatter(reader: &mut impl Read, max_bytes: usize) -> Head
                         line
                     };
                     if !is_delimiter(line) {
-                        return HeadRead { result: Err(HeadProblem::Missing), bytes_read };
+                        let utf16 = line_number == 1
+                            && (line.starts_with(b"\xFF\xFE") || line.starts_with(b"\xFE\xFF"));
+                        let problem = if utf16 { HeadProblem::Utf16 } else { HeadProblem::Missing };
+                        return HeadRead { result: Err(problem), bytes_read };
                     }
                     yaml_start = Some(next_line_start + consumed);
                 }
