@@ -197,12 +197,26 @@ impl Reporter<'_> {
     fn boolean(&mut self, field: &Field, default: bool) -> bool {
         match &field.value {
             Value::Bool(value) => *value,
-            Value::String(text) if text.eq_ignore_ascii_case("true") => {
-                self.report(Rule::FieldType, Some(field.line), quoted_boolean(&field.key, text));
+            // `"true"`, and YAML 1.1's `yes`/`on` (which YAML 1.2 reads as strings but PyYAML
+            // and older tools read as booleans): the author's intent is clear.
+            Value::String(text)
+                if ["true", "yes", "on"].iter().any(|word| text.eq_ignore_ascii_case(word)) =>
+            {
+                self.report(
+                    Rule::FieldType,
+                    Some(field.line),
+                    quoted_boolean(&field.key, text, true),
+                );
                 true
             }
-            Value::String(text) if text.eq_ignore_ascii_case("false") => {
-                self.report(Rule::FieldType, Some(field.line), quoted_boolean(&field.key, text));
+            Value::String(text)
+                if ["false", "no", "off"].iter().any(|word| text.eq_ignore_ascii_case(word)) =>
+            {
+                self.report(
+                    Rule::FieldType,
+                    Some(field.line),
+                    quoted_boolean(&field.key, text, false),
+                );
                 false
             }
             other => {
@@ -221,8 +235,8 @@ impl Reporter<'_> {
     }
 }
 
-fn quoted_boolean(key: &str, text: &str) -> String {
-    format!("`{key}` should be a boolean, not the string \"{text}\"")
+fn quoted_boolean(key: &str, text: &str, value: bool) -> String {
+    format!("`{key}` should be a boolean, not the string \"{text}\"; read as {value}")
 }
 
 fn json_kind(value: &Value) -> &'static str {
