@@ -79,15 +79,7 @@ impl AnthropicProvider {
 impl ModelProvider for AnthropicProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<Response> {
         let (prepared, schema_tool) = self.prepare(request, false)?;
-        self.transport
-            .chat(&prepared, |body| {
-                let deltas = decode_response(body)?;
-                Ok(match &schema_tool {
-                    Some(name) => schema_tool_as_text(name, deltas),
-                    None => deltas,
-                })
-            })
-            .await
+        self.transport.chat(&prepared, |body| decode_response(body, schema_tool.clone())).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<DeltaStream> {
@@ -277,8 +269,9 @@ fn provider_error(value: &Value, event_name: &str) -> Option<WireError> {
     Some(WireError::Provider(kind.to_owned(), message.to_owned()))
 }
 
-/// A non-streamed body as the deltas a stream would have carried.
-pub(crate) fn decode_response(body: &[u8]) -> WireResult<Vec<Delta>> {
+/// A non-streamed body as the deltas a stream would have carried: each content block goes
+/// through the stream decoder as a complete `content_block_start`.
+pub(crate) fn decode_response(body: &[u8], schema_tool: Option<String>) -> WireResult<Vec<Delta>> {
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
     })?;
@@ -289,44 +282,17 @@ pub(crate) fn decode_response(body: &[u8]) -> WireResult<Vec<Delta>> {
         .get("content")
         .and_then(Value::as_array)
         .ok_or_else(|| WireError::Malformed(format!("no content: {}", body_excerpt(body))))?;
+    let mut decoder = AnthropicStreamDecoder { schema_tool, ..AnthropicStreamDecoder::default() };
     let mut deltas = Vec::new();
-    let mut tool_index = 0;
-    for block in content {
-        let text = |field: &str| block.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
-        match block.get("type").and_then(Value::as_str) {
-            Some("text") => push_text(&mut deltas, Delta::Text { text: text("text") }),
-            Some("thinking") => {
-                push_text(&mut deltas, Delta::Thinking { text: text("thinking") });
-                if let Some(signature) = block.get("signature").and_then(Value::as_str) {
-                    deltas.push(Delta::ThinkingSignature { signature: signature.to_owned() });
-                }
-            }
-            Some("tool_use") => {
-                deltas.push(Delta::ToolCallStart {
-                    index: tool_index,
-                    id: text("id"),
-                    name: text("name"),
-                });
-                let input = block.get("input").cloned().unwrap_or(Value::Object(Map::new()));
-                if input.as_object().is_none_or(|fields| !fields.is_empty()) {
-                    deltas.push(Delta::ToolCallArguments {
-                        index: tool_index,
-                        fragment: input.to_string(),
-                    });
-                }
-                tool_index += 1;
-            }
-            // redacted_thinking and future block types carry nothing we can show.
-            Some(_) | None => {}
-        }
+    for (index, block) in (0u64..).zip(content) {
+        decoder.on_block_start(index, block, &mut deltas);
     }
-    let mut usage = UsageParts::default();
-    if let Some(fields) = value.get("usage") {
-        usage.update(fields);
-        deltas.push(Delta::Usage { usage: usage.usage() });
+    if let Some(usage) = value.get("usage") {
+        decoder.usage.update(usage);
+        decoder.saw_usage = true;
     }
-    let reason = value.get("stop_reason").and_then(Value::as_str).unwrap_or("end_turn");
-    deltas.push(Delta::Finish { reason: finish_reason(reason) });
+    decoder.finish = value.get("stop_reason").and_then(Value::as_str).map(finish_reason);
+    decoder.on_message_stop(&mut deltas);
     Ok(deltas)
 }
 
@@ -395,41 +361,11 @@ impl WireDecoder for AnthropicStreamDecoder {
             }
             "content_block_start" => {
                 let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
-                let block = value.get("content_block").unwrap_or(&Value::Null);
-                let text =
-                    |field: &str| block.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
-                let block_type = block.get("type").and_then(Value::as_str);
-                if block_type != Some("tool_use") {
-                    self.blocks.insert(index, None);
-                }
-                match block_type {
-                    Some("text") => push_text(deltas, Delta::Text { text: text("text") }),
-                    Some("thinking") => {
-                        push_text(deltas, Delta::Thinking { text: text("thinking") });
-                        let signature = text("signature");
-                        if !signature.is_empty() {
-                            deltas.push(Delta::ThinkingSignature { signature });
-                        }
-                    }
-                    Some("tool_use") => {
-                        let tool_index = u32::try_from(self.blocks.values().flatten().count())
-                            .unwrap_or(u32::MAX);
-                        self.blocks.insert(index, Some(tool_index));
-                        if self.schema_tool.is_none() {
-                            deltas.push(Delta::ToolCallStart {
-                                index: tool_index,
-                                id: text("id"),
-                                name: text("name"),
-                            });
-                        }
-                        if let Some(input) = block.get("input").filter(|input| {
-                            input.as_object().is_some_and(|fields| !fields.is_empty())
-                        }) {
-                            deltas.push(self.arguments(tool_index, input.to_string()));
-                        }
-                    }
-                    Some(_) | None => {}
-                }
+                self.on_block_start(
+                    index,
+                    value.get("content_block").unwrap_or(&Value::Null),
+                    deltas,
+                );
             }
             "content_block_delta" => {
                 let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
@@ -472,15 +408,7 @@ impl WireDecoder for AnthropicStreamDecoder {
                 }
             }
             "message_stop" => {
-                if self.saw_usage {
-                    deltas.push(Delta::Usage { usage: self.usage.usage() });
-                }
-                let reason = self.finish.take().unwrap_or(FinishReason::Stop);
-                let reason = match (&self.schema_tool, reason) {
-                    (Some(_), FinishReason::ToolCalls) => FinishReason::Stop,
-                    (_, reason) => reason,
-                };
-                deltas.push(Delta::Finish { reason });
+                self.on_message_stop(deltas);
                 return Ok(true);
             }
             // content_block_stop, and future types sent under a known event name, carry
@@ -492,38 +420,62 @@ impl WireDecoder for AnthropicStreamDecoder {
 }
 
 impl AnthropicStreamDecoder {
+    /// A content block begins (streamed: empty or with its first text; non-streamed: whole).
+    fn on_block_start(&mut self, index: u64, block: &Value, deltas: &mut Vec<Delta>) {
+        let text = |field: &str| block.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
+        let block_type = block.get("type").and_then(Value::as_str);
+        if block_type != Some("tool_use") {
+            self.blocks.insert(index, None);
+        }
+        match block_type {
+            Some("text") => push_text(deltas, Delta::Text { text: text("text") }),
+            Some("thinking") => {
+                push_text(deltas, Delta::Thinking { text: text("thinking") });
+                let signature = text("signature");
+                if !signature.is_empty() {
+                    deltas.push(Delta::ThinkingSignature { signature });
+                }
+            }
+            Some("tool_use") => {
+                let tool_index =
+                    u32::try_from(self.blocks.values().flatten().count()).unwrap_or(u32::MAX);
+                self.blocks.insert(index, Some(tool_index));
+                if self.schema_tool.is_none() {
+                    deltas.push(Delta::ToolCallStart {
+                        index: tool_index,
+                        id: text("id"),
+                        name: text("name"),
+                    });
+                }
+                if let Some(input) = block
+                    .get("input")
+                    .filter(|input| input.as_object().is_some_and(|fields| !fields.is_empty()))
+                {
+                    deltas.push(self.arguments(tool_index, input.to_string()));
+                }
+            }
+            // redacted_thinking, server tool blocks and future types carry nothing we forward.
+            Some(_) | None => {}
+        }
+    }
+
+    /// The answer is complete: usage, then the finish.
+    fn on_message_stop(&mut self, deltas: &mut Vec<Delta>) {
+        if self.saw_usage {
+            deltas.push(Delta::Usage { usage: self.usage.usage() });
+        }
+        let reason = self.finish.take().unwrap_or(FinishReason::Stop);
+        let reason = match (&self.schema_tool, reason) {
+            (Some(_), FinishReason::ToolCalls) => FinishReason::Stop,
+            (_, reason) => reason,
+        };
+        deltas.push(Delta::Finish { reason });
+    }
+
     fn arguments(&self, index: u32, fragment: String) -> Delta {
         match self.schema_tool {
             Some(_) => Delta::Text { text: fragment },
             None => Delta::ToolCallArguments { index, fragment },
         }
     }
-}
-
-/// Rewrites the forced schema tool's call into text (the json_schema answer).
-fn schema_tool_as_text(name: &str, deltas: Vec<Delta>) -> Vec<Delta> {
-    let mut schema_index = None;
-    let mut rewritten = Vec::with_capacity(deltas.len());
-    for delta in deltas {
-        match delta {
-            Delta::ToolCallStart { index, name: called, .. } if called == name => {
-                schema_index = Some(index)
-            }
-            Delta::ToolCallArguments { index, fragment } if Some(index) == schema_index => {
-                rewritten.push(Delta::Text { text: fragment })
-            }
-            Delta::Finish { reason: FinishReason::ToolCalls } => {
-                rewritten.push(Delta::Finish { reason: FinishReason::Stop })
-            }
-            other @ (Delta::Text { .. }
-            | Delta::Thinking { .. }
-            | Delta::ThinkingSignature { .. }
-            | Delta::ToolCallStart { .. }
-            | Delta::ToolCallArguments { .. }
-            | Delta::Usage { .. }
-            | Delta::Retry { .. }
-            | Delta::Finish { .. }) => rewritten.push(other),
-        }
-    }
-    rewritten
 }

@@ -119,3 +119,60 @@ async fn the_request_bodies_follow_each_wire_format() {
         serde_json::from_slice(&data("request_tools.anthropic.json")).unwrap();
     assert_eq!(recorded.json(), expected);
 }
+
+/// Both emulations, streamed and not: OpenAI's named tool choice sent as json_schema comes back
+/// as a call to that tool; Anthropic's json_schema sent as a forced tool comes back as text.
+#[tokio::test]
+async fn emulated_tool_choice_and_schema_answers_are_rewritten_the_same_both_ways() {
+    let mut request: ChatRequest = serde_json::from_slice(&data("request_tools.json")).unwrap();
+    let server = TestServer::start(vec![
+        Reply::json(200, &[], &String::from_utf8(data("openai_json_answer.json")).unwrap()),
+        Reply::sse(&data("openai_json_answer.sse")),
+    ])
+    .await;
+    let mut config = OpenAiConfig::new(format!("{}/v1", server.url));
+    config.http = fast_http();
+    config.named_tool_choice = model_adapter::NamedToolChoice::JsonSchema;
+    let model = OpenAiProvider::new(config).unwrap();
+    let expected = Response {
+        tool_calls: vec![model_adapter::ToolCall {
+            id: "call_get_weather".into(),
+            name: "get_weather".into(),
+            arguments: serde_json::json!({"city": "Paris"}),
+        }],
+        finish_reason: model_adapter::FinishReason::ToolCalls,
+        ..Response::default()
+    };
+    assert_eq!(model.chat(&request).await.unwrap(), expected);
+    assert_eq!(
+        collect_stream(model.stream(&request).await.unwrap(), |_| {}).await.unwrap(),
+        expected
+    );
+
+    request.tools.clear();
+    request.tool_choice = model_adapter::ToolChoice::Auto;
+    request.response_format = model_adapter::ResponseFormat::JsonSchema {
+        name: "get_weather".into(),
+        schema: serde_json::json!({"type": "object"}),
+        strict: true,
+    };
+    let server = TestServer::start(vec![
+        Reply::json(200, &[], &String::from_utf8(data("anthropic_tools.json")).unwrap()),
+        Reply::sse(&data("anthropic_tools.sse")),
+    ])
+    .await;
+    let model = provider("anthropic", &server.url);
+    let mut expected: Response =
+        serde_json::from_slice(&data("anthropic_tools.expected.json")).unwrap();
+    expected.tool_calls.clear();
+    expected.finish_reason = model_adapter::FinishReason::Stop;
+    // The non-streamed body carries the input as an object (re-serialised compactly), the
+    // stream as the model's own text.
+    expected.text = "Checking.{\"city\":\"Paris\"}".into();
+    assert_eq!(model.chat(&request).await.unwrap(), expected);
+    expected.text = "Checking.{\"city\": \"Paris\"}".into();
+    assert_eq!(
+        collect_stream(model.stream(&request).await.unwrap(), |_| {}).await.unwrap(),
+        expected
+    );
+}
