@@ -469,11 +469,9 @@ impl Parser {
     /// Chunks may split the document anywhere (inside a string, an escape, a UTF-8 character,
     /// a number). After an error the parser stays failed and returns the same error again.
     pub fn feed<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) -> Result<()> {
-        if let Some(error) = &self.failed {
-            return Err(error.clone());
-        }
+        // A failed parser is also in the `Finished` state: one check on the hot path.
         if self.state == State::Finished {
-            return Err(Error::AlreadyFinished);
+            return Err(self.failed.clone().unwrap_or(Error::AlreadyFinished));
         }
         self.started = true;
         match self.run(chunk, handler) {
@@ -516,6 +514,7 @@ impl Parser {
     /// Records the error that stops the parser for good.
     fn fail(&mut self, error: Error) -> Stop {
         self.failed = Some(error);
+        self.state = State::Finished;
         Stop
     }
 
@@ -575,9 +574,9 @@ impl Parser {
         }
     }
 
+    /// Parses one chunk. `raw_mark` and `number_mark` are 0 here: `end_chunk` resets them
+    /// after keeping what an open capture needs, and they are set when a capture starts.
     fn run<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) -> Result<(), Stop> {
-        self.raw_mark = 0;
-        self.number_mark = 0;
         let len = chunk.len();
         let mut at = 0;
         while at < len {
@@ -613,11 +612,13 @@ impl Parser {
         if self.raw_open > 0 {
             self.raw.extend_from_slice(&chunk[self.raw_mark.min(len)..]);
         }
+        self.raw_mark = 0;
         if let State::Number(_) = self.state
             && self.building_depth.is_some()
         {
             self.number_text.extend_from_slice(&chunk[self.number_mark.min(len)..]);
         }
+        self.number_mark = 0;
         if self.state == State::String && self.string_deltas {
             self.flush_delta(handler);
         }
