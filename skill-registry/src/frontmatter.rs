@@ -366,7 +366,9 @@ fn quoted_value(lines: &[&str]) -> Option<(String, QuoteReason)> {
     // `[Beta] text` is text; `[unclosed` is a broken list, not something to guess at.
     let unclosed_flow = (value.starts_with('[') && !value.contains(']'))
         || (value.starts_with('{') && !value.contains('}'));
-    if unclosed_flow {
+    // A lone `*name` is an alias of an anchor elsewhere in the document, not text.
+    let alias = value.starts_with('*') && !value.ends_with('*') && !value.contains([' ', '\t']);
+    if unclosed_flow || alias {
         return None;
     }
     let mut alone = rest.to_owned();
@@ -452,6 +454,8 @@ mod tests {
             other("description: '[Beta] tool'")
         );
         assert_eq!(quoted_value(&["description: [unclosed list"]), None);
+        assert_eq!(quoted_value(&["description: *anchored"]), None);
+        assert_eq!(quoted_value(&["description: *bold*"]), other("description: '*bold*'"));
         assert_eq!(quoted_value(&["name:\tpdf"]), other("name: 'pdf'"));
     }
 
