@@ -117,8 +117,10 @@ pub(crate) fn encode_request(
                 "user",
                 content
                     .iter()
-                    .map(|part| match part {
-                        ContentPart::Text { text } => json!({"type": "text", "text": text}),
+                    .filter_map(|part| match part {
+                        ContentPart::Text { text } => {
+                            (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
+                        }
                     })
                     .collect::<Vec<_>>(),
             ),
@@ -144,6 +146,11 @@ pub(crate) fn encode_request(
                 ],
             ),
         };
+        // The API rejects empty text blocks and messages without content (Claude itself sometimes
+        // answers a tool result with nothing): such a message says nothing, so it is left out.
+        if blocks.is_empty() {
+            continue;
+        }
         // Anthropic wants user and assistant turns to alternate: merge neighbours.
         match messages.last_mut() {
             Some((last_role, last_blocks)) if last_role == role => last_blocks.extend(blocks),
@@ -477,5 +484,52 @@ impl AnthropicStreamDecoder {
             Some(_) => Delta::Text { text: fragment },
             None => Delta::ToolCallArguments { index, fragment },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ToolCall;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn empty_answers_and_empty_text_parts_are_left_out_of_the_request() {
+        let request = ChatRequest::new(
+            "claude",
+            vec![
+                Message::user("list files"),
+                Message::Assistant {
+                    content: String::new(),
+                    thinking: None,
+                    tool_calls: vec![ToolCall {
+                        id: "toolu_1".into(),
+                        name: "ls".into(),
+                        arguments: json!({}),
+                    }],
+                },
+                Message::Tool {
+                    tool_call_id: "toolu_1".into(),
+                    content: "a.txt".into(),
+                    is_error: false,
+                },
+                // Claude answered the tool result with an empty end_turn.
+                Message::Assistant { content: String::new(), thinking: None, tool_calls: vec![] },
+                Message::User { content: vec![ContentPart::Text { text: String::new() }] },
+                Message::user("and now?"),
+            ],
+        );
+        let (body, _) = encode_request(&request, false).unwrap();
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "list files"}]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt", "is_error": false},
+                    {"type": "text", "text": "and now?"}]},
+            ])
+        );
     }
 }
