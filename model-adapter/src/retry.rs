@@ -66,21 +66,22 @@ pub fn random_jitter() -> f64 {
 
 /// The server-requested wait from `retry-after-ms` (milliseconds, preferred) or `retry-after`
 /// (delta-seconds or an HTTP date, taken relative to `now`). Unparsable or negative values are
-/// ignored; a date in the past means "now".
+/// ignored, and so are waits too long for a [`Duration`] (a server may send anything); a date in
+/// the past means "now".
 pub fn parse_retry_after(
     retry_after_ms: Option<&str>,
     retry_after: Option<&str>,
     now: SystemTime,
 ) -> Option<Duration> {
-    if let Some(millis) = retry_after_ms.and_then(|value| value.trim().parse::<f64>().ok())
-        && millis.is_finite()
-        && millis >= 0.0
+    if let Some(wait) = retry_after_ms
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .and_then(|millis| Duration::try_from_secs_f64(millis / 1000.0).ok())
     {
-        return Some(Duration::from_secs_f64(millis / 1000.0));
+        return Some(wait);
     }
     let value = retry_after?.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        return Duration::try_from_secs_f64(seconds).ok();
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -130,6 +131,10 @@ mod tests {
             (None, Some(&earlier), Some(Duration::ZERO)),
             (Some("soon"), Some("2"), Some(Duration::from_secs(2))),
             (None, Some("-1"), None),
+            (None, Some("1e300"), None),
+            (None, Some("NaN"), None),
+            (Some("1e300"), Some("4"), Some(Duration::from_secs(4))),
+            (Some("-5"), None, None),
             (None, Some("tomorrow"), None),
             (None, None, None),
         ];
