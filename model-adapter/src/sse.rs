@@ -4,8 +4,9 @@
 //! start of the next are one line ending. A line is decoded as UTF-8 only once it is complete,
 //! so a multi-byte character split across chunks arrives whole. `data:` lines accumulate (joined
 //! by `\n`); an empty line dispatches the event; lines starting with `:` are comments
-//! (keep-alives) and are dropped. Each input byte is examined once; the only buffer is the
-//! current unfinished line and the current event's fields.
+//! (keep-alives) and are dropped; a byte order mark before the first line is skipped. Each
+//! input byte is examined once; the only buffer is the current unfinished line and the current
+//! event's fields.
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -30,6 +31,8 @@ pub struct SseDecoder {
     id: Option<String>,
     /// Whether a field line has been seen since the last dispatch.
     pending_fields: bool,
+    /// Whether the first line has been processed (only it may start with a byte order mark).
+    past_first_line: bool,
 }
 
 impl SseDecoder {
@@ -87,6 +90,12 @@ impl SseDecoder {
     }
 
     fn process_line(&mut self, line: &[u8], events: &mut Vec<SseEvent>) {
+        let line = if self.past_first_line {
+            line
+        } else {
+            self.past_first_line = true;
+            line.strip_prefix("\u{feff}".as_bytes()).unwrap_or(line)
+        };
         if line.is_empty() {
             self.dispatch(events);
             return;
@@ -168,6 +177,18 @@ mod tests {
     fn an_unfinished_last_line_is_dropped_but_complete_fields_are_dispatched() {
         assert_eq!(decode_in_chunks(b"data: a\n\ndata: {\"cut", 4), vec![event("message", "a")]);
         assert_eq!(decode_in_chunks(b"data: a\ndata: b\n", 3), vec![event("message", "a\nb")]);
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_even_when_split() {
+        let input = "\u{feff}data: a\n\n\u{feff}data: b\n\n";
+        for chunk_size in 1..4 {
+            assert_eq!(
+                decode_in_chunks(input.as_bytes(), chunk_size),
+                vec![event("message", "a")],
+                "the second mark is not at the stream's start: its line is an unknown field"
+            );
+        }
     }
 
     #[test]
