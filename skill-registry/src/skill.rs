@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value;
+use unicode_normalization::UnicodeNormalization as _;
 
 use crate::diagnostic::{Diagnostic, Mode, Rule, Severity};
 use crate::frontmatter::{Field, ParsedFrontmatter, QuoteReason};
@@ -481,7 +482,9 @@ fn check_name(reporter: &mut Reporter<'_>, name: Option<(String, usize)>, folder
             return folder.to_owned();
         }
     };
-    let length = name.chars().count();
+    // The rules apply to the NFKC form, as in `skills-ref` (a decomposed `é` is one letter).
+    let normalized: String = name.nfkc().collect();
+    let length = normalized.chars().count();
     if length > MAX_NAME_CHARS {
         reporter.report(
             Rule::NameTooLong,
@@ -491,7 +494,7 @@ fn check_name(reporter: &mut Reporter<'_>, name: Option<(String, usize)>, folder
     }
     // As the reference validator (`skills-ref`) reads the format: Unicode letters and digits
     // that are not upper or title case, and hyphens.
-    if let Some(bad) = name.chars().find(|&character| {
+    if let Some(bad) = normalized.chars().find(|&character| {
         let lowercase = character.to_lowercase().eq(std::iter::once(character));
         !(character == '-' || (character.is_alphanumeric() && lowercase))
     }) {
@@ -511,7 +514,10 @@ fn check_name(reporter: &mut Reporter<'_>, name: Option<(String, usize)>, folder
             format!("name `{name}` starts or ends with a hyphen or has two in a row"),
         );
     }
-    if name != folder {
+    // As `skills-ref` compares them: NFKC forms, so a folder name in another normal form
+    // (macOS stores names decomposed, NFD) still matches.
+    let same_as_folder = name == folder || normalized.chars().eq(folder.nfkc());
+    if !same_as_folder {
         reporter.report(
             Rule::NameFolderMismatch,
             Some(line),
@@ -546,6 +552,26 @@ fn check_description(reporter: &mut Reporter<'_>, text: &str, line: usize) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn name_rules(name: &str, folder: &str) -> Vec<Rule> {
+        let mut diagnostics = Vec::new();
+        let mut reporter = Reporter {
+            path: Path::new("skills/x/SKILL.md"),
+            mode: Mode::Strict,
+            diagnostics: &mut diagnostics,
+            has_error: false,
+        };
+        check_name(&mut reporter, Some((name.to_owned(), 2)), folder);
+        diagnostics.into_iter().map(|diagnostic| diagnostic.rule).collect()
+    }
+
+    #[test]
+    fn name_and_folder_are_compared_in_nfkc_form() {
+        // "café" with a precomposed é (NFC) against a folder named with e + U+0301 (NFD).
+        assert_eq!(name_rules("caf\u{e9}", "cafe\u{301}"), vec![]);
+        assert_eq!(name_rules("cafe\u{301}", "caf\u{e9}"), vec![]);
+        assert_eq!(name_rules("cafe", "caf\u{e9}"), vec![Rule::NameFolderMismatch]);
+    }
 
     #[test]
     fn allowed_tools_keep_parenthesised_patterns_whole() {
