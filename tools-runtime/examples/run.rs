@@ -5,8 +5,9 @@
 //! ```
 //!
 //! Prints one JSON line: the `ExecResult` when the command ran, `{"refused": {...}}` when it was
-//! refused. Exit code 0 whatever the command did; 2 on usage errors; 1 when the runtime itself
-//! failed (helper missing, …). The example doubles as its own sandbox helper.
+//! refused. Exit code 0 whatever the command did; 2 on usage errors (an empty PROGRAM and
+//! `--max-output-bytes` below 2 included); 1 only when the runtime itself failed (audit or
+//! spawn error). The example doubles as its own sandbox helper.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,7 +53,11 @@ fn parse(mut raw: impl Iterator<Item = String>) -> Result<Arguments, String> {
     }
     let workspace = workspace.ok_or("--workspace is required")?;
     let mut command = command.into_iter();
-    let program = command.next().ok_or("missing PROGRAM after --")?;
+    let program = command.next().filter(|program| !program.is_empty());
+    let program = program.ok_or("missing PROGRAM after --")?;
+    if max_output_bytes < 2 {
+        return Err("--max-output-bytes must be at least 2".to_owned());
+    }
     Ok(Arguments {
         workspace,
         allow_network,

@@ -51,7 +51,12 @@ fn the_run_example_prints_one_json_line_with_the_stable_fields() {
 
 #[test]
 fn the_run_example_refuses_bad_usage_with_exit_code_2() {
-    for arguments in [&["--timeout-ms", "soon", "--", "true"][..], &["--", "true"][..], &[][..]] {
+    let invalid_requests = [
+        &["--workspace", "/tmp", "--max-output-bytes", "1", "--", "true"][..],
+        &["--workspace", "/tmp", "--", ""][..],
+    ];
+    let usage_errors = [&["--timeout-ms", "soon", "--", "true"][..], &["--", "true"][..], &[][..]];
+    for arguments in usage_errors.into_iter().chain(invalid_requests) {
         let output = Command::new(run_example()).args(arguments).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{arguments:?}");
         assert!(output.stdout.is_empty());
