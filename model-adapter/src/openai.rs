@@ -430,11 +430,17 @@ impl OpenAiStreamDecoder {
         let index = match index {
             Some(Value::Null) | None => {
                 let by_id = id.and_then(|id| self.calls.iter().find(|known| known.id == id));
-                match (by_id, id, self.calls.last()) {
-                    (Some(known), _, _) => known.index,
-                    (None, Some(_), Some(last)) => last.index.saturating_add(1),
-                    (None, Some(_) | None, None) => 0,
-                    (None, None, Some(last)) => last.index,
+                match (by_id, id) {
+                    (Some(known), _) => known.index,
+                    // A new id: a new call after every call seen so far.
+                    (None, Some(_)) => self
+                        .calls
+                        .iter()
+                        .map(|known| known.index.saturating_add(1))
+                        .max()
+                        .unwrap_or(0),
+                    // Neither index nor id: more of the latest call.
+                    (None, None) => self.calls.last().map_or(0, |last| last.index),
                 }
             }
             Some(index) => {
