@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::SYSTEM_PROGRAM_DIRECTORIES;
+
 /// Which variables the command sees.
 ///
 /// The environment starts empty. Variables named in `inherit` are copied from the base
@@ -21,10 +23,7 @@ pub struct EnvPolicy {
 impl Default for EnvPolicy {
     fn default() -> EnvPolicy {
         let inherit = ["LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ"].map(str::to_owned).to_vec();
-        let set = BTreeMap::from([(
-            "PATH".to_owned(),
-            "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin".to_owned(),
-        )]);
+        let set = BTreeMap::from([("PATH".to_owned(), SYSTEM_PROGRAM_DIRECTORIES.join(":"))]);
         EnvPolicy { inherit, set }
     }
 }

@@ -103,7 +103,7 @@ pub use helper::{run_sandbox_helper_if_requested, sandbox_helper_main};
 pub use output::{CapturedText, HeadTailBuffer};
 pub use policy::{
     ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Decision, MergedDecision, PrefixRule,
-    RuleMatch, RuleSet, UserPolicy, merge_decisions,
+    RuleMatch, RuleSet, SYSTEM_PROGRAM_DIRECTORIES, UserPolicy, merge_decisions,
 };
 pub use report::{Backend, Layer, LayerStatus, SandboxReport};
 pub use runtime::{BackendChoice, DEFAULT_SANDBOX_USER, Runtime, RuntimeConfig, SandboxHelper};

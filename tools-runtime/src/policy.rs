@@ -24,8 +24,12 @@ pub enum Decision {
 
 /// One rule: commands whose argv starts with `prefix` get `decision`.
 ///
-/// The first prefix element matches the program as given or its file name, so `["git"]`
-/// matches both `git` and `/usr/bin/git`. An empty prefix matches every command.
+/// The first prefix element matches the program as given or, for `forbidden` and `prompt`
+/// rules, its file name: `["rm"]` catches `rm`, `/usr/bin/rm` and `./rm` alike. An `allow`
+/// rule matches the file name only in the system program directories ([`SYSTEM_PROGRAM_DIRECTORIES`]):
+/// `["git"]` allows `git` and `/usr/bin/git`, never `./git` or `/work/ws/git`, which could be
+/// any program the command copied there (`cp /bin/sh git`). An empty prefix matches every
+/// command. Prefix rules judge the command line, not what a shell or interpreter in it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrefixRule {
     /// The argv prefix.
@@ -91,7 +95,7 @@ impl RuleSet {
     pub fn evaluate(&self, argv: &[String]) -> RuleMatch {
         let mut best: Option<&PrefixRule> = None;
         for rule in &self.rules {
-            if !prefix_matches(&rule.prefix, argv) {
+            if !prefix_matches(rule, argv) {
                 continue;
             }
             let better = match best {
@@ -113,17 +117,25 @@ impl RuleSet {
     }
 }
 
-fn prefix_matches(prefix: &[String], argv: &[String]) -> bool {
-    if prefix.len() > argv.len() {
+/// Directories whose programs an `allow` rule may name by file name alone (the default `PATH`).
+pub const SYSTEM_PROGRAM_DIRECTORIES: [&str; 6] =
+    ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"];
+
+fn prefix_matches(rule: &PrefixRule, argv: &[String]) -> bool {
+    if rule.prefix.len() > argv.len() {
         return false;
     }
-    prefix.iter().zip(argv).enumerate().all(|(index, (wanted, given))| {
-        if index == 0 {
-            let file_name = std::path::Path::new(given).file_name().and_then(|name| name.to_str());
-            wanted == given || Some(wanted.as_str()) == file_name
-        } else {
-            wanted == given
+    rule.prefix.iter().zip(argv).enumerate().all(|(index, (wanted, given))| {
+        if index > 0 || wanted == given {
+            return wanted == given;
         }
+        let path = std::path::Path::new(given);
+        let same_name = path.file_name().and_then(|name| name.to_str()) == Some(wanted.as_str());
+        let in_system_directory = path
+            .parent()
+            .and_then(|directory| directory.to_str())
+            .is_some_and(|directory| SYSTEM_PROGRAM_DIRECTORIES.contains(&directory));
+        same_name && (rule.decision != Decision::Allow || in_system_directory)
     })
 }
 

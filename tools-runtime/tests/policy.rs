@@ -231,6 +231,26 @@ async fn a_missing_helper_is_an_error_and_is_audited() {
 }
 
 #[tokio::test]
+async fn a_workspace_copy_of_a_shell_named_like_an_allowed_program_is_refused() {
+    let fixture = Fixture::new();
+    let runtime = fixture.runtime();
+    let skill_rules = RuleSet::from_allowed_tools(&["Bash(git:*)", "Bash(cp:*)"]);
+    let mut copy = fixture.request("copy-shell", &["cp", "/bin/sh", "git"]);
+    copy.skill_rules = Some(skill_rules.clone());
+    let copied = runtime.run(&copy).await.unwrap();
+    let mut outcomes = vec![fixture.audit_record("copy-shell").outcome];
+    let workspace_git = fixture.workspace.join("git").display().to_string();
+    for (call_id, program) in [("relative-copy", "./git"), ("absolute-copy", &workspace_git)] {
+        let mut request = fixture.request(call_id, &[program, "-c", "echo escaped"]);
+        request.skill_rules = Some(skill_rules.clone());
+        let refusal = refused(runtime.run(&request).await.unwrap());
+        assert_eq!(refusal.kind, RefusalKind::PolicyForbidden, "{refusal:?}");
+        outcomes.push(fixture.audit_record(call_id).outcome);
+    }
+    assert_eq!(outcomes, ["ran", "policy_forbidden", "policy_forbidden"], "{copied:?}");
+}
+
+#[tokio::test]
 async fn an_invalid_request_is_an_error_and_is_audited() {
     let fixture = Fixture::new();
     let runtime = fixture.runtime();
