@@ -60,36 +60,38 @@ impl AnthropicProvider {
         Ok(AnthropicProvider { config, transport })
     }
 
+    /// The HTTP request, and a maker of decoders for its answer.
     fn prepare(
         &self,
         request: &ChatRequest,
         stream: bool,
-    ) -> Result<(PreparedRequest, Option<String>)> {
+    ) -> Result<(PreparedRequest, impl Fn() -> Box<dyn WireDecoder> + Send + 'static)> {
         let (body, schema_tool) = encode_request(request, stream)?;
         let mut headers = vec![("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned())];
         if let Some(key) = &self.config.api_key {
             headers.push(("x-api-key".to_owned(), key.clone()));
         }
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        Ok((PreparedRequest::json("anthropic", url, headers, &body)?, schema_tool))
+        let decoder = move || -> Box<dyn WireDecoder> {
+            Box::new(AnthropicStreamDecoder {
+                schema_tool: schema_tool.clone(),
+                ..AnthropicStreamDecoder::default()
+            })
+        };
+        Ok((PreparedRequest::json("anthropic", url, headers, &body)?, decoder))
     }
 }
 
 #[async_trait]
 impl ModelProvider for AnthropicProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<Response> {
-        let (prepared, schema_tool) = self.prepare(request, false)?;
-        self.transport.chat(&prepared, |body| decode_response(body, schema_tool.clone())).await
+        let (prepared, decoder) = self.prepare(request, false)?;
+        self.transport.chat(&prepared, decoder).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<DeltaStream> {
-        let (prepared, schema_tool) = self.prepare(request, true)?;
-        Ok(self.transport.stream(prepared, move || {
-            Box::new(AnthropicStreamDecoder {
-                schema_tool: schema_tool.clone(),
-                ..AnthropicStreamDecoder::default()
-            })
-        }))
+        let (prepared, decoder) = self.prepare(request, true)?;
+        Ok(self.transport.stream(prepared, decoder))
     }
 }
 
@@ -276,33 +278,6 @@ fn provider_error(value: &Value, event_name: &str) -> Option<WireError> {
     Some(WireError::Provider(kind.to_owned(), message.to_owned()))
 }
 
-/// A non-streamed body as the deltas a stream would have carried: each content block goes
-/// through the stream decoder as a complete `content_block_start`.
-pub(crate) fn decode_response(body: &[u8], schema_tool: Option<String>) -> WireResult<Vec<Delta>> {
-    let value: Value = serde_json::from_slice(body).map_err(|error| {
-        WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
-    })?;
-    if let Some(error) = provider_error(&value, "") {
-        return Err(error);
-    }
-    let content = value
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| WireError::Malformed(format!("no content: {}", body_excerpt(body))))?;
-    let mut decoder = AnthropicStreamDecoder { schema_tool, ..AnthropicStreamDecoder::default() };
-    let mut deltas = Vec::new();
-    for (index, block) in (0u64..).zip(content) {
-        decoder.on_block_start(index, block, &mut deltas);
-    }
-    if let Some(usage) = value.get("usage") {
-        decoder.usage.update(usage);
-        decoder.saw_usage = true;
-    }
-    decoder.finish = value.get("stop_reason").and_then(Value::as_str).map(finish_reason);
-    decoder.on_message_stop(&mut deltas);
-    Ok(deltas)
-}
-
 fn push_text(deltas: &mut Vec<Delta>, delta: Delta) {
     let empty = match &delta {
         Delta::Text { text } | Delta::Thinking { text } => text.is_empty(),
@@ -423,6 +398,31 @@ impl WireDecoder for AnthropicStreamDecoder {
             _ => {}
         }
         Ok(false)
+    }
+
+    /// Each content block goes through the stream decoding as a complete
+    /// `content_block_start`.
+    fn on_body(&mut self, body: &[u8], deltas: &mut Vec<Delta>) -> WireResult<()> {
+        let value: Value = serde_json::from_slice(body).map_err(|error| {
+            WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
+        })?;
+        if let Some(error) = provider_error(&value, "") {
+            return Err(error);
+        }
+        let content = value
+            .get("content")
+            .and_then(Value::as_array)
+            .ok_or_else(|| WireError::Malformed(format!("no content: {}", body_excerpt(body))))?;
+        for (index, block) in (0u64..).zip(content) {
+            self.on_block_start(index, block, deltas);
+        }
+        if let Some(usage) = value.get("usage") {
+            self.usage.update(usage);
+            self.saw_usage = true;
+        }
+        self.finish = value.get("stop_reason").and_then(Value::as_str).map(finish_reason);
+        self.on_message_stop(deltas);
+        Ok(())
     }
 }
 

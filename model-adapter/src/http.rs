@@ -1,6 +1,7 @@
 //! The HTTP transport shared by the providers: one POST with timeouts, error classification from
 //! status and headers, the retry loop, and the streaming loop that feeds SSE events to a wire
-//! decoder and forwards deltas through a channel.
+//! decoder (or a whole JSON body, when the server answers a stream request with one) and
+//! forwards deltas through a channel.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -44,10 +45,13 @@ impl Default for HttpConfig {
     }
 }
 
-/// Turns one provider's SSE events into deltas.
+/// Turns one provider's answer into deltas: streamed, event by event, or as one JSON body.
 pub(crate) trait WireDecoder: Send {
     /// Handles one event, appending deltas; `Ok(true)` when it was the terminal event.
     fn on_event(&mut self, event: &SseEvent, deltas: &mut Vec<Delta>) -> WireResult<bool>;
+
+    /// Handles a whole non-streamed body, appending every delta up to the finish.
+    fn on_body(&mut self, body: &[u8], deltas: &mut Vec<Delta>) -> WireResult<()>;
 }
 
 /// A wire-level failure, turned into an [`Error`] with the endpoint by the transport.
@@ -206,18 +210,21 @@ impl Transport {
         self.config.retry.delay(retry, error.retry_after(), random_jitter())
     }
 
-    /// A non-streaming call with retries; `parse` turns the body into deltas.
+    /// A non-streaming call with retries; a decoder from `make_decoder` turns the body into
+    /// deltas.
     pub(crate) async fn chat(
         &self,
         request: &PreparedRequest,
-        parse: impl Fn(&[u8]) -> WireResult<Vec<Delta>>,
+        make_decoder: impl Fn() -> Box<dyn WireDecoder>,
     ) -> Result<Response> {
         let mut retries = 0;
         loop {
             let attempt = async {
                 let response = self.send_once(request).await?;
                 let body = self.read_body(&request.url, response).await?;
-                let deltas = parse(&body)
+                let mut deltas = Vec::new();
+                make_decoder()
+                    .on_body(&body, &mut deltas)
                     .map_err(|error| error.into_error(&request.url, "response body"))?;
                 assemble_all(&deltas).ok_or_else(|| Error::Malformed {
                     url: request.url.clone(),
@@ -293,13 +300,19 @@ impl Transport {
         delivered: &mut u64,
     ) -> Result<()> {
         let mut response = self.send_once(request).await?;
+        let mut deltas = Vec::new();
+        let json_content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.trim_start().starts_with("application/json"));
         let mut sse = SseDecoder::new();
         let mut events = Vec::new();
-        let mut deltas = Vec::new();
         let mut phase = TimeoutPhase::FirstByte;
         loop {
             let limit = self.limit(phase);
-            let end_of_stream = match tokio::time::timeout(limit, response.chunk()).await {
+            let outcome = tokio::time::timeout(limit, response.chunk()).await;
+            let end_of_stream = match outcome {
                 Err(_) => {
                     return Err(Error::Timeout {
                         url: request.url.clone(),
@@ -320,6 +333,20 @@ impl Transport {
                     true
                 }
                 Ok(Ok(Some(chunk))) => {
+                    if json_content_type
+                        && phase == TimeoutPhase::FirstByte
+                        && chunk.trim_ascii_start().starts_with(b"{")
+                    {
+                        // One JSON body, not an event stream (a server or proxy that ignores
+                        // `stream: true`): it is the whole answer.
+                        let mut body = chunk.to_vec();
+                        body.extend_from_slice(&self.read_body(&request.url, response).await?);
+                        decoder
+                            .on_body(&body, &mut deltas)
+                            .map_err(|error| error.into_error(&request.url, "response body"))?;
+                        forward(&mut deltas, sender, delivered).await;
+                        return Ok(());
+                    }
                     sse.feed(&chunk, &mut events);
                     false
                 }
@@ -329,15 +356,7 @@ impl Transport {
                 let terminal = decoder
                     .on_event(&event, &mut deltas)
                     .map_err(|error| error.into_error(&request.url, "stream event"))?;
-                for delta in deltas.drain(..) {
-                    if delta.is_content() {
-                        *delivered += 1;
-                    }
-                    if sender.send(Ok(delta)).await.is_err() {
-                        return Ok(());
-                    }
-                }
-                if terminal {
+                if !forward(&mut deltas, sender, delivered).await || terminal {
                     return Ok(());
                 }
             }
@@ -346,6 +365,24 @@ impl Transport {
             }
         }
     }
+}
+
+/// Sends `deltas` to the caller, counting content deltas in `delivered`; `false` when the caller
+/// has gone away.
+async fn forward(
+    deltas: &mut Vec<Delta>,
+    sender: &mpsc::Sender<Result<Delta>>,
+    delivered: &mut u64,
+) -> bool {
+    for delta in deltas.drain(..) {
+        if delta.is_content() {
+            *delivered += 1;
+        }
+        if sender.send(Ok(delta)).await.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The error and its sources in one line (reqwest's top-level message alone hides the cause).

@@ -70,36 +70,38 @@ impl OpenAiProvider {
         Ok(OpenAiProvider { config, transport })
     }
 
+    /// The HTTP request, and a maker of decoders for its answer.
     fn prepare(
         &self,
         request: &ChatRequest,
         stream: bool,
-    ) -> Result<(PreparedRequest, Option<String>)> {
+    ) -> Result<(PreparedRequest, impl Fn() -> Box<dyn WireDecoder> + Send + 'static)> {
         let (body, emulated_tool) = encode_request(request, stream, self.config.named_tool_choice)?;
         let mut headers = Vec::new();
         if let Some(key) = &self.config.api_key {
             headers.push(("authorization".to_owned(), format!("Bearer {key}")));
         }
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
-        Ok((PreparedRequest::json("openai", url, headers, &body)?, emulated_tool))
+        let decoder = move || -> Box<dyn WireDecoder> {
+            Box::new(OpenAiStreamDecoder {
+                emulated_tool: emulated_tool.clone(),
+                ..OpenAiStreamDecoder::default()
+            })
+        };
+        Ok((PreparedRequest::json("openai", url, headers, &body)?, decoder))
     }
 }
 
 #[async_trait]
 impl ModelProvider for OpenAiProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<Response> {
-        let (prepared, emulated_tool) = self.prepare(request, false)?;
-        self.transport.chat(&prepared, |body| decode_response(body, emulated_tool.clone())).await
+        let (prepared, decoder) = self.prepare(request, false)?;
+        self.transport.chat(&prepared, decoder).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<DeltaStream> {
-        let (prepared, emulated_tool) = self.prepare(request, true)?;
-        Ok(self.transport.stream(prepared, move || {
-            Box::new(OpenAiStreamDecoder {
-                emulated_tool: emulated_tool.clone(),
-                ..OpenAiStreamDecoder::default()
-            })
-        }))
+        let (prepared, decoder) = self.prepare(request, true)?;
+        Ok(self.transport.stream(prepared, decoder))
     }
 }
 
@@ -269,41 +271,6 @@ fn provider_error(value: &Value) -> Option<WireError> {
     }
 }
 
-/// A non-streamed body as the deltas a stream would have carried: the message goes through
-/// the stream decoder as one chunk's delta, its tool calls numbered by position.
-pub(crate) fn decode_response(
-    body: &[u8],
-    emulated_tool: Option<String>,
-) -> WireResult<Vec<Delta>> {
-    let value: Value = serde_json::from_slice(body).map_err(|error| {
-        WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
-    })?;
-    if let Some(error) = provider_error(&value) {
-        return Err(error);
-    }
-    let choice = value
-        .pointer("/choices/0")
-        .ok_or_else(|| WireError::Malformed(format!("no choices: {}", body_excerpt(body))))?;
-    let mut message = choice.get("message").cloned().unwrap_or(Value::Null);
-    if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
-        for (index, call) in calls.iter_mut().enumerate() {
-            if let Some(fields) = call.as_object_mut() {
-                fields.insert("index".into(), json!(index));
-            }
-        }
-    }
-    let mut decoder = OpenAiStreamDecoder { emulated_tool, ..OpenAiStreamDecoder::default() };
-    let mut deltas = Vec::new();
-    decoder.on_choice_delta(&message, &mut deltas)?;
-    if let Some(usage) = value.get("usage").filter(|usage| usage.is_object()) {
-        deltas.push(Delta::Usage { usage: decode_usage(usage) });
-    }
-    let reason = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("stop");
-    decoder.finish = Some(finish_reason(reason));
-    decoder.on_done(&mut deltas);
-    Ok(deltas)
-}
-
 /// One tool call of the answer as the stream has shown it so far.
 #[derive(Debug)]
 struct StreamedCall {
@@ -361,6 +328,36 @@ impl WireDecoder for OpenAiStreamDecoder {
             deltas.push(Delta::Usage { usage: decode_usage(usage) });
         }
         Ok(false)
+    }
+
+    /// The message goes through the stream decoding as one chunk's delta, its tool calls
+    /// numbered by position.
+    fn on_body(&mut self, body: &[u8], deltas: &mut Vec<Delta>) -> WireResult<()> {
+        let value: Value = serde_json::from_slice(body).map_err(|error| {
+            WireError::Malformed(format!("not JSON ({error}): {}", body_excerpt(body)))
+        })?;
+        if let Some(error) = provider_error(&value) {
+            return Err(error);
+        }
+        let choice = value
+            .pointer("/choices/0")
+            .ok_or_else(|| WireError::Malformed(format!("no choices: {}", body_excerpt(body))))?;
+        let mut message = choice.get("message").cloned().unwrap_or(Value::Null);
+        if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
+            for (index, call) in calls.iter_mut().enumerate() {
+                if let Some(fields) = call.as_object_mut() {
+                    fields.insert("index".into(), json!(index));
+                }
+            }
+        }
+        self.on_choice_delta(&message, deltas)?;
+        if let Some(usage) = value.get("usage").filter(|usage| usage.is_object()) {
+            deltas.push(Delta::Usage { usage: decode_usage(usage) });
+        }
+        let reason = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("stop");
+        self.finish = Some(finish_reason(reason));
+        self.on_done(deltas);
+        Ok(())
     }
 }
 

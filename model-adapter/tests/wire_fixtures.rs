@@ -61,6 +61,9 @@ async fn streamed_and_non_streamed_answers_assemble_to_the_expected_response() {
             Reply::sse_with(&lone_cr(&sse), |bytes| Step::WriteChunked(bytes, 3)),
         ];
         let patterns = replies.len() - 1;
+        // A server that ignores `stream: true` and answers with one JSON body.
+        let mut replies = replies;
+        replies.push(Reply::json(200, &[], &body));
         let server = TestServer::start(replies).await;
         let model = provider(name, &server.url);
         let request = ChatRequest::new("test-model", vec![Message::user("hello")]);
@@ -83,6 +86,11 @@ async fn streamed_and_non_streamed_answers_assemble_to_the_expected_response() {
                 "{name}: write pattern {pattern}"
             );
         }
+        assert_eq!(
+            collect_stream(model.stream(&request).await.unwrap(), |_| {}).await.unwrap(),
+            expected,
+            "{name}: a JSON body to a stream request"
+        );
     }
 }
 
