@@ -108,6 +108,14 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Whether `pid` is a launcher this command started (`launch.py` in its command line), so a
+/// stale state file never makes `stop` signal an unrelated process that reused the PID.
+fn is_launcher(pid: u32) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        cmdline.split(|byte| *byte == 0).any(|arg| arg.ends_with(b"launch.py"))
+    })
+}
+
 /// The recorded server, if its process is alive and `/health` answers.
 fn running(dir: &Path) -> Option<ServerState> {
     let state = ServerState::parse(&fs::read_to_string(state_path(dir)).ok()?)?;
@@ -299,7 +307,7 @@ fn stop(dir: &Path) -> Result<()> {
         return Ok(());
     };
     let state = ServerState::parse(&text).context("the state file is malformed")?;
-    if process_alive(state.pid) {
+    if process_alive(state.pid) && is_launcher(state.pid) {
         run_command(Command::new("kill").args(["-TERM", &state.pid.to_string()]))?;
         let deadline = Instant::now() + Duration::from_secs(20);
         while process_alive(state.pid) && Instant::now() < deadline {
@@ -325,5 +333,11 @@ mod tests {
         assert_eq!(state.url(), "http://127.0.0.1:8080");
         assert_eq!(ServerState::parse("pid=1\n"), None);
         assert_eq!(ServerState::parse("pid=x\nport=80\n"), None);
+    }
+
+    #[test]
+    fn only_a_launcher_process_counts_as_ours() {
+        assert!(!is_launcher(std::process::id()), "the test binary is not launch.py");
+        assert!(!is_launcher(u32::MAX), "no such process");
     }
 }
