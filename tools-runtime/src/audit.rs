@@ -25,8 +25,9 @@ pub struct AuditRecord {
     pub decision: Option<MergedDecision>,
     /// Who approved (`"policy"` when no approval was needed, the approver's name otherwise).
     pub approver: Option<String>,
-    /// `"ran"`, the refusal kind (`"policy_forbidden"`, `"approval_denied"`, …), or `"error"`
-    /// when the runtime itself failed (helper missing, spawn error).
+    /// `"ran"`, the refusal kind (`"policy_forbidden"`, `"approval_denied"`, …), `"error"`
+    /// when the runtime itself failed (helper missing, spawn error), or `"abandoned"` when the
+    /// caller dropped the run before it finished.
     pub outcome: String,
     /// The refusal or error message.
     pub refusal: Option<String>,

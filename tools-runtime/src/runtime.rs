@@ -193,8 +193,11 @@ impl Runtime {
     ///
     /// `Err` is reserved for failures of the runtime itself (helper missing, audit log not
     /// writable); a refused or failing command is an `Ok` outcome for the model to see.
+    ///
+    /// A caller that drops the future midway (its own timeout) still gets an audit record,
+    /// with the outcome `abandoned`; the command and everything it started are killed.
     pub async fn run(&self, request: &ExecRequest) -> Result<ExecOutcome> {
-        let mut record = AuditRecord {
+        let record = AuditRecord {
             call_id: request.call_id.clone(),
             skill: request.skill.clone(),
             argv: request.argv(),
@@ -216,10 +219,14 @@ impl Runtime {
             stderr_total_bytes: 0,
             likely_denied: false,
         };
+        let mut pending = AuditOnDrop { audit: self.audit.as_ref(), record, finished: false };
         let outcome = match validate(request) {
-            Ok(()) => self.decide_and_run(request, &mut record).await,
+            Ok(()) => self.decide_and_run(request, &mut pending.record).await,
             Err(error) => Err(error),
         };
+        // From here on the record is written below, not by the guard.
+        pending.finished = true;
+        let record = &mut pending.record;
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(error) => {
@@ -228,7 +235,7 @@ impl Runtime {
                 record.outcome = "error".to_owned();
                 record.refusal = Some(error.to_string());
                 if let Some(audit) = &self.audit {
-                    audit.record(&record)?;
+                    audit.record(record)?;
                 }
                 return Err(error);
             }
@@ -254,7 +261,7 @@ impl Runtime {
             }
         }
         if let Some(audit) = &self.audit {
-            audit.record(&record)?;
+            audit.record(record)?;
         }
         Ok(outcome)
     }
@@ -613,6 +620,24 @@ impl Runtime {
             likely_denied,
             sandbox: report,
         }))
+    }
+}
+
+/// Writes the audit record of a run whose future was dropped before it finished.
+struct AuditOnDrop<'a> {
+    audit: Option<&'a Arc<dyn AuditSink>>,
+    record: AuditRecord,
+    finished: bool,
+}
+
+impl Drop for AuditOnDrop<'_> {
+    fn drop(&mut self) {
+        if let (Some(audit), false) = (self.audit, self.finished) {
+            self.record.outcome = "abandoned".to_owned();
+            self.record.refusal = Some("the caller dropped the run before it finished".to_owned());
+            // Nobody is left to report a failed write to.
+            let _ = audit.record(&self.record);
+        }
     }
 }
 

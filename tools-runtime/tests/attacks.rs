@@ -854,3 +854,19 @@ async fn a_preload_library_for_the_command_never_runs_in_the_root_helper() {
     assert_eq!(markers, Vec::<String>::new(), "{result:?}");
     assert_eq!(fixture.audit_record("preload").outcome, "ran");
 }
+
+/// A caller that gives up on a run (its own timeout drops the future) still leaves an audit
+/// record.
+#[tokio::test]
+async fn an_abandoned_run_is_audited() {
+    let fixture = Fixture::new();
+    let request = fixture.request("abandoned", &["sleep", "41"]);
+    let runtime = fixture.runtime();
+    let run = runtime.run(&request);
+    assert!(tokio::time::timeout(Duration::from_millis(300), run).await.is_err());
+    let record = fixture.audit_record("abandoned");
+    assert_eq!(
+        (record.outcome.as_str(), record.refusal.as_deref()),
+        ("abandoned", Some("the caller dropped the run before it finished"))
+    );
+}
