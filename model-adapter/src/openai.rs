@@ -369,16 +369,17 @@ impl OpenAiStreamDecoder {
             deltas.push(Delta::Thinking { text: thinking.to_owned() });
         }
         if let Some(content) = text("content") {
-            match self.emulated_tool.clone() {
+            match &self.emulated_tool {
                 Some(name) => {
                     if self.calls.is_empty() {
-                        self.calls.push(StreamedCall {
+                        let call = StreamedCall {
                             index: 0,
-                            id: emulated_call_id(&name),
-                            name,
+                            id: emulated_call_id(name),
+                            name: name.clone(),
                             started: false,
                             pending_arguments: String::new(),
-                        });
+                        };
+                        self.calls.push(call);
                     }
                     self.on_call_fragment(0, content, deltas);
                 }
