@@ -83,7 +83,8 @@ pub enum Message {
         tool_call_id: String,
         /// The result text.
         content: String,
-        /// Whether the tool failed.
+        /// Whether the tool failed. Sent as Anthropic's `is_error`; OpenAI's wire has no such
+        /// field, so there only `content` tells the model.
         #[serde(default)]
         is_error: bool,
     },
