@@ -75,7 +75,7 @@ pub use decode::StreamDecoder;
 pub use error::{Error, Result, TimeoutPhase};
 pub use http::{DeltaStream, HttpConfig};
 pub use mock::{MockModel, MockReply};
-pub use openai::{NamedToolChoice, OpenAiConfig, OpenAiProvider};
+pub use openai::{MaxTokensField, NamedToolChoice, OpenAiConfig, OpenAiProvider};
 pub use provider::{ModelProvider, collect_stream};
 pub use replay::{RecordedCall, RecordingModel, ReplayModel, read_recording, write_recording};
 pub use retry::RetryPolicy;

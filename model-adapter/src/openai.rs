@@ -30,6 +30,37 @@ pub enum NamedToolChoice {
     JsonSchema,
 }
 
+/// Which request field carries `max_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    /// `max_tokens`: llama.cpp, vLLM, Ollama, DeepSeek and most compatible servers.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's own API, where `max_tokens` is deprecated and
+    /// rejected by reasoning models (o-series, gpt-5).
+    MaxCompletionTokens,
+}
+
+impl MaxTokensField {
+    /// `MaxCompletionTokens` for OpenAI's own API (`api.openai.com`), `MaxTokens` elsewhere.
+    pub fn for_base_url(base_url: &str) -> MaxTokensField {
+        let host = base_url.split("://").nth(1).unwrap_or(base_url);
+        let host = host.split(['/', ':']).next().unwrap_or(host);
+        if host.eq_ignore_ascii_case("api.openai.com") {
+            MaxTokensField::MaxCompletionTokens
+        } else {
+            MaxTokensField::MaxTokens
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
 /// Where and how to reach an OpenAI-compatible server.
 #[derive(Debug, Clone)]
 pub struct OpenAiConfig {
@@ -42,16 +73,22 @@ pub struct OpenAiConfig {
     pub http: HttpConfig,
     /// How a named tool choice is expressed.
     pub named_tool_choice: NamedToolChoice,
+    /// Which field carries the token limit (chosen from the base URL by `new`).
+    pub max_tokens_field: MaxTokensField,
 }
 
 impl OpenAiConfig {
-    /// A configuration with default timeouts and retries and native tool choice.
+    /// A configuration with default timeouts and retries, native tool choice, and the token
+    /// limit field that the server at `base_url` expects ([`MaxTokensField::for_base_url`]).
     pub fn new(base_url: impl Into<String>) -> OpenAiConfig {
+        let base_url = base_url.into();
+        let max_tokens_field = MaxTokensField::for_base_url(&base_url);
         OpenAiConfig {
-            base_url: base_url.into(),
+            base_url,
             api_key: None,
             http: HttpConfig::default(),
             named_tool_choice: NamedToolChoice::Native,
+            max_tokens_field,
         }
     }
 }
@@ -76,7 +113,12 @@ impl OpenAiProvider {
         request: &ChatRequest,
         stream: bool,
     ) -> Result<(PreparedRequest, impl Fn() -> Box<dyn WireDecoder> + Send + 'static)> {
-        let (body, emulated_tool) = encode_request(request, stream, self.config.named_tool_choice)?;
+        let (body, emulated_tool) = encode_request(
+            request,
+            stream,
+            self.config.named_tool_choice,
+            self.config.max_tokens_field,
+        )?;
         let mut headers = Vec::new();
         if let Some(key) = &self.config.api_key {
             headers.push(("authorization".to_owned(), format!("Bearer {key}")));
@@ -110,6 +152,7 @@ pub(crate) fn encode_request(
     request: &ChatRequest,
     stream: bool,
     named_tool_choice: NamedToolChoice,
+    max_tokens_field: MaxTokensField,
 ) -> Result<(Value, Option<String>)> {
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
@@ -174,7 +217,7 @@ pub(crate) fn encode_request(
         body.insert("temperature".into(), json!(temperature));
     }
     if let Some(max_tokens) = request.max_tokens {
-        body.insert("max_tokens".into(), json!(max_tokens));
+        body.insert(max_tokens_field.name().into(), json!(max_tokens));
     }
     if !request.stop.is_empty() {
         body.insert("stop".into(), json!(request.stop));
@@ -513,4 +556,42 @@ impl OpenAiStreamDecoder {
 
 fn emulated_call_id(name: &str) -> String {
     format!("call_{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Message;
+
+    #[test]
+    fn the_token_limit_field_follows_the_server() {
+        assert_eq!(
+            MaxTokensField::for_base_url("https://api.openai.com/v1"),
+            MaxTokensField::MaxCompletionTokens
+        );
+        assert_eq!(
+            MaxTokensField::for_base_url("https://API.OpenAI.com:443/v1/"),
+            MaxTokensField::MaxCompletionTokens
+        );
+        for other in [
+            "http://127.0.0.1:8080/v1",
+            "https://api.deepseek.com/v1",
+            "https://api.openai.com.example.net/v1",
+            "localhost:11434/v1",
+        ] {
+            assert_eq!(MaxTokensField::for_base_url(other), MaxTokensField::MaxTokens, "{other}");
+        }
+
+        let mut request = ChatRequest::new("m", vec![Message::user("hi")]);
+        request.max_tokens = Some(64);
+        for (field, name, absent) in [
+            (MaxTokensField::MaxTokens, "max_tokens", "max_completion_tokens"),
+            (MaxTokensField::MaxCompletionTokens, "max_completion_tokens", "max_tokens"),
+        ] {
+            let (body, _) =
+                encode_request(&request, false, NamedToolChoice::Native, field).unwrap();
+            assert_eq!(body[name], 64);
+            assert!(body.get(absent).is_none());
+        }
+    }
 }
