@@ -404,6 +404,34 @@ impl WireDecoder for OpenAiStreamDecoder {
     }
 }
 
+/// The text and the thinking of a `content` given as an array of parts; other part types
+/// (images, audio references) carry no text and are skipped.
+fn content_parts(parts: &[Value]) -> (String, String) {
+    fn texts(value: &Value, out: &mut String) {
+        match value {
+            Value::String(text) => out.push_str(text),
+            Value::Array(items) => {
+                for item in items {
+                    if let Some(text) = item.get("text").and_then(Value::as_str) {
+                        out.push_str(text);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut text = String::new();
+    let mut thinking = String::new();
+    for part in parts {
+        match part.get("type").and_then(Value::as_str) {
+            Some("text") => texts(part.get("text").unwrap_or(&Value::Null), &mut text),
+            Some("thinking") => texts(part.get("thinking").unwrap_or(&Value::Null), &mut thinking),
+            _ => {}
+        }
+    }
+    (text, thinking)
+}
+
 impl OpenAiStreamDecoder {
     /// One chunk's `delta` (or a whole non-streamed `message`).
     fn on_choice_delta(&mut self, delta: &Value, deltas: &mut Vec<Delta>) -> WireResult<()> {
@@ -411,7 +439,18 @@ impl OpenAiStreamDecoder {
         if let Some(thinking) = text("reasoning_content").or_else(|| text("reasoning")) {
             deltas.push(Delta::Thinking { text: thinking.to_owned() });
         }
-        if let Some(content) = text("content") {
+        // `content` is a string, or (Mistral's reasoning models, some proxies) an array of
+        // `{"type":"text","text":…}` and `{"type":"thinking","thinking":…}` parts.
+        let parts =
+            delta.get("content").and_then(Value::as_array).map(|parts| content_parts(parts));
+        if let Some((_, thinking)) = parts.as_ref().filter(|(_, thinking)| !thinking.is_empty()) {
+            deltas.push(Delta::Thinking { text: thinking.clone() });
+        }
+        let content = match &parts {
+            Some((text, _)) => Some(text.as_str()).filter(|text| !text.is_empty()),
+            None => text("content"),
+        };
+        if let Some(content) = content {
             match &self.emulated_tool {
                 Some(name) => {
                     if self.calls.is_empty() {

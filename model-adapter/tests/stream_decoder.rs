@@ -87,3 +87,35 @@ fn a_tool_call_cut_by_the_context_window_is_invalid() {
     assert_eq!(response.tool_calls, vec![]);
     assert_eq!(response.invalid_tool_calls[0].raw_arguments, "{\"city\": \"Par");
 }
+
+/// Text and thinking of a decoded stream, each concatenated.
+fn text_and_thinking(deltas: &[Delta]) -> (String, String) {
+    let mut text = String::new();
+    let mut thinking = String::new();
+    for delta in deltas {
+        match delta {
+            Delta::Text { text: piece } => text.push_str(piece),
+            Delta::Thinking { text: piece } => thinking.push_str(piece),
+            _ => {}
+        }
+    }
+    (text, thinking)
+}
+
+#[test]
+fn content_given_as_an_array_of_parts_is_read() {
+    // Mistral's reasoning models stream `content` as parts, thinking included; other
+    // OpenAI-compatible servers send `{"type":"text"}` parts.
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":[{\"type\":\"text\",\"text\":\"Let me \"}]}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":[{\"type\":\"thinking\",\"thinking\":[{\"type\":\"text\",\"text\":\"think.\"}]}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":[{\"type\":\"text\",\"text\":\"The answer\"}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" is 4.\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let deltas = decode("openai", stream.as_bytes(), &[]).unwrap();
+    assert_eq!(
+        text_and_thinking(&deltas),
+        ("The answer is 4.".to_owned(), "Let me think.".to_owned())
+    );
+}
