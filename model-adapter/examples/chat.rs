@@ -4,12 +4,16 @@
 //! cargo run -q -p model-adapter --example chat -- --provider openai|anthropic --base-url URL \
 //!     --model NAME [--api-key-env VAR] [--stream] [--tools FILE] \
 //!     [--tool-choice auto|none|required|NAME] [--schema FILE] \
-//!     [--named-tool-choice native|json-schema] [--max-tokens N] [--temperature T] PROMPT
+//!     [--named-tool-choice native|json-schema] [--max-tokens N] [--temperature T] \
+//!     [--thinking-budget N] [--reasoning-effort low|medium|high] [--beta NAME]... PROMPT
 //! ```
 //!
 //! With `--stream`, each normalised delta is printed as a JSON line as it arrives. The final
 //! Response is always printed as one JSON line
-//! `{"text","thinking","tool_calls":[{"id","name","arguments"}],"finish_reason","usage","retries"}`.
+//! `{"text","thinking","tool_calls":[{"id","name","arguments"}],"finish_reason","usage","retries"}`
+//! (`thinking_signature`, `thinking_blocks` and `invalid_tool_calls` only when not empty).
+//! `--thinking-budget` is Anthropic's extended thinking, `--reasoning-effort` an OpenAI reasoning
+//! model's; each provider ignores the other's. `--beta` adds an `anthropic-beta` value.
 //! Exit 1 with the typed error message on a failed call, 2 on a usage error.
 //! `--base-url` is the API root: `…/v1` for OpenAI-compatible servers, the server root for
 //! Anthropic (`/v1/messages` is appended).
@@ -20,14 +24,15 @@ use std::sync::Arc;
 
 use model_adapter::{
     AnthropicConfig, AnthropicProvider, ChatRequest, Delta, Message, ModelProvider,
-    NamedToolChoice, OpenAiConfig, OpenAiProvider, ResponseFormat, Tool, ToolChoice,
-    collect_stream,
+    NamedToolChoice, OpenAiConfig, OpenAiProvider, ReasoningEffort, ResponseFormat, ThinkingConfig,
+    Tool, ToolChoice, collect_stream,
 };
 use serde_json::Value;
 
 const USAGE: &str = "usage: chat --provider openai|anthropic --base-url URL --model NAME \
 [--api-key-env VAR] [--stream] [--tools FILE] [--tool-choice auto|none|required|NAME] \
-[--schema FILE] [--named-tool-choice native|json-schema] [--max-tokens N] [--temperature T] PROMPT";
+[--schema FILE] [--named-tool-choice native|json-schema] [--max-tokens N] [--temperature T] \
+[--thinking-budget N] [--reasoning-effort low|medium|high] [--beta NAME]... PROMPT";
 
 #[derive(Debug, Default)]
 struct Options {
@@ -42,6 +47,9 @@ struct Options {
     named_tool_choice: NamedToolChoice,
     max_tokens: Option<u32>,
     temperature: Option<f32>,
+    thinking_budget: Option<u32>,
+    reasoning_effort: Option<ReasoningEffort>,
+    betas: Vec<String>,
     prompt: String,
 }
 
@@ -79,6 +87,20 @@ fn parse_options(arguments: &[String]) -> Result<Options, String> {
                 options.temperature =
                     Some(value()?.parse().map_err(|_| "--temperature needs a number".to_owned())?)
             }
+            "--thinking-budget" => {
+                options.thinking_budget = Some(
+                    value()?.parse().map_err(|_| "--thinking-budget needs a number".to_owned())?,
+                )
+            }
+            "--reasoning-effort" => {
+                options.reasoning_effort = Some(match value()?.as_str() {
+                    "low" => ReasoningEffort::Low,
+                    "medium" => ReasoningEffort::Medium,
+                    "high" => ReasoningEffort::High,
+                    other => return Err(format!("unknown --reasoning-effort {other}")),
+                })
+            }
+            "--beta" => options.betas.push(value()?),
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
             text => {
@@ -149,6 +171,9 @@ fn build_request(options: &Options) -> Result<ChatRequest, String> {
     }
     request.max_tokens = options.max_tokens;
     request.temperature = options.temperature;
+    request.thinking =
+        options.thinking_budget.map(|budget_tokens| ThinkingConfig { budget_tokens });
+    request.reasoning_effort = options.reasoning_effort;
     Ok(request)
 }
 
@@ -170,6 +195,7 @@ fn build_provider(options: &Options) -> Result<Arc<dyn ModelProvider>, String> {
         "anthropic" => {
             let mut config = AnthropicConfig::new(options.base_url.clone());
             config.api_key = api_key;
+            config.betas.clone_from(&options.betas);
             Ok(Arc::new(AnthropicProvider::new(config).map_err(|error| error.to_string())?))
         }
         other => Err(format!("unknown --provider {other} (openai or anthropic)")),

@@ -1,8 +1,16 @@
 //! Anthropic Messages (`POST {base_url}/v1/messages`): request encoding, response and stream
-//! decoding (thinking and signature deltas, tool-use input deltas, in-stream `error` events).
+//! decoding (thinking and signature deltas, redacted thinking, tool-use input deltas, in-stream
+//! `error` events).
 //!
 //! `response_format = json_schema` is sent as a forced tool whose input schema is the schema
 //! (the long-standing Anthropic way to get schema-shaped JSON); its input comes back as text.
+//!
+//! Extended thinking: each `thinking` block ends with one [`Delta::ThinkingSignature`] (sent at
+//! its `content_block_stop`), each `redacted_thinking` block is one [`Delta::RedactedThinking`];
+//! the assembler keeps them as [`ThinkingBlock`](crate::ThinkingBlock)s with their places among
+//! the text and tool_use blocks, and an assistant message sends them back in those places,
+//! unchanged, because the API rejects a tool-use turn whose thinking was altered, reordered or
+//! dropped.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,8 +26,8 @@ use crate::http::{
 use crate::provider::ModelProvider;
 use crate::sse::SseEvent;
 use crate::types::{
-    ChatRequest, ContentPart, Delta, FinishReason, Message, Response, ResponseFormat, ToolChoice,
-    Usage, joined_text,
+    AnswerPiece, ChatRequest, ContentPart, Delta, FinishReason, Message, Response, ResponseFormat,
+    ThinkingBlockContent, ToolChoice, Usage, answer_layout, joined_text,
 };
 
 /// The `anthropic-version` header sent with every request.
@@ -37,12 +45,23 @@ pub struct AnthropicConfig {
     pub api_key: Option<String>,
     /// Timeouts and retries.
     pub http: HttpConfig,
+    /// Beta features, sent as one `anthropic-beta` header when not empty, e.g.
+    /// [`INTERLEAVED_THINKING_BETA`] for thinking between tool calls on Claude 4 models.
+    pub betas: Vec<String>,
 }
 
+/// The beta that lets Claude 4 models think between tool calls (interleaved thinking).
+pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+
 impl AnthropicConfig {
-    /// A configuration with default timeouts and retries.
+    /// A configuration with default timeouts and retries and no betas.
     pub fn new(base_url: impl Into<String>) -> AnthropicConfig {
-        AnthropicConfig { base_url: base_url.into(), api_key: None, http: HttpConfig::default() }
+        AnthropicConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            http: HttpConfig::default(),
+            betas: Vec::new(),
+        }
     }
 }
 
@@ -70,6 +89,9 @@ impl AnthropicProvider {
         let mut headers = vec![("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned())];
         if let Some(key) = &self.config.api_key {
             headers.push(("x-api-key".to_owned(), key.clone()));
+        }
+        if !self.config.betas.is_empty() {
+            headers.push(("anthropic-beta".to_owned(), self.config.betas.join(",")));
         }
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         let decoder = move || -> Box<dyn WireDecoder> {
@@ -106,7 +128,14 @@ pub(crate) fn encode_request(
 ) -> Result<(Value, Option<String>)> {
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
-    body.insert("max_tokens".into(), json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
+    // Thinking tokens count against max_tokens, which must exceed the budget: without a limit
+    // of the caller's, the default answer length comes on top of the budget.
+    let max_tokens = match (request.max_tokens, request.thinking) {
+        (Some(max_tokens), _) => max_tokens,
+        (None, Some(thinking)) => thinking.budget_tokens.saturating_add(DEFAULT_MAX_TOKENS),
+        (None, None) => DEFAULT_MAX_TOKENS,
+    };
+    body.insert("max_tokens".into(), json!(max_tokens));
     let mut system = Vec::new();
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
     for message in &request.messages {
@@ -126,18 +155,29 @@ pub(crate) fn encode_request(
                     })
                     .collect::<Vec<_>>(),
             ),
-            Message::Assistant { content, thinking, tool_calls } => {
+            Message::Assistant { content, thinking, tool_calls, thinking_blocks } => {
                 let mut blocks = Vec::new();
-                if let Some(thinking) = thinking
+                // Without blocks (an older recording, a hand-made message): the one signed
+                // thinking, first.
+                if thinking_blocks.is_empty()
+                    && let Some(thinking) = thinking
                     && let Some(signature) = &thinking.signature
                 {
                     blocks.push(json!({"type": "thinking", "thinking": thinking.text, "signature": signature}));
                 }
-                if !content.is_empty() {
-                    blocks.push(json!({"type": "text", "text": content}));
-                }
-                for call in tool_calls {
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}));
+                for piece in answer_layout(content, tool_calls, thinking_blocks) {
+                    blocks.push(match piece {
+                        AnswerPiece::Text(text) => json!({"type": "text", "text": text}),
+                        AnswerPiece::ToolCall(_, call) => {
+                            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+                        }
+                        AnswerPiece::Block(ThinkingBlockContent::Thinking { thinking, signature }) => {
+                            json!({"type": "thinking", "thinking": thinking, "signature": signature})
+                        }
+                        AnswerPiece::Block(ThinkingBlockContent::RedactedThinking { data }) => {
+                            json!({"type": "redacted_thinking", "data": data})
+                        }
+                    });
                 }
                 ("assistant", blocks)
             }
@@ -203,6 +243,24 @@ pub(crate) fn encode_request(
             schema_tool = Some(name.clone());
         }
     }
+    if let Some(thinking) = request.thinking {
+        let forced = tool_choice
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|kind| kind != "auto" && kind != "none");
+        if forced && !tools.is_empty() {
+            return Err(invalid(
+                "thinking cannot be combined with a forced tool choice (required, a named tool, \
+                 or a json_schema response format): with extended thinking the Messages API \
+                 accepts only tool_choice auto or none"
+                    .to_owned(),
+            ));
+        }
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": thinking.budget_tokens}),
+        );
+    }
     if !tools.is_empty() {
         if request.parallel_tool_calls == Some(false)
             && request.tool_choice != ToolChoice::None
@@ -213,7 +271,8 @@ pub(crate) fn encode_request(
         body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), tool_choice);
     }
-    if let Some(temperature) = request.temperature {
+    // The API accepts no temperature change with thinking: the caller's is left out.
+    if let Some(temperature) = request.temperature.filter(|_| request.thinking.is_none()) {
         body.insert("temperature".into(), json!(temperature));
     }
     if !request.stop.is_empty() {
@@ -282,6 +341,7 @@ fn push_text(deltas: &mut Vec<Delta>, delta: Delta) {
     let empty = match &delta {
         Delta::Text { text } | Delta::Thinking { text } => text.is_empty(),
         Delta::ThinkingSignature { .. }
+        | Delta::RedactedThinking { .. }
         | Delta::ToolCallStart { .. }
         | Delta::ToolCallArguments { .. }
         | Delta::Usage { .. }
@@ -312,6 +372,8 @@ const KNOWN_EVENTS: [&str; 8] = [
 pub(crate) struct AnthropicStreamDecoder {
     /// Content block index → tool call index for `tool_use` blocks, `None` for other blocks.
     blocks: BTreeMap<u64, Option<u32>>,
+    /// Thinking blocks not yet ended → their signature so far (sent when the block ends).
+    open_thinking: BTreeMap<u64, String>,
     usage: UsageParts,
     saw_usage: bool,
     finish: Option<FinishReason>,
@@ -357,10 +419,11 @@ impl WireDecoder for AnthropicStreamDecoder {
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => push_text(deltas, Delta::Text { text: text("text") }),
                     Some("thinking_delta") => {
+                        self.open_thinking.entry(index).or_default();
                         push_text(deltas, Delta::Thinking { text: text("thinking") })
                     }
                     Some("signature_delta") => {
-                        deltas.push(Delta::ThinkingSignature { signature: text("signature") })
+                        self.open_thinking.entry(index).or_default().push_str(&text("signature"))
                     }
                     Some("input_json_delta") => {
                         // Input for a block type we do not forward (`server_tool_use`, ...) is
@@ -389,12 +452,15 @@ impl WireDecoder for AnthropicStreamDecoder {
                     self.saw_usage = true;
                 }
             }
+            "content_block_stop" => {
+                let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                self.end_thinking(Some(index), deltas);
+            }
             "message_stop" => {
                 self.on_message_stop(deltas);
                 return Ok(true);
             }
-            // content_block_stop, and future types sent under a known event name, carry
-            // nothing to forward.
+            // Future types sent under a known event name carry nothing to forward.
             _ => {}
         }
         Ok(false)
@@ -415,6 +481,7 @@ impl WireDecoder for AnthropicStreamDecoder {
             .ok_or_else(|| WireError::Malformed(format!("no content: {}", body_excerpt(body))))?;
         for (index, block) in (0u64..).zip(content) {
             self.on_block_start(index, block, deltas);
+            self.end_thinking(Some(index), deltas);
         }
         if let Some(usage) = value.get("usage") {
             self.usage.update(usage);
@@ -427,8 +494,22 @@ impl WireDecoder for AnthropicStreamDecoder {
 }
 
 impl AnthropicStreamDecoder {
+    /// Ends the thinking block at `index` (`None`: every open one) with its signature, which
+    /// tells the assembler where the block's text stops.
+    fn end_thinking(&mut self, index: Option<u64>, deltas: &mut Vec<Delta>) {
+        let ended = match index {
+            Some(index) => self.open_thinking.remove(&index).into_iter().collect(),
+            None => std::mem::take(&mut self.open_thinking).into_values().collect::<Vec<_>>(),
+        };
+        for signature in ended {
+            deltas.push(Delta::ThinkingSignature { signature });
+        }
+    }
+
     /// A content block begins (streamed: empty or with its first text; non-streamed: whole).
     fn on_block_start(&mut self, index: u64, block: &Value, deltas: &mut Vec<Delta>) {
+        // Blocks follow each other: one that never got its content_block_stop ends here.
+        self.end_thinking(None, deltas);
         let text = |field: &str| block.get(field).and_then(Value::as_str).unwrap_or("").to_owned();
         let block_type = block.get("type").and_then(Value::as_str);
         if block_type != Some("tool_use") {
@@ -438,10 +519,10 @@ impl AnthropicStreamDecoder {
             Some("text") => push_text(deltas, Delta::Text { text: text("text") }),
             Some("thinking") => {
                 push_text(deltas, Delta::Thinking { text: text("thinking") });
-                let signature = text("signature");
-                if !signature.is_empty() {
-                    deltas.push(Delta::ThinkingSignature { signature });
-                }
+                self.open_thinking.insert(index, text("signature"));
+            }
+            Some("redacted_thinking") => {
+                deltas.push(Delta::RedactedThinking { data: text("data") })
             }
             Some("tool_use") => {
                 let tool_index =
@@ -461,13 +542,14 @@ impl AnthropicStreamDecoder {
                     deltas.push(self.arguments(tool_index, input.to_string()));
                 }
             }
-            // redacted_thinking, server tool blocks and future types carry nothing we forward.
+            // Server tool blocks and future types carry nothing we forward.
             Some(_) | None => {}
         }
     }
 
     /// The answer is complete: usage, then the finish.
     fn on_message_stop(&mut self, deltas: &mut Vec<Delta>) {
+        self.end_thinking(None, deltas);
         if self.saw_usage {
             deltas.push(Delta::Usage { usage: self.usage.usage() });
         }
@@ -502,6 +584,7 @@ mod tests {
                 Message::Assistant {
                     content: String::new(),
                     thinking: None,
+                    thinking_blocks: vec![],
                     tool_calls: vec![ToolCall {
                         id: "toolu_1".into(),
                         name: "ls".into(),
@@ -514,7 +597,12 @@ mod tests {
                     is_error: false,
                 },
                 // Claude answered the tool result with an empty end_turn.
-                Message::Assistant { content: String::new(), thinking: None, tool_calls: vec![] },
+                Message::Assistant {
+                    content: String::new(),
+                    thinking: None,
+                    tool_calls: vec![],
+                    thinking_blocks: vec![],
+                },
                 Message::User { content: vec![ContentPart::Text { text: String::new() }] },
                 Message::user("and now?"),
             ],

@@ -5,7 +5,10 @@
 
 use serde_json::Value;
 
-use crate::types::{Delta, FinishReason, InvalidToolCall, Response, ToolCall, Usage};
+use crate::types::{
+    Delta, FinishReason, InvalidToolCall, Response, ThinkingBlock, ThinkingBlockContent, ToolCall,
+    Usage,
+};
 
 /// Collects deltas; [`finish`](Assembler::finish) gives the response.
 #[derive(Debug, Default)]
@@ -13,6 +16,11 @@ pub struct Assembler {
     text: String,
     thinking: String,
     signature: Option<String>,
+    /// Where in `thinking` the current thinking block's text starts.
+    block_start: usize,
+    /// Closed blocks; `tool_calls_before` counts every call started, valid or not, until
+    /// `finish` renumbers it.
+    blocks: Vec<ThinkingBlock>,
     calls: Vec<PartialCall>,
     usage: Option<Usage>,
     finish: Option<FinishReason>,
@@ -39,7 +47,21 @@ impl Assembler {
             Delta::Text { text } => self.text.push_str(text),
             Delta::Thinking { text } => self.thinking.push_str(text),
             Delta::ThinkingSignature { signature } => {
-                self.signature.get_or_insert_with(String::new).push_str(signature);
+                let text = self.thinking.get(self.block_start..).unwrap_or_default().to_owned();
+                self.block_start = self.thinking.len();
+                // An unsigned block cannot be verified when sent back: its text stays in
+                // `thinking` only.
+                if !signature.is_empty() {
+                    self.signature = Some(signature.clone());
+                    self.push_block(ThinkingBlockContent::Thinking {
+                        thinking: text,
+                        signature: signature.clone(),
+                    });
+                }
+            }
+            Delta::RedactedThinking { data } => {
+                self.block_start = self.thinking.len();
+                self.push_block(ThinkingBlockContent::RedactedThinking { data: data.clone() });
             }
             Delta::ToolCallStart { index, id, name } => {
                 let call = self.call(*index);
@@ -57,6 +79,14 @@ impl Assembler {
             Delta::Retry { .. } => self.retries += 1,
             Delta::Finish { reason } => self.finish = Some(reason.clone()),
         }
+    }
+
+    fn push_block(&mut self, content: ThinkingBlockContent) {
+        self.blocks.push(ThinkingBlock {
+            content,
+            text_offset: self.text.len(),
+            tool_calls_before: self.calls.len(),
+        });
     }
 
     fn call(&mut self, index: u32) -> &mut PartialCall {
@@ -90,6 +120,9 @@ impl Assembler {
         let mut tool_calls = Vec::new();
         let mut invalid_tool_calls = Vec::new();
         let cut_off = finish_reason == FinishReason::Length;
+        // valid_before[n]: how many of the first n calls are valid.
+        let mut valid_before = Vec::with_capacity(self.calls.len() + 1);
+        valid_before.push(0);
         for call in self.calls {
             match validate_call(&call, cut_off) {
                 Ok(arguments) => {
@@ -102,11 +135,18 @@ impl Assembler {
                     error,
                 }),
             }
+            valid_before.push(tool_calls.len());
+        }
+        let mut thinking_blocks = self.blocks;
+        for block in &mut thinking_blocks {
+            block.tool_calls_before =
+                valid_before.get(block.tool_calls_before).copied().unwrap_or(tool_calls.len());
         }
         Some(Response {
             text: self.text,
             thinking: self.thinking,
             thinking_signature: self.signature,
+            thinking_blocks,
             tool_calls,
             invalid_tool_calls,
             finish_reason,

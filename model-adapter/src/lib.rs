@@ -69,7 +69,10 @@ pub mod sse;
 pub mod structured;
 mod types;
 
-pub use anthropic::{ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider, DEFAULT_MAX_TOKENS};
+pub use anthropic::{
+    ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider, DEFAULT_MAX_TOKENS,
+    INTERLEAVED_THINKING_BETA,
+};
 pub use assemble::Assembler;
 pub use decode::StreamDecoder;
 pub use error::{Error, Result, TimeoutPhase};
@@ -81,6 +84,7 @@ pub use replay::{RecordedCall, RecordingModel, ReplayModel, read_recording, writ
 pub use retry::RetryPolicy;
 pub use structured::{ActionEvent, ActionOutcome, StructuredAction, Watch};
 pub use types::{
-    ChatRequest, ContentPart, Delta, FinishReason, InvalidToolCall, Message, Response,
-    ResponseFormat, Thinking, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ContentPart, Delta, FinishReason, InvalidToolCall, Message, ReasoningEffort,
+    Response, ResponseFormat, Thinking, ThinkingBlock, ThinkingBlockContent, ThinkingConfig, Tool,
+    ToolCall, ToolChoice, Usage,
 };

@@ -12,7 +12,10 @@ use crate::assemble::assemble_all;
 use crate::error::{Error, Result};
 use crate::http::DeltaStream;
 use crate::provider::ModelProvider;
-use crate::types::{ChatRequest, Delta, FinishReason, Response, Usage};
+use crate::types::{
+    AnswerPiece, ChatRequest, Delta, FinishReason, Response, ThinkingBlockContent, Usage,
+    answer_layout,
+};
 
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,26 +93,68 @@ impl MockReply {
         MockReply::Deltas { deltas }
     }
 
-    /// The deltas that assemble into `response`.
+    /// The deltas that assemble into `response`, thinking blocks in their places included.
+    ///
+    /// Reasoning text that is in no block (OpenAI-compatible reasoning) comes first. A response
+    /// whose `thinking` does not end with its blocks' texts (edited by hand) gets its reasoning
+    /// and signature as one block, as before blocks existed.
     pub fn response(response: &Response) -> MockReply {
         let mut deltas = Vec::new();
-        if !response.thinking.is_empty() {
-            deltas.push(Delta::Thinking { text: response.thinking.clone() });
-        }
-        if let Some(signature) = &response.thinking_signature {
+        let block_text: String = response
+            .thinking_blocks
+            .iter()
+            .filter_map(|block| match &block.content {
+                ThinkingBlockContent::Thinking { thinking, .. } => Some(thinking.as_str()),
+                ThinkingBlockContent::RedactedThinking { .. } => None,
+            })
+            .collect();
+        let loose_thinking = response.thinking.strip_suffix(block_text.as_str());
+        let blocks = match loose_thinking {
+            Some(loose) => {
+                if !loose.is_empty() {
+                    deltas.push(Delta::Thinking { text: loose.to_owned() });
+                    if !response.thinking_blocks.is_empty() {
+                        // Ends the unsigned text so that it stays out of the first block.
+                        deltas.push(Delta::ThinkingSignature { signature: String::new() });
+                    }
+                }
+                response.thinking_blocks.as_slice()
+            }
+            None => {
+                deltas.push(Delta::Thinking { text: response.thinking.clone() });
+                &[]
+            }
+        };
+        if blocks.is_empty()
+            && let Some(signature) = &response.thinking_signature
+        {
             deltas.push(Delta::ThinkingSignature { signature: signature.clone() });
         }
-        if !response.text.is_empty() {
-            deltas.push(Delta::Text { text: response.text.clone() });
-        }
-        for (index, call) in response.tool_calls.iter().enumerate() {
-            let index = u32::try_from(index).unwrap_or(u32::MAX);
-            deltas.push(Delta::ToolCallStart {
-                index,
-                id: call.id.clone(),
-                name: call.name.clone(),
-            });
-            deltas.push(Delta::ToolCallArguments { index, fragment: call.arguments.to_string() });
+        for piece in answer_layout(&response.text, &response.tool_calls, blocks) {
+            match piece {
+                AnswerPiece::Text(text) => deltas.push(Delta::Text { text: text.to_owned() }),
+                AnswerPiece::ToolCall(position, call) => {
+                    let index = u32::try_from(position).unwrap_or(u32::MAX);
+                    deltas.push(Delta::ToolCallStart {
+                        index,
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                    });
+                    deltas.push(Delta::ToolCallArguments {
+                        index,
+                        fragment: call.arguments.to_string(),
+                    });
+                }
+                AnswerPiece::Block(ThinkingBlockContent::Thinking { thinking, signature }) => {
+                    if !thinking.is_empty() {
+                        deltas.push(Delta::Thinking { text: thinking.clone() });
+                    }
+                    deltas.push(Delta::ThinkingSignature { signature: signature.clone() });
+                }
+                AnswerPiece::Block(ThinkingBlockContent::RedactedThinking { data }) => {
+                    deltas.push(Delta::RedactedThinking { data: data.clone() });
+                }
+            }
         }
         if let Some(usage) = response.usage {
             deltas.push(Delta::Usage { usage });

@@ -219,6 +219,10 @@ pub(crate) fn encode_request(
     if let Some(max_tokens) = request.max_tokens {
         body.insert(max_tokens_field.name().into(), json!(max_tokens));
     }
+    // Anthropic's `thinking` budget has no Chat Completions field: it is not sent here.
+    if let Some(effort) = request.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(effort.as_str()));
+    }
     if !request.stop.is_empty() {
         body.insert("stop".into(), json!(request.stop));
     }
@@ -247,7 +251,8 @@ fn encode_message(message: &Message) -> Value {
     match message {
         Message::System { content } => json!({"role": "system", "content": joined_text(content)}),
         Message::User { content } => json!({"role": "user", "content": encode_parts(content)}),
-        Message::Assistant { content, thinking: _, tool_calls } => {
+        // Reasoning is not sent back: Chat Completions has no input field for it.
+        Message::Assistant { content, thinking: _, tool_calls, thinking_blocks: _ } => {
             let mut fields = Map::new();
             fields.insert("role".into(), json!("assistant"));
             fields.insert(

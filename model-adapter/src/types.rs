@@ -32,6 +32,53 @@ pub struct ChatRequest {
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Anthropic extended thinking with a token budget (`None`: off). OpenAI-compatible
+    /// providers ignore it (use [`reasoning_effort`](ChatRequest::reasoning_effort) there).
+    /// Anthropic sends `"thinking": {"type": "enabled", "budget_tokens": N}`, leaves
+    /// `temperature` out (the API accepts no temperature change with thinking), sends
+    /// `max_tokens` = N + [`DEFAULT_MAX_TOKENS`](crate::DEFAULT_MAX_TOKENS) when `max_tokens` is
+    /// unset, and refuses a forced tool choice ([`ToolChoice::Required`], [`ToolChoice::Named`],
+    /// a json_schema response format) with [`Error::InvalidRequest`](crate::Error::InvalidRequest),
+    /// as the API does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingConfig>,
+    /// How hard an OpenAI reasoning model (o-series, gpt-5, gpt-oss) thinks, sent as
+    /// `reasoning_effort` (`None`: the model's default). Anthropic ignores it (use
+    /// [`thinking`](ChatRequest::thinking) there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+}
+
+/// Anthropic extended thinking: how many tokens the model may spend reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingConfig {
+    /// The thinking budget in tokens (the API wants at least 1024, and less than `max_tokens`
+    /// unless interleaved thinking is on).
+    pub budget_tokens: u32,
+}
+
+/// An OpenAI reasoning model's effort, sent as `reasoning_effort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ReasoningEffort {
+    /// `"low"`: fast, few reasoning tokens.
+    Low,
+    /// `"medium"`: the usual default.
+    Medium,
+    /// `"high"`: the most reasoning.
+    High,
+}
+
+impl ReasoningEffort {
+    /// The wire word (`"low"`, `"medium"`, `"high"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
 }
 
 impl ChatRequest {
@@ -47,6 +94,8 @@ impl ChatRequest {
             temperature: None,
             max_tokens: None,
             stop: Vec::new(),
+            thinking: None,
+            reasoning_effort: None,
         }
     }
 }
@@ -70,12 +119,17 @@ pub enum Message {
         /// The visible text (may be empty).
         #[serde(default)]
         content: String,
-        /// The reasoning, with its signature when the provider gave one (Anthropic needs it back).
+        /// The reasoning, with its signature when the provider gave one. Anthropic sends it back
+        /// as one thinking block when `thinking_blocks` is empty (older recordings).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thinking: Option<Thinking>,
         /// The tool calls the model made.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// Anthropic's thinking and redacted_thinking blocks as the answer gave them, sent back
+        /// unchanged and in their places among the text and tool_use blocks.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        thinking_blocks: Vec<ThinkingBlock>,
     },
     /// The result of a tool call.
     Tool {
@@ -101,7 +155,8 @@ impl Message {
         Message::User { content: vec![ContentPart::Text { text: text.into() }] }
     }
 
-    /// The assistant message that records `response` in the conversation.
+    /// The assistant message that records `response` in the conversation, its thinking blocks
+    /// included, so that the next request carries them back unchanged.
     pub fn from_response(response: &Response) -> Message {
         let thinking = if response.thinking.is_empty() && response.thinking_signature.is_none() {
             None
@@ -115,6 +170,7 @@ impl Message {
             content: response.text.clone(),
             thinking,
             tool_calls: response.tool_calls.clone(),
+            thinking_blocks: response.thinking_blocks.clone(),
         }
     }
 }
@@ -155,6 +211,85 @@ pub struct Thinking {
     /// Anthropic's signature over the thinking block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+}
+
+/// One Anthropic `thinking` or `redacted_thinking` block of an answer, and where it stood.
+///
+/// Serialised flat: `{"type":"thinking","thinking":…,"signature":…,"text_offset":…,
+/// "tool_calls_before":…}` or `{"type":"redacted_thinking","data":…,…}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingBlock {
+    /// The block as the provider sent it.
+    #[serde(flatten)]
+    pub content: ThinkingBlockContent,
+    /// How many bytes of the answer's text came before this block.
+    pub text_offset: usize,
+    /// How many of the answer's (valid) tool calls came before this block.
+    pub tool_calls_before: usize,
+}
+
+/// What a [`ThinkingBlock`] holds, in Anthropic's own field names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ThinkingBlockContent {
+    /// Reasoning text and the provider's signature over it.
+    Thinking {
+        /// The reasoning text.
+        thinking: String,
+        /// The signature; the API checks it when the block comes back.
+        signature: String,
+    },
+    /// Reasoning the provider encrypted (flagged by its safety systems); opaque.
+    RedactedThinking {
+        /// The encrypted reasoning.
+        data: String,
+    },
+}
+
+/// One piece of an assistant answer, in the order the provider gave them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum AnswerPiece<'a> {
+    /// A run of visible text (never empty).
+    Text(&'a str),
+    /// A tool call and its position among the answer's calls.
+    ToolCall(usize, &'a ToolCall),
+    /// A thinking or redacted_thinking block.
+    Block(&'a ThinkingBlockContent),
+}
+
+/// The answer's text, tool calls and thinking blocks in their original order: each block goes
+/// where its `text_offset` and `tool_calls_before` put it; between two blocks, text comes before
+/// tool calls (the order Claude writes them). Offsets past the end (the text was edited) are
+/// clamped, and a text offset inside a character moves back to the character's start.
+pub(crate) fn answer_layout<'a>(
+    text: &'a str,
+    tool_calls: &'a [ToolCall],
+    blocks: &'a [ThinkingBlock],
+) -> Vec<AnswerPiece<'a>> {
+    let mut pieces = Vec::with_capacity(blocks.len() + tool_calls.len() + 2);
+    let mut text_at = 0;
+    let mut calls_at = 0;
+    let mut flush = |pieces: &mut Vec<AnswerPiece<'a>>, text_end: usize, calls_end: usize| {
+        if text_end > text_at {
+            pieces.push(AnswerPiece::Text(&text[text_at..text_end]));
+            text_at = text_end;
+        }
+        for (position, call) in tool_calls.iter().enumerate().take(calls_end).skip(calls_at) {
+            pieces.push(AnswerPiece::ToolCall(position, call));
+        }
+        calls_at = calls_at.max(calls_end);
+    };
+    for block in blocks {
+        let mut text_end = block.text_offset.min(text.len());
+        while !text.is_char_boundary(text_end) {
+            text_end -= 1;
+        }
+        flush(&mut pieces, text_end, block.tool_calls_before.min(tool_calls.len()));
+        pieces.push(AnswerPiece::Block(&block.content));
+    }
+    flush(&mut pieces, text.len(), tool_calls.len());
+    pieces
 }
 
 /// A function the model may call.
@@ -289,9 +424,15 @@ pub struct Response {
     pub text: String,
     /// The reasoning text (empty when the model gave none).
     pub thinking: String,
-    /// Anthropic's signature over the thinking.
+    /// Anthropic's signature over the (last) thinking block; every block's own signature is in
+    /// `thinking_blocks`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_signature: Option<String>,
+    /// Anthropic's signed thinking and redacted_thinking blocks, in order, with their places
+    /// among the text and tool calls ([`Message::from_response`] carries them back). Empty for
+    /// providers without blocks (OpenAI-compatible reasoning text is only in `thinking`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking_blocks: Vec<ThinkingBlock>,
     /// Valid tool calls, in order.
     pub tool_calls: Vec<ToolCall>,
     /// Tool calls that cannot be executed (cut off by `length`, unparsable arguments).
@@ -319,10 +460,16 @@ pub enum Delta {
         /// The new reasoning text.
         text: String,
     },
-    /// Anthropic's signature over the thinking block.
+    /// The signature of the thinking block whose text came since the previous block ended;
+    /// it ends that block (one per Anthropic thinking block, empty when the block was unsigned).
     ThinkingSignature {
-        /// The signature (appended to what came before).
+        /// The block's whole signature.
         signature: String,
+    },
+    /// A whole Anthropic `redacted_thinking` block (encrypted reasoning, to be sent back as is).
+    RedactedThinking {
+        /// The encrypted reasoning.
+        data: String,
     },
     /// A tool call begins.
     ToolCallStart {
@@ -368,6 +515,7 @@ impl Delta {
             Delta::Text { .. }
             | Delta::Thinking { .. }
             | Delta::ThinkingSignature { .. }
+            | Delta::RedactedThinking { .. }
             | Delta::ToolCallStart { .. }
             | Delta::ToolCallArguments { .. }
             | Delta::Usage { .. }
