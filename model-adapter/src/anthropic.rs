@@ -572,8 +572,105 @@ impl AnthropicStreamDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::ToolCall;
+    use crate::types::{ReasoningEffort, ThinkingConfig, Tool, ToolCall};
     use pretty_assertions::assert_eq;
+
+    fn thinking_request() -> ChatRequest {
+        let mut request = ChatRequest::new("claude", vec![Message::user("weather?")]);
+        request.tools = vec![Tool {
+            name: "get_weather".into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+        }];
+        request.thinking = Some(ThinkingConfig { budget_tokens: 2048 });
+        request
+    }
+
+    #[test]
+    fn thinking_is_sent_with_room_for_the_answer_and_without_temperature() {
+        let mut request = thinking_request();
+        request.temperature = Some(0.3);
+        request.reasoning_effort = Some(ReasoningEffort::Low);
+        let (body, _) = encode_request(&request, false).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude",
+                "max_tokens": 2048 + DEFAULT_MAX_TOKENS,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "weather?"}]}],
+                "thinking": {"type": "enabled", "budget_tokens": 2048},
+                "tools": [{"name": "get_weather", "description": "", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "auto"},
+            })
+        );
+        // The caller's own limit is kept (interleaved thinking allows a budget above it).
+        request.max_tokens = Some(1500);
+        assert_eq!(encode_request(&request, false).unwrap().0["max_tokens"], 1500);
+        // Without thinking, temperature goes out as before.
+        request.thinking = None;
+        assert_eq!(encode_request(&request, false).unwrap().0["temperature"], json!(0.3f32));
+    }
+
+    #[test]
+    fn thinking_with_a_forced_tool_choice_is_refused_before_sending() {
+        for choice in [ToolChoice::Required, ToolChoice::Named("get_weather".into())] {
+            let mut request = thinking_request();
+            request.tool_choice = choice.clone();
+            let error = encode_request(&request, false).unwrap_err();
+            assert!(
+                matches!(&error, Error::InvalidRequest { message, .. } if message.contains("forced tool choice")),
+                "{choice:?}: {error:?}"
+            );
+        }
+        let mut request = thinking_request();
+        request.tools.clear();
+        request.response_format = ResponseFormat::JsonSchema {
+            name: "answer".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        };
+        assert!(matches!(encode_request(&request, false), Err(Error::InvalidRequest { .. })));
+        // auto and none are allowed; so is `required` without any tool (no tool_choice is sent).
+        for choice in [ToolChoice::Auto, ToolChoice::None] {
+            let mut request = thinking_request();
+            request.tool_choice = choice;
+            assert!(encode_request(&request, false).is_ok());
+        }
+        let mut request = thinking_request();
+        request.tools.clear();
+        request.tool_choice = ToolChoice::Required;
+        assert!(encode_request(&request, false).is_ok());
+    }
+
+    #[test]
+    fn a_thinking_block_without_its_stop_event_ends_at_the_next_block() {
+        let mut decoder = AnthropicStreamDecoder::default();
+        let mut deltas = Vec::new();
+        for data in [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"a"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s1"}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"hi"}}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"thinking","thinking":"b"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"s"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"2"}}"#,
+            r#"{"type":"message_stop"}"#,
+        ] {
+            let event = SseEvent { event: "message".into(), data: data.into(), id: None };
+            decoder.on_event(&event, &mut deltas).unwrap();
+        }
+        assert_eq!(
+            deltas,
+            vec![
+                Delta::Thinking { text: "a".into() },
+                Delta::ThinkingSignature { signature: "s1".into() },
+                Delta::Text { text: "hi".into() },
+                Delta::Thinking { text: "b".into() },
+                // Pieces of one block's signature are sent whole, when the block ends.
+                Delta::ThinkingSignature { signature: "s2".into() },
+                Delta::Finish { reason: FinishReason::Stop },
+            ]
+        );
+    }
 
     #[test]
     fn empty_answers_and_empty_text_parts_are_left_out_of_the_request() {

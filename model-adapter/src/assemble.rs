@@ -240,6 +240,55 @@ mod tests {
     }
 
     #[test]
+    fn thinking_blocks_keep_their_places_counted_in_valid_calls() {
+        let signature = |signature: &str| Delta::ThinkingSignature { signature: signature.into() };
+        let deltas = vec![
+            // Unsigned reasoning (cannot be verified if sent back): text only, no block.
+            Delta::Thinking { text: "loose ".into() },
+            signature(""),
+            Delta::Thinking { text: "first".into() },
+            signature("s1"),
+            Delta::Text { text: "Hi".into() },
+            start(0, ""), // nameless: invalid
+            start(1, "a"),
+            Delta::RedactedThinking { data: "opaque".into() },
+            Delta::Thinking { text: "second".into() },
+            signature("s2"),
+            start(2, "b"),
+            Delta::Finish { reason: FinishReason::ToolCalls },
+        ];
+        let response = assemble_all(&deltas).unwrap();
+        assert_eq!(response.thinking, "loose firstsecond");
+        assert_eq!(response.thinking_signature.as_deref(), Some("s2"));
+        assert_eq!(response.invalid_tool_calls.len(), 1);
+        let place = |block: &ThinkingBlock| (block.text_offset, block.tool_calls_before);
+        assert_eq!(
+            response
+                .thinking_blocks
+                .iter()
+                .map(|block| (&block.content, place(block)))
+                .collect::<Vec<_>>(),
+            vec![
+                (
+                    &ThinkingBlockContent::Thinking {
+                        thinking: "first".into(),
+                        signature: "s1".into()
+                    },
+                    (0, 0)
+                ),
+                (&ThinkingBlockContent::RedactedThinking { data: "opaque".into() }, (2, 1)),
+                (
+                    &ThinkingBlockContent::Thinking {
+                        thinking: "second".into(),
+                        signature: "s2".into()
+                    },
+                    (2, 1)
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn no_finish_means_no_response() {
         assert_eq!(assemble_all(&[Delta::Text { text: "hi".into() }]), None);
     }

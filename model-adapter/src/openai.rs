@@ -638,4 +638,27 @@ mod tests {
             assert!(body.get(absent).is_none());
         }
     }
+
+    #[test]
+    fn reasoning_effort_is_sent_and_the_anthropic_budget_is_not() {
+        let encode = |request: &ChatRequest| {
+            encode_request(request, false, NamedToolChoice::Native, MaxTokensField::MaxTokens)
+                .unwrap()
+                .0
+        };
+        let mut request = ChatRequest::new("o4-mini", vec![Message::user("hi")]);
+        let plain = encode(&request);
+        request.thinking = Some(crate::types::ThinkingConfig { budget_tokens: 4096 });
+        assert_eq!(encode(&request), plain);
+        for (effort, word) in [
+            (crate::ReasoningEffort::Low, "low"),
+            (crate::ReasoningEffort::Medium, "medium"),
+            (crate::ReasoningEffort::High, "high"),
+        ] {
+            request.reasoning_effort = Some(effort);
+            let mut expected = plain.clone();
+            expected["reasoning_effort"] = json!(word);
+            assert_eq!(encode(&request), expected);
+        }
+    }
 }

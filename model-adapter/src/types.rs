@@ -529,6 +529,99 @@ impl Delta {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn block(text_offset: usize, tool_calls_before: usize, data: &str) -> ThinkingBlock {
+        ThinkingBlock {
+            content: ThinkingBlockContent::RedactedThinking { data: data.into() },
+            text_offset,
+            tool_calls_before,
+        }
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall { id: id.into(), name: "f".into(), arguments: json!({}) }
+    }
+
+    fn describe(pieces: &[AnswerPiece<'_>]) -> Vec<String> {
+        pieces
+            .iter()
+            .map(|piece| match piece {
+                AnswerPiece::Text(text) => format!("text {text}"),
+                AnswerPiece::ToolCall(position, call) => format!("call {position} {}", call.id),
+                AnswerPiece::Block(ThinkingBlockContent::RedactedThinking { data }) => {
+                    format!("block {data}")
+                }
+                AnswerPiece::Block(ThinkingBlockContent::Thinking { thinking, .. }) => {
+                    format!("block {thinking}")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_go_back_to_their_places_among_text_and_tool_calls() {
+        let calls = [call("a"), call("b")];
+        let blocks = [block(0, 0, "1"), block(6, 1, "2"), block(6, 1, "3"), block(11, 2, "4")];
+        assert_eq!(
+            describe(&answer_layout("Hello world", &calls, &blocks)),
+            [
+                "block 1",
+                "text Hello ",
+                "call 0 a",
+                "block 2",
+                "block 3",
+                "text world",
+                "call 1 b",
+                "block 4"
+            ]
+        );
+        // No blocks: text, then the calls (the order before blocks existed).
+        assert_eq!(
+            describe(&answer_layout("Hi", &calls, &[])),
+            ["text Hi", "call 0 a", "call 1 b"]
+        );
+    }
+
+    #[test]
+    fn places_past_an_edited_answer_are_clamped_to_it() {
+        // The text was shortened and a call removed after the answer: blocks stay in order, at
+        // the end; an offset inside a character moves to its start.
+        let blocks = [block(2, 0, "1"), block(40, 5, "2")];
+        assert_eq!(
+            describe(&answer_layout("éa", &[call("a")], &blocks)),
+            ["text é", "block 1", "text a", "call 0 a", "block 2"]
+        );
+        assert_eq!(describe(&answer_layout("é", &[], &[block(1, 0, "1")])), ["block 1", "text é"]);
+    }
+
+    #[test]
+    fn thinking_blocks_serialise_flat_in_anthropic_field_names() {
+        let blocks = vec![
+            ThinkingBlock {
+                content: ThinkingBlockContent::Thinking {
+                    thinking: "hmm".into(),
+                    signature: "sig".into(),
+                },
+                text_offset: 0,
+                tool_calls_before: 0,
+            },
+            block(3, 1, "opaque"),
+        ];
+        let wire = json!([
+            {"type": "thinking", "thinking": "hmm", "signature": "sig", "text_offset": 0, "tool_calls_before": 0},
+            {"type": "redacted_thinking", "data": "opaque", "text_offset": 3, "tool_calls_before": 1},
+        ]);
+        assert_eq!(serde_json::to_value(&blocks).unwrap(), wire);
+        assert_eq!(serde_json::from_value::<Vec<ThinkingBlock>>(wire).unwrap(), blocks);
+        // An assistant message without blocks serialises as before they existed.
+        let message =
+            Message::from_response(&Response { text: "hi".into(), ..Response::default() });
+        assert_eq!(
+            serde_json::to_value(&message).unwrap(),
+            json!({"role": "assistant", "content": "hi"})
+        );
+    }
 
     #[test]
     fn finish_reasons_are_plain_strings_both_ways() {

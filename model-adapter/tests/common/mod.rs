@@ -252,7 +252,7 @@ pub fn fast_http() -> HttpConfig {
 /// The recorded-style stream fixtures: `NAME.sse` (the stream), `NAME.json` (the same answer
 /// non-streamed) and `NAME.expected.json` (the Response both assemble to); the prefix names the
 /// provider.
-pub const FIXTURES: [&str; 10] = [
+pub const FIXTURES: [&str; 12] = [
     "openai_text",
     "openai_tools",
     "openai_length_cut",
@@ -263,6 +263,8 @@ pub const FIXTURES: [&str; 10] = [
     "anthropic_text",
     "anthropic_tools",
     "anthropic_thinking_tools_real",
+    "anthropic_interleaved_thinking",
+    "anthropic_redacted_thinking",
 ];
 
 pub fn data_path(name: &str) -> PathBuf {
