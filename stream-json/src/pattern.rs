@@ -42,17 +42,19 @@ impl Segment {
 /// Grammar (a subset of RFC 9535 JSONPath, singular selectors and wildcards only):
 ///
 /// ```text
-/// pattern   = "$" *segment
+/// pattern   = "$" *(S segment)              ; no blank before "$" or after the last segment
 /// segment   = "." name | ".*" | "[" S selector S "]"
 /// selector  = "*" | index | quoted
 /// name      = (ALPHA / "_" / non-ASCII) *(ALPHA / DIGIT / "_" / non-ASCII)
-/// index     = "0" | [1-9] *DIGIT            ; non-negative, no leading zeros
+/// index     = "0" | [1-9] *DIGIT            ; at most 2^53 - 1, no sign, no leading zeros
 /// quoted    = "'" ... "'" | '"' ... '"'     ; escapes \\ \' \" \/ \b \f \n \r \t \uXXXX
 /// S         = *(" " / "\t" / "\n" / "\r")
 /// ```
 ///
-/// Recursive descent (`..`), filters, slices, negative indices and unions are rejected with
-/// [`Error::InvalidPattern`].
+/// As RFC 9535 §2.3.3 says, an index is an integer in the I-JSON range (at most
+/// 2^53 − 1 = 9007199254740991) written without a `+` sign or leading zeros (`01`, `-0` are
+/// not indices). Recursive descent (`..`), filters, slices, negative indices and unions are
+/// rejected with [`Error::InvalidPattern`].
 ///
 /// ```
 /// use stream_json::{Pattern, Segment};
@@ -100,6 +102,9 @@ impl fmt::Display for Pattern {
     }
 }
 
+/// The largest index RFC 9535 allows: 2^53 − 1, the I-JSON range of exact integers.
+const MAX_INDEX: u64 = (1 << 53) - 1;
+
 struct PatternParser<'a> {
     text: &'a str,
     chars: Vec<(usize, char)>,
@@ -114,7 +119,17 @@ impl PatternParser<'_> {
         }
         self.at += 1;
         let mut segments = Vec::new();
-        while let Some(c) = self.peek() {
+        loop {
+            // RFC 9535 §2.2.1: blank space may separate segments, but may not end the query.
+            let blank_start = self.at;
+            self.skip_blank();
+            let Some(c) = self.peek() else {
+                if self.at > blank_start {
+                    self.at = blank_start;
+                    return Err(self.error("a pattern does not end with blank space"));
+                }
+                break;
+            };
             match c {
                 '.' => {
                     self.at += 1;
@@ -149,8 +164,14 @@ impl PatternParser<'_> {
                             Segment::Key(self.quoted(quote)?)
                         }
                         Some('0'..='9') => Segment::Index(self.index()?),
+                        Some('-') if self.chars.get(self.at + 1).map(|&(_, c)| c) == Some('0') => {
+                            return Err(self.error("'-0' is not an index (RFC 9535 §2.3.3)"));
+                        }
                         Some('-') => {
                             return Err(self.error("negative indices are not supported"));
+                        }
+                        Some('+') => {
+                            return Err(self.error("an index has no '+' sign (RFC 9535 §2.3.3)"));
                         }
                         Some(':' | '?' | '(') => {
                             return Err(self.error("slices and filters are not supported"));
@@ -218,10 +239,13 @@ impl PatternParser<'_> {
             return Err(self.error("an index has no leading zeros"));
         }
         match digits.parse::<u64>() {
-            Ok(index) => Ok(index),
-            Err(_) => {
+            Ok(index) if index <= MAX_INDEX => Ok(index),
+            _ => {
                 self.at = start;
-                Err(self.error("index does not fit in 64 bits"))
+                Err(self.error(
+                    "index is outside the I-JSON range (at most 2^53 - 1 = 9007199254740991, \
+                     RFC 9535 §2.3.3)",
+                ))
             }
         }
     }

@@ -124,3 +124,16 @@ fn usage_errors_exit_2() {
         assert!(output.stderr.starts_with(b"sjcheck: "), "{args:?}");
     }
 }
+
+#[test]
+fn index_outside_the_i_json_range_and_malformed_indices_exit_2() {
+    for pattern in ["$[9007199254740992]", "$[01]", "$[-0]", "$[+1]", "$[1 2]", "$ "] {
+        let output = sjcheck(&["--path", pattern, "-"], b"[1]");
+        assert_eq!(output.status.code(), Some(2), "{pattern}");
+        assert!(output.stderr.starts_with(b"sjcheck: invalid path pattern"), "{pattern}");
+        assert!(output.stdout.is_empty(), "{pattern}");
+    }
+    let output = sjcheck(&["--path", "$[9007199254740991]", "--path", "$ [0]", "-"], b"[1]");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout_lines(&output), [r#"{"path":"$[0]","value":1}"#]);
+}
