@@ -5,6 +5,9 @@
 //! cargo build --release -p stream-json --example contenders
 //! stream-json/benches/instructions.sh     # every input × contender, as a table
 //! ```
+//!
+//! INPUT `file:PATH` reads the document from a file instead (the whole-process comparison
+//! with `sjcheck` in `benches/whole_process.sh`: the file is read into memory, then parsed).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -22,8 +25,21 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let Some((_, document)) = common::inputs().into_iter().find(|(name, _)| name == input) else {
-        eprintln!("unknown input {input:?} (action_10k, action_100k, action_1m, twitter_like)");
+    let document = if let Some(path) = input.strip_prefix("file:") {
+        match std::fs::read(path) {
+            Ok(document) => document,
+            Err(error) => {
+                eprintln!("cannot read {path}: {error}");
+                return ExitCode::from(2);
+            }
+        }
+    } else if let Some((_, document)) = common::inputs().into_iter().find(|(name, _)| name == input)
+    {
+        document
+    } else {
+        eprintln!(
+            "unknown input {input:?} (action_10k, action_100k, action_1m, twitter_like, file:PATH)"
+        );
         return ExitCode::from(2);
     };
     match contender.as_str() {

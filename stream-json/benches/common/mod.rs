@@ -112,6 +112,28 @@ pub fn twitter_document(statuses: usize) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// An action document of about `size` bytes (`action_document(n)` makes about 0.9 n).
+pub fn action_document_of_size(size: usize) -> Vec<u8> {
+    let first = action_document(size);
+    if first.len() >= size || first.is_empty() {
+        return first;
+    }
+    action_document(size * size / first.len())
+}
+
+/// A twitter-like document of at least `size` bytes (1,000 statuses make about 884 KB).
+pub fn twitter_document_of_size(size: usize) -> Vec<u8> {
+    let one = twitter_document(1).len();
+    let mut statuses = size / one.max(1) + 1;
+    loop {
+        let document = twitter_document(statuses);
+        if document.len() >= size || statuses > size {
+            return document;
+        }
+        statuses += (size - document.len()) / one.max(1) + 1;
+    }
+}
+
 pub fn inputs() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("action_10k", action_document(10 * 1024)),
