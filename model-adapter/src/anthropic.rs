@@ -155,8 +155,10 @@ pub(crate) fn encode_request(
                     })
                     .collect::<Vec<_>>(),
             ),
-            Message::Assistant { content, thinking, tool_calls, thinking_blocks } => {
+            Message::Assistant { content, thinking, tool_calls } => {
                 let mut blocks = Vec::new();
+                let thinking_blocks =
+                    thinking.as_ref().map_or(&[][..], |thinking| thinking.blocks.as_slice());
                 // Without blocks (an older recording, a hand-made message): the one signed
                 // thinking, first.
                 if thinking_blocks.is_empty()
@@ -681,7 +683,6 @@ mod tests {
                 Message::Assistant {
                     content: String::new(),
                     thinking: None,
-                    thinking_blocks: vec![],
                     tool_calls: vec![ToolCall {
                         id: "toolu_1".into(),
                         name: "ls".into(),
@@ -694,12 +695,7 @@ mod tests {
                     is_error: false,
                 },
                 // Claude answered the tool result with an empty end_turn.
-                Message::Assistant {
-                    content: String::new(),
-                    thinking: None,
-                    tool_calls: vec![],
-                    thinking_blocks: vec![],
-                },
+                Message::Assistant { content: String::new(), thinking: None, tool_calls: vec![] },
                 Message::User { content: vec![ContentPart::Text { text: String::new() }] },
                 Message::user("and now?"),
             ],

@@ -252,7 +252,7 @@ fn encode_message(message: &Message) -> Value {
         Message::System { content } => json!({"role": "system", "content": joined_text(content)}),
         Message::User { content } => json!({"role": "user", "content": encode_parts(content)}),
         // Reasoning is not sent back: Chat Completions has no input field for it.
-        Message::Assistant { content, thinking: _, tool_calls, thinking_blocks: _ } => {
+        Message::Assistant { content, thinking: _, tool_calls } => {
             let mut fields = Map::new();
             fields.insert("role".into(), json!("assistant"));
             fields.insert(

@@ -119,17 +119,13 @@ pub enum Message {
         /// The visible text (may be empty).
         #[serde(default)]
         content: String,
-        /// The reasoning, with its signature when the provider gave one. Anthropic sends it back
-        /// as one thinking block when `thinking_blocks` is empty (older recordings).
+        /// The reasoning: its text, and Anthropic's blocks with their signatures, which are
+        /// sent back unchanged (the API requires it for a tool-use turn with thinking on).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thinking: Option<Thinking>,
         /// The tool calls the model made.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
-        /// Anthropic's thinking and redacted_thinking blocks as the answer gave them, sent back
-        /// unchanged and in their places among the text and tool_use blocks.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        thinking_blocks: Vec<ThinkingBlock>,
     },
     /// The result of a tool call.
     Tool {
@@ -158,19 +154,22 @@ impl Message {
     /// The assistant message that records `response` in the conversation, its thinking blocks
     /// included, so that the next request carries them back unchanged.
     pub fn from_response(response: &Response) -> Message {
-        let thinking = if response.thinking.is_empty() && response.thinking_signature.is_none() {
+        let thinking = if response.thinking.is_empty()
+            && response.thinking_signature.is_none()
+            && response.thinking_blocks.is_empty()
+        {
             None
         } else {
             Some(Thinking {
                 text: response.thinking.clone(),
                 signature: response.thinking_signature.clone(),
+                blocks: response.thinking_blocks.clone(),
             })
         };
         Message::Assistant {
             content: response.text.clone(),
             thinking,
             tool_calls: response.tool_calls.clone(),
-            thinking_blocks: response.thinking_blocks.clone(),
         }
     }
 }
@@ -204,13 +203,20 @@ pub(crate) fn joined_text(parts: &[ContentPart]) -> String {
 }
 
 /// Model reasoning, kept apart from the visible answer.
+///
+/// Anthropic sends `blocks` back when there are any, each in its place among the text and
+/// tool_use blocks; otherwise (an older recording, a hand-made message) `text` with `signature`
+/// as one thinking block, first. OpenAI-compatible providers send no reasoning back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thinking {
-    /// The reasoning text.
+    /// The reasoning text (every block's text, concatenated).
     pub text: String,
-    /// Anthropic's signature over the thinking block.
+    /// Anthropic's signature over the (last) thinking block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// Anthropic's thinking and redacted_thinking blocks as the answer gave them, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<ThinkingBlock>,
 }
 
 /// One Anthropic `thinking` or `redacted_thinking` block of an answer, and where it stood.

@@ -224,8 +224,8 @@ async fn a_recording_keeps_the_blocks_and_replays_the_round_trip() {
     // A conversation whose thinking was altered is not the recorded one.
     let replay = ReplayModel::new(calls.clone());
     let mut altered = conversation[..4].to_vec();
-    if let Message::Assistant { thinking_blocks, .. } = &mut altered[2]
-        && let ThinkingBlockContent::Thinking { signature, .. } = &mut thinking_blocks[0].content
+    if let Message::Assistant { thinking: Some(thinking), .. } = &mut altered[2]
+        && let ThinkingBlockContent::Thinking { signature, .. } = &mut thinking.blocks[0].content
     {
         signature.push('x');
     }
@@ -233,7 +233,7 @@ async fn a_recording_keeps_the_blocks_and_replays_the_round_trip() {
     let error = replay.chat(&request(&altered)).await.unwrap_err();
     match error {
         Error::ReplayDiverged { index: 1, message } => assert!(
-            message.starts_with("/messages/2/thinking_blocks/0/signature: recorded"),
+            message.starts_with("/messages/2/thinking/blocks/0/signature: recorded"),
             "{message}"
         ),
         other => panic!("expected a divergence, got {other:?}"),
