@@ -1,0 +1,649 @@
+//! The action vocabulary: what the model may ask for, how an answer (native tool calls or one
+//! structured JSON document) becomes a [`Decision`], and the per-turn [`ActionSpace`] — the
+//! action automaton of `../shared/notes/small-models.md` — rendered as a JSON Schema or as the
+//! turn's tools, so that an action the state does not allow cannot even be written.
+
+use model_adapter::{Response, Tool};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::state::{Plan, PlanUpdate};
+
+/// One action the model asks the runtime to perform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "args", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// Load the bodies of these skills (level 2).
+    SelectSkills {
+        /// Skill names, at most the per-turn body limit.
+        names: Vec<String>,
+    },
+    /// Read a file of a selected skill (level 3), whole or as an excerpt.
+    LoadResource {
+        /// The selected skill.
+        skill: String,
+        /// The path relative to the skill folder.
+        path: String,
+        /// A Markdown heading to excerpt.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        section: Option<String>,
+    },
+    /// Run a script of a selected skill in the sandbox.
+    RunScript {
+        /// The selected skill.
+        skill: String,
+        /// The script's path relative to the skill folder (`scripts/…`).
+        script: String,
+        /// Arguments.
+        #[serde(default)]
+        args: Vec<String>,
+    },
+    /// Bring back the full text of an observation that compaction shortened.
+    RecallObservation {
+        /// The observation id (`obs-N`).
+        id: String,
+    },
+    /// The answer for the user; ends the run.
+    FinalAnswer {
+        /// The answer text.
+        content: String,
+    },
+}
+
+/// The names of the actions, in the order they are offered.
+pub const ACTION_NAMES: [&str; 5] =
+    ["select_skills", "load_resource", "run_script", "recall_observation", "final_answer"];
+
+impl Action {
+    /// The action's wire name (`run_script`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::SelectSkills { .. } => "select_skills",
+            Action::LoadResource { .. } => "load_resource",
+            Action::RunScript { .. } => "run_script",
+            Action::RecallObservation { .. } => "recall_observation",
+            Action::FinalAnswer { .. } => "final_answer",
+        }
+    }
+
+    /// A short human-readable form for the console and compacted context.
+    pub fn summary(&self) -> String {
+        match self {
+            Action::SelectSkills { names } => format!("select_skills {}", names.join(", ")),
+            Action::LoadResource { skill, path, section } => match section {
+                Some(section) => format!("load_resource {skill}/{path} #{section}"),
+                None => format!("load_resource {skill}/{path}"),
+            },
+            Action::RunScript { skill, script, args } => {
+                let mut text = format!("run_script {skill}/{script}");
+                for arg in args {
+                    text.push(' ');
+                    text.push_str(arg);
+                }
+                text
+            }
+            Action::RecallObservation { id } => format!("recall_observation {id}"),
+            Action::FinalAnswer { content } => {
+                format!("final_answer ({} chars)", content.chars().count())
+            }
+        }
+    }
+}
+
+/// What one Decide turn produced: one action, plus an optional plan or plan patch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The model's stated reason, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
+    /// The action.
+    pub action: Action,
+    /// A full replacement plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// A patch to the current plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_update: Option<PlanUpdate>,
+}
+
+/// What an answer was, when it was not one valid action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidAnswer {
+    /// What is wrong, as the model will be told.
+    pub message: String,
+}
+
+/// Reads a model answer as one decision.
+///
+/// A tool call named after an action is that action (its `thought`, `plan` and `plan_update`
+/// arguments are taken out first); only the first call counts (one action per turn). Without
+/// tool calls the text must be the structured document `{"thought"?, "action": {"type",
+/// "args"}, "plan"?, "plan_update"?}` (a surrounding code fence is tolerated); in
+/// [`DecideMode::Tools`](crate::DecideMode::Tools) plain prose with no tool call is the final
+/// answer.
+pub fn parse_answer(response: &Response, prose_is_final: bool) -> Result<Decision, InvalidAnswer> {
+    if let Some(call) = response.tool_calls.first() {
+        let Value::Object(mut arguments) = call.arguments.clone() else {
+            return Err(invalid(format!(
+                "the arguments of `{}` must be a JSON object, got {}",
+                call.name, call.arguments
+            )));
+        };
+        let extras = take_extras(&mut arguments)?;
+        let action = action_from(&call.name, Value::Object(arguments))?;
+        return Ok(Decision { thought: extras.0, action, plan: extras.1, plan_update: extras.2 });
+    }
+    if let Some(bad) = response.invalid_tool_calls.first() {
+        return Err(invalid(format!(
+            "the call to `{}` had unreadable arguments ({}); send one call with a JSON object",
+            bad.name, bad.error
+        )));
+    }
+    let text = strip_fence(&response.text);
+    if text.is_empty() {
+        return Err(invalid("the answer was empty; reply with exactly one action".to_owned()));
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(mut document)) => {
+            let extras = take_extras(&mut document)?;
+            let Some(action) = document.remove("action") else {
+                if prose_is_final {
+                    return Ok(final_text(response));
+                }
+                return Err(invalid("the document has no `action` field".to_owned()));
+            };
+            if let Some(key) = document.keys().next() {
+                return Err(invalid(format!("unexpected field `{key}` beside `action`")));
+            }
+            let Value::Object(mut action) = action else {
+                return Err(invalid("`action` must be an object {\"type\", \"args\"}".to_owned()));
+            };
+            let Some(Value::String(name)) = action.remove("type") else {
+                return Err(invalid("`action.type` must name an action".to_owned()));
+            };
+            let args = action.remove("args").unwrap_or_else(|| Value::Object(Map::new()));
+            if let Some(key) = action.keys().next() {
+                return Err(invalid(format!("unexpected field `action.{key}`")));
+            }
+            let action = action_from(&name, args)?;
+            Ok(Decision { thought: extras.0, action, plan: extras.1, plan_update: extras.2 })
+        }
+        Ok(_) | Err(_) if prose_is_final => Ok(final_text(response)),
+        Ok(other) => Err(invalid(format!("the answer must be a JSON object, got {other}"))),
+        Err(error) => Err(invalid(format!("the answer is not valid JSON: {error}"))),
+    }
+}
+
+fn final_text(response: &Response) -> Decision {
+    Decision {
+        thought: None,
+        action: Action::FinalAnswer { content: response.text.trim().to_owned() },
+        plan: None,
+        plan_update: None,
+    }
+}
+
+fn invalid(message: String) -> InvalidAnswer {
+    InvalidAnswer { message }
+}
+
+type Extras = (Option<String>, Option<Plan>, Option<PlanUpdate>);
+
+fn take_extras(object: &mut Map<String, Value>) -> Result<Extras, InvalidAnswer> {
+    let thought = match object.remove("thought") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text).filter(|text| !text.trim().is_empty()),
+        Some(other) => return Err(invalid(format!("`thought` must be a string, got {other}"))),
+    };
+    let plan = match object.remove("plan") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            serde_json::from_value(value)
+                .map_err(|error| invalid(format!("`plan` is not a plan: {error}")))?,
+        ),
+    };
+    let plan_update = match object.remove("plan_update") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            serde_json::from_value(value)
+                .map_err(|error| invalid(format!("`plan_update` is not a plan patch: {error}")))?,
+        ),
+    };
+    Ok((thought, plan, plan_update))
+}
+
+fn action_from(name: &str, args: Value) -> Result<Action, InvalidAnswer> {
+    if !ACTION_NAMES.contains(&name) {
+        return Err(invalid(format!(
+            "unknown action `{name}`; the actions are {}",
+            ACTION_NAMES.join(", ")
+        )));
+    }
+    let mut document = Map::new();
+    document.insert("type".to_owned(), Value::String(name.to_owned()));
+    document.insert("args".to_owned(), args);
+    serde_json::from_value(Value::Object(document))
+        .map_err(|error| invalid(format!("bad arguments for `{name}`: {error}")))
+}
+
+/// The text of `answer` without a surrounding Markdown code fence.
+fn strip_fence(answer: &str) -> &str {
+    let text = answer.trim();
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let rest = rest.split_once('\n').map_or("", |(_, body)| body);
+    rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
+}
+
+/// The actions a turn allows, derived from the run state (the per-turn action automaton).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ActionSpace {
+    /// Skills `select_skills` may name, most relevant first (empty: no select this turn).
+    pub select: Vec<String>,
+    /// Names per `select_skills` call.
+    pub max_select: usize,
+    /// Selected skills with readable files, and those files.
+    pub load: Vec<(String, Vec<String>)>,
+    /// Selected skills with scripts, and those scripts.
+    pub run: Vec<(String, Vec<String>)>,
+    /// Observations compaction shortened, which `recall_observation` may bring back.
+    pub recall: Vec<String>,
+    /// Offer a `plan` (no plan yet) or a `plan_update` (a plan exists).
+    pub plan_field: PlanField,
+    /// Why the space is narrower than usual (shown to the model), if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Which plan field the turn's schema offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanField {
+    /// None.
+    #[default]
+    None,
+    /// `plan`, a full plan.
+    Plan,
+    /// `plan_update`, a patch.
+    PlanUpdate,
+}
+
+const THOUGHT_MAX: usize = 300;
+const ANSWER_MAX: usize = 4_000;
+const ARG_MAX: usize = 200;
+
+impl ActionSpace {
+    /// The names of the allowed actions, in offer order (`final_answer` is always allowed).
+    pub fn allowed(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if !self.select.is_empty() {
+            names.push("select_skills");
+        }
+        if !self.load.is_empty() {
+            names.push("load_resource");
+        }
+        if !self.run.is_empty() {
+            names.push("run_script");
+        }
+        if !self.recall.is_empty() {
+            names.push("recall_observation");
+        }
+        names.push("final_answer");
+        names
+    }
+
+    /// Whether `action` is inside the space; the error says what is allowed instead.
+    pub fn check(&self, action: &Action) -> Result<(), String> {
+        let name = action.name();
+        if !self.allowed().contains(&name) {
+            return Err(format!(
+                "`{name}` is not allowed now{}; allowed: {}",
+                self.note.as_deref().map(|note| format!(" ({note})")).unwrap_or_default(),
+                self.allowed().join(", ")
+            ));
+        }
+        match action {
+            Action::SelectSkills { names } => {
+                if names.is_empty() {
+                    return Err("`select_skills` needs at least one skill name".to_owned());
+                }
+                if let Some(unknown) = names.iter().find(|name| !self.select.contains(name)) {
+                    return Err(format!(
+                        "skill `{unknown}` cannot be selected; selectable: {}",
+                        self.select.join(", ")
+                    ));
+                }
+                Ok(())
+            }
+            Action::LoadResource { skill, path, .. } => {
+                let Some((_, files)) = self.load.iter().find(|(name, _)| name == skill) else {
+                    return Err(format!(
+                        "skill `{skill}` is not selected (select it first); loadable: {}",
+                        names_of(&self.load)
+                    ));
+                };
+                if !files.contains(path) {
+                    return Err(format!(
+                        "`{path}` is not a file of skill `{skill}`; its files: {}",
+                        files.join(", ")
+                    ));
+                }
+                Ok(())
+            }
+            Action::RunScript { skill, script, args } => {
+                let Some((_, scripts)) = self.run.iter().find(|(name, _)| name == skill) else {
+                    return Err(format!(
+                        "skill `{skill}` has no runnable scripts or is not selected (select it \
+                         first); runnable: {}",
+                        names_of(&self.run)
+                    ));
+                };
+                if !scripts.contains(script) {
+                    return Err(format!(
+                        "`{script}` is not a script of skill `{skill}`; its scripts: {}",
+                        scripts.join(", ")
+                    ));
+                }
+                if let Some(long) = args.iter().find(|arg| arg.chars().count() > ARG_MAX) {
+                    return Err(format!(
+                        "an argument is longer than {ARG_MAX} characters ({} chars)",
+                        long.chars().count()
+                    ));
+                }
+                Ok(())
+            }
+            Action::RecallObservation { id } => {
+                if self.recall.contains(id) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{id}` is not a shortened observation; recallable: {}",
+                        self.recall.join(", ")
+                    ))
+                }
+            }
+            Action::FinalAnswer { content } => {
+                if content.trim().is_empty() {
+                    Err("`final_answer` needs non-empty `content`".to_owned())
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// The `args` schema of one allowed action.
+    fn args_schema(&self, name: &str) -> Value {
+        let string = |max: usize| json!({"type": "string", "maxLength": max});
+        match name {
+            "select_skills" => json!({
+                "type": "object",
+                "properties": {"names": {
+                    "type": "array",
+                    "items": {"enum": self.select},
+                    "minItems": 1,
+                    "maxItems": self.max_select.max(1),
+                }},
+                "required": ["names"],
+                "additionalProperties": false,
+            }),
+            "load_resource" => {
+                let skills: Vec<&String> = self.load.iter().map(|(skill, _)| skill).collect();
+                let mut paths: Vec<&String> =
+                    self.load.iter().flat_map(|(_, files)| files).collect();
+                paths.sort();
+                paths.dedup();
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "skill": {"enum": skills},
+                        "path": {"enum": paths},
+                        "section": string(120),
+                    },
+                    "required": ["skill", "path"],
+                    "additionalProperties": false,
+                })
+            }
+            "run_script" => {
+                let skills: Vec<&String> = self.run.iter().map(|(skill, _)| skill).collect();
+                let mut scripts: Vec<&String> =
+                    self.run.iter().flat_map(|(_, scripts)| scripts).collect();
+                scripts.sort();
+                scripts.dedup();
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "skill": {"enum": skills},
+                        "script": {"enum": scripts},
+                        "args": {"type": "array", "items": string(ARG_MAX), "maxItems": 8},
+                    },
+                    "required": ["skill", "script", "args"],
+                    "additionalProperties": false,
+                })
+            }
+            "recall_observation" => json!({
+                "type": "object",
+                "properties": {"id": {"enum": self.recall}},
+                "required": ["id"],
+                "additionalProperties": false,
+            }),
+            _ => json!({
+                "type": "object",
+                "properties": {"content": string(ANSWER_MAX)},
+                "required": ["content"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    fn plan_property(&self) -> Option<(&'static str, Value)> {
+        let step = json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "maxLength": 8},
+                "title": {"type": "string", "maxLength": 120},
+                "status": {"enum": ["pending", "in_progress", "done", "skipped"]},
+            },
+            "required": ["id", "title", "status"],
+            "additionalProperties": false,
+        });
+        match self.plan_field {
+            PlanField::None => None,
+            PlanField::Plan => Some((
+                "plan",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "goal": {"type": "string", "maxLength": 200},
+                        "steps": {"type": "array", "items": step, "minItems": 1, "maxItems": 6},
+                    },
+                    "required": ["goal", "steps"],
+                    "additionalProperties": false,
+                }),
+            )),
+            PlanField::PlanUpdate => Some((
+                "plan_update",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "update": {"type": "array", "maxItems": 6, "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {"type": "string", "maxLength": 8},
+                                "status": {"enum": ["pending", "in_progress", "done", "skipped"]},
+                            },
+                            "required": ["id", "status"],
+                            "additionalProperties": false,
+                        }},
+                        "add": {"type": "array", "items": step, "maxItems": 3},
+                    },
+                    "additionalProperties": false,
+                }),
+            )),
+        }
+    }
+
+    /// The JSON Schema of the turn's structured answer ([`DecideMode::Json`](crate::DecideMode::Json)).
+    pub fn json_schema(&self) -> Value {
+        let variants: Vec<Value> = self
+            .allowed()
+            .into_iter()
+            .map(|name| {
+                json!({
+                    "type": "object",
+                    "properties": {"type": {"const": name}, "args": self.args_schema(name)},
+                    "required": ["type", "args"],
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        let action = if variants.len() == 1 {
+            variants.into_iter().next().unwrap_or(Value::Null)
+        } else {
+            json!({"anyOf": variants})
+        };
+        let mut properties = Map::new();
+        properties.insert("thought".into(), json!({"type": "string", "maxLength": THOUGHT_MAX}));
+        properties.insert("action".into(), action);
+        if let Some((name, schema)) = self.plan_property() {
+            properties.insert(name.into(), schema);
+        }
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": ["action"],
+            "additionalProperties": false,
+        })
+    }
+
+    /// The turn's tools ([`DecideMode::Tools`](crate::DecideMode::Tools)): one per allowed
+    /// action, each also taking an optional `thought` and the turn's plan field.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.allowed()
+            .into_iter()
+            .map(|name| {
+                let mut parameters = self.args_schema(name);
+                if let Some(properties) =
+                    parameters.get_mut("properties").and_then(Value::as_object_mut)
+                {
+                    properties.insert(
+                        "thought".into(),
+                        json!({"type": "string", "maxLength": THOUGHT_MAX,
+                               "description": "why this action, in a sentence"}),
+                    );
+                    if let Some((field, schema)) = self.plan_property() {
+                        properties.insert(field.into(), schema);
+                    }
+                }
+                Tool {
+                    name: name.to_owned(),
+                    description: tool_description(name).to_owned(),
+                    parameters,
+                }
+            })
+            .collect()
+    }
+}
+
+fn names_of(entries: &[(String, Vec<String>)]) -> String {
+    let names: Vec<&str> = entries.iter().map(|(name, _)| name.as_str()).collect();
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+}
+
+/// What each action does, as the model reads it.
+pub(crate) fn tool_description(name: &str) -> &'static str {
+    match name {
+        "select_skills" => "Load the instructions (SKILL.md) of a skill from the catalog.",
+        "load_resource" => {
+            "Read a file of a selected skill (reference, asset), whole or one section."
+        }
+        "run_script" => {
+            "Run a script of a selected skill in the sandbox; returns exit code and output."
+        }
+        "recall_observation" => {
+            "Show again the full text of an earlier observation that was shortened."
+        }
+        _ => "Answer the user and end the run.",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model_adapter::ToolCall;
+    use pretty_assertions::assert_eq;
+
+    fn text(text: &str) -> Response {
+        Response { text: text.to_owned(), ..Response::default() }
+    }
+
+    #[test]
+    fn structured_documents_and_tool_calls_give_the_same_decision() {
+        let document = r#"{"thought":"run it","action":{"type":"run_script","args":{"skill":"csv","script":"scripts/sum.py","args":["a.csv"]}}}"#;
+        let from_text = parse_answer(&text(document), false).unwrap();
+        let call = Response {
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: "run_script".into(),
+                arguments: json!({"thought": "run it", "skill": "csv", "script": "scripts/sum.py", "args": ["a.csv"]}),
+            }],
+            ..Response::default()
+        };
+        assert_eq!(parse_answer(&call, true).unwrap(), from_text);
+        assert_eq!(from_text.thought.as_deref(), Some("run it"));
+    }
+
+    #[test]
+    fn fenced_json_is_read_and_prose_is_final_only_in_tools_mode() {
+        let fenced =
+            "```json\n{\"action\":{\"type\":\"final_answer\",\"args\":{\"content\":\"42\"}}}\n```";
+        assert_eq!(
+            parse_answer(&text(fenced), false).unwrap().action,
+            Action::FinalAnswer { content: "42".into() }
+        );
+        assert_eq!(
+            parse_answer(&text("It is 42."), true).unwrap().action,
+            Action::FinalAnswer { content: "It is 42.".into() }
+        );
+        let error = parse_answer(&text("It is 42."), false).unwrap_err();
+        assert!(error.message.starts_with("the answer is not valid JSON"), "{}", error.message);
+    }
+
+    #[test]
+    fn unknown_actions_and_bad_arguments_are_named() {
+        let error =
+            parse_answer(&text(r#"{"action":{"type":"rm_rf","args":{}}}"#), false).unwrap_err();
+        assert!(error.message.contains("unknown action `rm_rf`"), "{}", error.message);
+        let error =
+            parse_answer(&text(r#"{"action":{"type":"run_script","args":{"skill":1}}}"#), false)
+                .unwrap_err();
+        assert!(error.message.contains("bad arguments for `run_script`"), "{}", error.message);
+    }
+
+    #[test]
+    fn the_space_refuses_what_it_does_not_offer() {
+        let space = ActionSpace {
+            select: vec!["csv".into()],
+            max_select: 1,
+            run: vec![("csv".into(), vec!["scripts/sum.py".into()])],
+            ..ActionSpace::default()
+        };
+        assert_eq!(space.allowed(), vec!["select_skills", "run_script", "final_answer"]);
+        assert!(space.check(&Action::SelectSkills { names: vec!["csv".into()] }).is_ok());
+        let error = space
+            .check(&Action::RunScript {
+                skill: "csv".into(),
+                script: "data.csv".into(),
+                args: vec![],
+            })
+            .unwrap_err();
+        assert!(error.contains("not a script of skill `csv`"), "{error}");
+        let error = space
+            .check(&Action::LoadResource { skill: "csv".into(), path: "x".into(), section: None })
+            .unwrap_err();
+        assert!(error.contains("not allowed now"), "{error}");
+        let schema = space.json_schema();
+        assert_eq!(schema["properties"]["action"]["anyOf"].as_array().unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,575 @@
+//! The embedding API: [`Agent::builder`], [`Agent::run`], [`Agent::resume`], and the
+//! [`RunResult`] every run ends with.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use model_adapter::ModelProvider;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use skill_loader::{LoaderConfig, SkillLoader};
+use skill_registry::{IndexConfig, SkillIndex, SkillRoot};
+use tokio_util::sync::CancellationToken;
+use tools_runtime::{ApprovalAnswer, ApprovalRequest, Approver, Runtime, RuntimeConfig};
+
+use crate::budget::Outcome;
+use crate::config::{AgentConfig, DecideMode};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::event::{EventBus, EventKind, EventSink, JsonlSink};
+use crate::exec::{Executor, LiveTools};
+use crate::reasoning::ReasoningMetrics;
+use crate::replay::Recording;
+use crate::run::{Ending, ModelSource, Run};
+use crate::rundir::{Redactor, RunDir, new_run_id};
+use crate::state::{Counters, RunState, SkillEntry};
+
+/// Token usage of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_tokens: u64,
+}
+
+/// How a run ended. There is always a final text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The run id.
+    pub run_id: String,
+    /// Why it ended.
+    pub outcome: Outcome,
+    /// The answer for the user (the model's, or a degraded one).
+    pub final_text: String,
+    /// The run directory, when the run wrote one.
+    pub run_dir: Option<PathBuf>,
+    /// Turns.
+    pub turns: u32,
+    /// Model calls.
+    pub model_calls: u32,
+    /// Actions other than `final_answer`.
+    pub tool_calls: u32,
+    /// Scripts started.
+    pub script_runs: u32,
+    /// Token usage.
+    pub usage: RunUsage,
+    /// Think-Act metrics.
+    pub reasoning_metrics: ReasoningMetrics,
+    /// All counters.
+    pub counters: Counters,
+}
+
+/// Builds an [`Agent`].
+#[derive(Debug)]
+pub struct AgentBuilder {
+    model: Option<Arc<dyn ModelProvider>>,
+    config: AgentConfig,
+    roots: Vec<SkillRoot>,
+    index_config: IndexConfig,
+    loader_config: LoaderConfig,
+    runtime: Option<RuntimeConfig>,
+    workspace: Option<PathBuf>,
+    runs_dir: Option<PathBuf>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    approver: Option<Arc<dyn Approver>>,
+    redactor: Redactor,
+    cancel: CancellationToken,
+}
+
+/// Runs tasks: one model, one set of skill roots, one sandbox configuration.
+#[derive(Debug)]
+pub struct Agent {
+    model: Arc<dyn ModelProvider>,
+    config: AgentConfig,
+    roots: Vec<SkillRoot>,
+    index_config: IndexConfig,
+    loader_config: LoaderConfig,
+    runtime: Option<RuntimeConfig>,
+    workspace: PathBuf,
+    runs_dir: Option<PathBuf>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    approver: Option<Arc<dyn Approver>>,
+    redactor: Arc<Redactor>,
+    cancel: CancellationToken,
+}
+
+impl Agent {
+    /// A builder with default settings (react, native tools, default budgets, no sandbox
+    /// runtime: scripts are refused until [`AgentBuilder::runtime`] is set).
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder {
+            model: None,
+            config: AgentConfig::default(),
+            roots: Vec::new(),
+            index_config: IndexConfig::default(),
+            loader_config: LoaderConfig::default(),
+            runtime: None,
+            workspace: None,
+            runs_dir: None,
+            sinks: Vec::new(),
+            approver: None,
+            redactor: Redactor::new(),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+impl AgentBuilder {
+    /// The model (required).
+    pub fn model(mut self, model: Arc<dyn ModelProvider>) -> AgentBuilder {
+        self.model = Some(model);
+        self
+    }
+
+    /// Strategy, decide mode, model settings, budgets, guardrails, context and script settings.
+    pub fn config(mut self, config: AgentConfig) -> AgentBuilder {
+        self.config = config;
+        self
+    }
+
+    /// Skill roots in priority order (see `skill_registry::default_roots`).
+    pub fn skill_roots(mut self, roots: Vec<SkillRoot>) -> AgentBuilder {
+        self.roots = roots;
+        self
+    }
+
+    /// Indexing settings.
+    pub fn index_config(mut self, config: IndexConfig) -> AgentBuilder {
+        self.index_config = config;
+        self
+    }
+
+    /// Size caps for skill bodies and resources.
+    pub fn loader_config(mut self, config: LoaderConfig) -> AgentBuilder {
+        self.loader_config = config;
+        self
+    }
+
+    /// The sandbox runtime for `run_script` (without one, scripts are refused).
+    pub fn runtime(mut self, config: RuntimeConfig) -> AgentBuilder {
+        self.runtime = Some(config);
+        self
+    }
+
+    /// The workspace scripts run in (default: the current directory).
+    pub fn workspace(mut self, workspace: impl Into<PathBuf>) -> AgentBuilder {
+        self.workspace = Some(workspace.into());
+        self
+    }
+
+    /// Where run directories are created (without one, events go to the sinks only).
+    pub fn runs_dir(mut self, runs_dir: impl Into<PathBuf>) -> AgentBuilder {
+        self.runs_dir = Some(runs_dir.into());
+        self
+    }
+
+    /// Adds an event sink (console, broadcast, memory…).
+    pub fn sink(mut self, sink: Arc<dyn EventSink>) -> AgentBuilder {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// The approver asked when the policy says so (approval events are emitted around it).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> AgentBuilder {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// The secrets to redact (see [`Redactor::from_env`]).
+    pub fn redactor(mut self, redactor: Redactor) -> AgentBuilder {
+        self.redactor = redactor;
+        self
+    }
+
+    /// A token that cancels runs (the current turn stops; the run ends `cancelled`).
+    pub fn cancellation(mut self, token: CancellationToken) -> AgentBuilder {
+        self.cancel = token;
+        self
+    }
+
+    /// The agent.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] without a model, with an unknown strategy, or with zero budgets.
+    pub fn build(self) -> Result<Agent> {
+        let Some(model) = self.model else {
+            return Err(Error::Config("no model: call AgentBuilder::model".to_owned()));
+        };
+        validate_config(&self.config)?;
+        let workspace = match self.workspace {
+            Some(workspace) => workspace,
+            None => std::env::current_dir().map_err(|error| {
+                Error::Config(format!("cannot read the current directory: {error}"))
+            })?,
+        };
+        Ok(Agent {
+            model,
+            config: self.config,
+            roots: self.roots,
+            index_config: self.index_config,
+            loader_config: self.loader_config,
+            runtime: self.runtime,
+            workspace,
+            runs_dir: self.runs_dir,
+            sinks: self.sinks,
+            approver: self.approver,
+            redactor: Arc::new(self.redactor),
+            cancel: self.cancel,
+        })
+    }
+}
+
+fn validate_config(config: &AgentConfig) -> Result<()> {
+    if !crate::strategy::STRATEGIES.contains(&config.strategy.as_str()) {
+        return Err(Error::Config(format!(
+            "unknown strategy `{}`; known: {}",
+            config.strategy,
+            crate::strategy::STRATEGIES.join(", ")
+        )));
+    }
+    let budgets = &config.budgets;
+    if budgets.max_turns == 0 || budgets.max_context_chars == 0 {
+        return Err(Error::Config("max_turns and max_context_chars must be at least 1".to_owned()));
+    }
+    if config.model.max_tokens == 0 {
+        return Err(Error::Config("model.max_tokens must be at least 1".to_owned()));
+    }
+    if !(config.context.compact_at > 0.0 && config.context.compact_at <= 1.0) {
+        return Err(Error::Config(format!(
+            "context.compact_at must be in (0, 1], got {}",
+            config.context.compact_at
+        )));
+    }
+    Ok(())
+}
+
+/// Emits approval events around the user's approver.
+#[derive(Debug)]
+struct EventingApprover {
+    inner: Arc<dyn Approver>,
+    bus: EventBus,
+}
+
+#[async_trait]
+impl Approver for EventingApprover {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        self.bus.emit_or_keep(
+            EventKind::ApprovalRequired,
+            json!({"call_id": request.call_id, "skill": request.skill, "argv": request.argv, "reason": request.reason}),
+        );
+        let answer = self.inner.approve(request).await;
+        match &answer {
+            ApprovalAnswer::Approved => {
+                self.bus
+                    .emit_or_keep(EventKind::ApprovalGranted, json!({"call_id": request.call_id}));
+            }
+            ApprovalAnswer::Denied { reason } => self.bus.emit_or_keep(
+                EventKind::ApprovalDenied,
+                json!({"call_id": request.call_id, "reason": reason}),
+            ),
+        }
+        answer
+    }
+}
+
+/// The system message: the protocol and the catalog.
+fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> String {
+    let mut text = String::from(
+        "You complete the user's task with Agent Skills: folders with instructions (SKILL.md), \
+         scripts and reference files. Each turn you choose exactly one action; the runtime \
+         checks it, executes it and shows you the result as an observation. You never run \
+         anything yourself.\n\
+         Actions:\n\
+         - select_skills: load the instructions of a skill from the catalog (do this before using its files)\n\
+         - load_resource: read a file of a selected skill\n\
+         - run_script: run a script of a selected skill; its output comes back as the observation\n\
+         - recall_observation: show again an observation that was shortened\n\
+         - final_answer: answer the user and end the run\n\
+         Use facts from observations, never invented ones. Say in `thought` why you take the \
+         action. As soon as you know the answer, give final_answer.\n",
+    );
+    if config.decide == DecideMode::Json {
+        text.push_str(
+            "Reply with one JSON object: {\"thought\": \"<one sentence>\", \"action\": \
+             {\"type\": \"<action>\", \"args\": {…}}}, and a \"plan\" {\"goal\", \"steps\": \
+             [{\"id\", \"title\", \"status\"}]} on your first turn if the task has several steps.\n",
+        );
+    }
+    text.push_str("\nSkills catalog (name: description):\n");
+    let budget = config.context.catalog_chars;
+    let mut used = 0;
+    let mut omitted = 0;
+    let visible = catalog.iter().filter(|entry| {
+        !entry.disable_model_invocation || task.contains(&format!("/{}", entry.name))
+    });
+    for entry in visible {
+        let line = format!("- {}: {}\n", entry.name, entry.description.replace('\n', " "));
+        if used + line.chars().count() > budget {
+            omitted += 1;
+            continue;
+        }
+        used += line.chars().count();
+        text.push_str(&line);
+    }
+    if omitted > 0 {
+        text.push_str(&format!("({omitted} more skills left out for space)\n"));
+    }
+    text
+}
+
+/// The catalog the run sees, most relevant to the task first (fixed for the run).
+fn catalog_of(index: &SkillIndex) -> Vec<SkillEntry> {
+    index
+        .skills
+        .iter()
+        .map(|skill| SkillEntry {
+            name: skill.name.clone(),
+            description: skill.description.clone(),
+            source: skill.source.kind.as_str().to_owned(),
+            directory: skill.directory.display().to_string(),
+            disable_model_invocation: skill.controls.disable_model_invocation,
+            allowed_tools: skill.controls.allowed_tools.clone(),
+        })
+        .collect()
+}
+
+/// What `run_started` records: everything a replay needs to run again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunStart {
+    pub(crate) task: String,
+    pub(crate) config: AgentConfig,
+    pub(crate) catalog: Vec<SkillEntry>,
+    pub(crate) workspace: String,
+    #[serde(default)]
+    pub(crate) diagnostics: Vec<Value>,
+}
+
+/// What a run is made of besides its recorded start.
+#[derive(Debug)]
+pub(crate) struct RunParts {
+    pub(crate) bus: EventBus,
+    pub(crate) model: ModelSource,
+    pub(crate) executor: Executor,
+    pub(crate) run_dir: Option<RunDir>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) replaying: bool,
+}
+
+/// Builds a run from its recorded start; shared by `run`, `resume` and replay.
+pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
+    let RunParts { bus, model, executor, run_dir, cancel, replaying } = parts;
+    let system = system_prompt(&start.config, &start.catalog, &start.task);
+    Run {
+        config: start.config.clone(),
+        state: RunState {
+            run_id: run_id.to_owned(),
+            task: start.task.clone(),
+            catalog: start.catalog.clone(),
+            selected: Vec::new(),
+            plan: None,
+            counters: Counters::default(),
+            reasoning: ReasoningMetrics::default(),
+            actions: Vec::new(),
+            compacted: Vec::new(),
+            outcome: None,
+            strategy_state: Value::Null,
+        },
+        context: Context::new(system, start.task.clone()),
+        bus,
+        model,
+        executor,
+        run_dir,
+        cancel,
+        started: Instant::now(),
+        replaying,
+        failures: Default::default(),
+        next_observation: 0,
+        observation_texts: Vec::new(),
+    }
+}
+
+/// Drives a run to its end and writes `final.md`, `state.json` and `run_finished`.
+pub(crate) async fn finish_run(run: &mut Run, start: &RunStart) -> Result<RunResult> {
+    run.emit(EventKind::RunStarted, serde_json::to_value(start)?)?;
+    let Ending { outcome, final_text } = crate::strategy::drive(run).await?;
+    let final_text = run.bus.redactor().redact(&final_text).into_owned();
+    run.state.outcome = Some(outcome);
+    run.emit(
+        EventKind::RunFinished,
+        json!({
+            "outcome": outcome,
+            "degraded": outcome.is_degraded(),
+            "final_text": final_text,
+            "counters": run.state.counters,
+            "reasoning_metrics": run.state.reasoning,
+        }),
+    )?;
+    if let Some(run_dir) = &run.run_dir {
+        run_dir.write_file(Path::new("final.md"), format!("{final_text}\n").as_bytes())?;
+    }
+    run.checkpoint()?;
+    let counters = run.state.counters.clone();
+    Ok(RunResult {
+        run_id: run.state.run_id.clone(),
+        outcome,
+        final_text,
+        run_dir: run.run_dir.as_ref().map(|dir| dir.path().to_owned()),
+        turns: counters.turns,
+        model_calls: counters.model_calls,
+        tool_calls: counters.tool_calls,
+        script_runs: counters.script_runs,
+        usage: RunUsage {
+            prompt_tokens: counters.prompt_tokens,
+            completion_tokens: counters.completion_tokens,
+            cached_tokens: counters.cached_tokens,
+        },
+        reasoning_metrics: run.state.reasoning.clone(),
+        counters,
+    })
+}
+
+impl Agent {
+    fn live_tools(&self, index: SkillIndex, bus: &EventBus, runs_dir: Option<&Path>) -> LiveTools {
+        let runtime = self.runtime.clone().map(|mut config| {
+            for skill in &index.skills {
+                if !config.argument_read_roots.contains(&skill.directory) {
+                    config.argument_read_roots.push(skill.directory.clone());
+                }
+            }
+            let mut runtime = Runtime::new(config);
+            if let Some(approver) = &self.approver {
+                runtime = runtime.with_approver(Arc::new(EventingApprover {
+                    inner: Arc::clone(approver),
+                    bus: bus.clone(),
+                }));
+            }
+            Arc::new(runtime)
+        });
+        // The runs directory must not be writable by scripts when it lies in the workspace.
+        let protected =
+            match (runs_dir.and_then(|dir| dir.canonicalize().ok()), self.workspace.canonicalize())
+            {
+                (Some(runs), Ok(workspace)) if runs.starts_with(&workspace) => vec![runs],
+                _ => Vec::new(),
+            };
+        LiveTools {
+            index,
+            loader: SkillLoader::new(self.loader_config),
+            runtime,
+            workspace: self.workspace.clone(),
+            protected,
+            scripts: self.config.scripts.clone(),
+        }
+    }
+
+    fn sinks_with(&self, run_dir: Option<&RunDir>) -> Result<Vec<Arc<dyn EventSink>>> {
+        let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+        if let Some(run_dir) = run_dir {
+            sinks.push(Arc::new(JsonlSink::open(&run_dir.events_path())?));
+        }
+        sinks.extend(self.sinks.iter().cloned());
+        Ok(sinks)
+    }
+
+    /// Runs `task` to its end. The result always carries a final text; `Err` means the run
+    /// could not be recorded (run directory IO) or could not start (skill roots).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Registry`], [`Error::RunDirectory`], [`Error::Serialise`].
+    pub async fn run(&self, task: &str) -> Result<RunResult> {
+        let index = SkillIndex::build(&self.roots, &self.index_config)?;
+        let run_id = new_run_id();
+        let task = self.redactor.redact(task).into_owned();
+        let run_dir = match &self.runs_dir {
+            Some(runs_dir) => Some(RunDir::create(runs_dir, &run_id)?),
+            None => None,
+        };
+        if let Some(run_dir) = &run_dir {
+            run_dir.write_file(Path::new("inputs/request.txt"), task.as_bytes())?;
+        }
+        let bus =
+            EventBus::new(&run_id, self.sinks_with(run_dir.as_ref())?, Arc::clone(&self.redactor));
+        let start = RunStart {
+            task,
+            config: self.config.clone(),
+            catalog: catalog_of(&index),
+            workspace: self.workspace.display().to_string(),
+            diagnostics: index
+                .diagnostics
+                .iter()
+                .map(|diagnostic| json!({"path": diagnostic.path, "line": diagnostic.line, "rule": diagnostic.rule, "message": diagnostic.message}))
+                .collect(),
+        };
+        let executor = Executor {
+            recorded: Default::default(),
+            live: Some(self.live_tools(index, &bus, self.runs_dir.as_deref())),
+        };
+        let model =
+            ModelSource { recorded: Default::default(), live: Some(Arc::clone(&self.model)) };
+        let parts = RunParts {
+            bus,
+            model,
+            executor,
+            run_dir,
+            cancel: self.cancel.clone(),
+            replaying: false,
+        };
+        let mut run = new_run(&run_id, &start, parts);
+        finish_run(&mut run, &start).await
+    }
+
+    /// Continues a run that was interrupted (killed mid-turn): the recorded events are
+    /// reproduced from the record — model answers and executed actions are not asked or run
+    /// again — and the run goes on live from where the record ends. The interrupted turn is
+    /// redone from its last recorded step; nothing recorded as done is done twice.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Recording`] when the directory holds no readable run or a finished one,
+    /// [`Error::Resume`] when the re-run departs from the record (changed skills, settings).
+    pub async fn resume(&self, run_dir: &Path) -> Result<RunResult> {
+        let directory = RunDir::open(run_dir)?;
+        let recording = Recording::read(&directory.events_path(), true)?;
+        recording.truncate_partial_line(&directory.events_path())?;
+        if recording.finished {
+            return Err(Error::Recording {
+                path: directory.events_path(),
+                message: "the run already finished; there is nothing to resume".to_owned(),
+            });
+        }
+        let index = SkillIndex::build(&self.roots, &self.index_config)?;
+        let bus = EventBus::new(
+            &recording.run_id,
+            self.sinks_with(Some(&directory))?,
+            Arc::clone(&self.redactor),
+        );
+        bus.expect(recording.comparable_events(), recording.last_seq, directory.path());
+        let live = self.live_tools(index, &bus, directory.path().parent());
+        let executor = Executor { recorded: recording.executions.clone().into(), live: Some(live) };
+        let model = ModelSource {
+            recorded: recording.calls.clone().into(),
+            live: Some(Arc::clone(&self.model)),
+        };
+        let parts = RunParts {
+            bus,
+            model,
+            executor,
+            run_dir: Some(directory),
+            cancel: self.cancel.clone(),
+            replaying: false,
+        };
+        let mut run = new_run(&recording.run_id, &recording.start, parts);
+        finish_run(&mut run, &recording.start).await
+    }
+}

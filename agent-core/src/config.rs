@@ -1,0 +1,197 @@
+//! What a run is allowed to do and how it asks: budgets, guardrail settings, context limits and
+//! the model settings. The whole `AgentConfig` is recorded in `run_started`, so a replay runs
+//! under exactly the settings of the original run.
+
+use serde::{Deserialize, Serialize};
+
+/// Limits checked at the head of every turn; nothing runs after one is hit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Budgets {
+    /// Decide turns (one model call each).
+    pub max_turns: u32,
+    /// Actions other than `final_answer` that the model asked for (refused ones included).
+    pub max_tool_calls: u32,
+    /// Scripts actually started.
+    pub max_script_runs: u32,
+    /// Characters of the packed context (system, transcript and the turn's state note).
+    pub max_context_chars: usize,
+    /// Wall-clock limit of the run in milliseconds (`None`: no limit). Not applied on replay.
+    pub max_duration_ms: Option<u64>,
+}
+
+impl Default for Budgets {
+    fn default() -> Budgets {
+        Budgets {
+            max_turns: 12,
+            max_tool_calls: 30,
+            max_script_runs: 6,
+            max_context_chars: 48_000,
+            max_duration_ms: Some(15 * 60 * 1000),
+        }
+    }
+}
+
+/// How the model is asked for its one action per turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecideMode {
+    /// Native tool calls: each allowed action is a tool of the turn, with the turn's enums
+    /// (OpenAI, Anthropic, vLLM…). `tool_choice` is `required`.
+    Tools,
+    /// One JSON document `{"thought"?, "action": {"type", "args"}, "plan"?, "plan_update"?}`
+    /// constrained by the turn's JSON Schema (`response_format = json_schema`; llama.cpp turns
+    /// it into a grammar).
+    Json,
+}
+
+/// Consecutive failures of one kind tolerated before the run degrades (`stuck`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryCaps {
+    /// Model calls that failed after model-adapter's own retries.
+    pub model_error: u32,
+    /// Answers that were not one valid action.
+    pub invalid_action: u32,
+    /// Actions refused by a guardrail, the policy or the approver.
+    pub refused: u32,
+    /// Scripts that exited non-zero, were killed, or could not be read.
+    pub failed: u32,
+    /// Scripts that timed out.
+    pub timeout: u32,
+}
+
+impl Default for RetryCaps {
+    fn default() -> RetryCaps {
+        RetryCaps { model_error: 2, invalid_action: 3, refused: 3, failed: 3, timeout: 2 }
+    }
+}
+
+/// Guardrail settings (seed 002 §5.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuardConfig {
+    /// Skill bodies loaded by one `select_skills` (more is refused: "select in batches").
+    pub max_bodies_per_turn: usize,
+    /// Skills the user named explicitly: these may be selected even with
+    /// `disable-model-invocation: true`. A task that mentions `/NAME` or `$NAME` names it too.
+    pub user_named_skills: Vec<String>,
+    /// The same failing action this many times in a row ends the run as `stuck`.
+    pub stuck_repeats: u32,
+    /// Per-kind caps of consecutive failures.
+    pub retry_caps: RetryCaps,
+}
+
+impl Default for GuardConfig {
+    fn default() -> GuardConfig {
+        GuardConfig {
+            max_bodies_per_turn: 2,
+            user_named_skills: Vec::new(),
+            stuck_repeats: 3,
+            retry_caps: RetryCaps::default(),
+        }
+    }
+}
+
+/// Context packing and compaction settings (seed 002 §7.2–7.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextConfig {
+    /// Compaction starts when the packed context passes this share of `max_context_chars`.
+    pub compact_at: f64,
+    /// The most recent observations kept whole by compaction.
+    pub keep_recent_observations: usize,
+    /// Observation text longer than this is stored in `observations/` by SHA-256 and shown to
+    /// the model as head + tail with the reference.
+    pub inline_observation_chars: usize,
+    /// Characters of an old observation kept by compaction (its first line, then the reference).
+    pub compacted_observation_chars: usize,
+    /// After deterministic compaction, ask the model once (no tools, counted) to summarise the
+    /// compacted observations.
+    pub summarize_with_model: bool,
+    /// Characters of the skill catalog shown to the model.
+    pub catalog_chars: usize,
+}
+
+impl Default for ContextConfig {
+    fn default() -> ContextConfig {
+        ContextConfig {
+            compact_at: 0.8,
+            keep_recent_observations: 3,
+            inline_observation_chars: 4_000,
+            compacted_observation_chars: 160,
+            summarize_with_model: false,
+            catalog_chars: 6_000,
+        }
+    }
+}
+
+/// The model name and sampling settings sent with every call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelSettings {
+    /// The provider's model name.
+    pub model: String,
+    /// Sampling temperature (`Some(0.0)` by default: runs should be reproducible).
+    pub temperature: Option<f32>,
+    /// `max_tokens` of every call (small models run away without it).
+    pub max_tokens: u32,
+}
+
+impl Default for ModelSettings {
+    fn default() -> ModelSettings {
+        ModelSettings { model: "default".to_owned(), temperature: Some(0.0), max_tokens: 768 }
+    }
+}
+
+/// Script execution settings passed to tools-runtime for every `run_script`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScriptSettings {
+    /// Timeout of one script in milliseconds.
+    pub timeout_ms: u64,
+    /// Output kept per stream (head + tail).
+    pub max_output_bytes: usize,
+    /// Whether scripts may use the network.
+    pub allow_network: bool,
+}
+
+impl Default for ScriptSettings {
+    fn default() -> ScriptSettings {
+        ScriptSettings { timeout_ms: 60_000, max_output_bytes: 256 * 1024, allow_network: false }
+    }
+}
+
+/// Everything that decides how a run behaves; recorded in `run_started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The loop strategy (`react`).
+    pub strategy: String,
+    /// How the model is asked.
+    pub decide: DecideMode,
+    /// Model name and sampling.
+    pub model: ModelSettings,
+    /// Limits.
+    pub budgets: Budgets,
+    /// Guardrails.
+    pub guard: GuardConfig,
+    /// Context packing.
+    pub context: ContextConfig,
+    /// Script execution.
+    pub scripts: ScriptSettings,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig {
+            strategy: "react".to_owned(),
+            decide: DecideMode::Tools,
+            model: ModelSettings::default(),
+            budgets: Budgets::default(),
+            guard: GuardConfig::default(),
+            context: ContextConfig::default(),
+            scripts: ScriptSettings::default(),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The console renderer: events as short human-readable lines (turns, plan, actions,
+//! observations in short, budget use, the answer streaming in). The CLI uses it; colours only
+//! when asked (on a terminal).
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind, EventSink};
+
+/// How the console shows a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConsoleOptions {
+    /// ANSI colours.
+    pub color: bool,
+    /// Show the model's streamed answer text as it arrives.
+    pub stream_answer: bool,
+}
+
+/// Writes events to a terminal (or any writer) as they happen.
+pub struct ConsoleSink {
+    out: Mutex<Box<dyn Write + Send>>,
+    options: ConsoleOptions,
+    /// Whether an answer is streaming (a line is open).
+    streaming: Mutex<bool>,
+}
+
+impl std::fmt::Debug for ConsoleSink {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ConsoleSink")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConsoleSink {
+    /// A console writing to `out`.
+    pub fn new(out: Box<dyn Write + Send>, options: ConsoleOptions) -> ConsoleSink {
+        ConsoleSink { out: Mutex::new(out), options, streaming: Mutex::new(false) }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.options.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+    }
+
+    /// The lines for one event (empty for events the console does not show).
+    pub fn render(&self, event: &Event) -> String {
+        let data = &event.data;
+        let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        match event.kind {
+            EventKind::RunStarted => {
+                let skills = data.get("catalog").and_then(Value::as_array).map_or(0, Vec::len);
+                let config = data.get("config").unwrap_or(&Value::Null);
+                let strategy = config.get("strategy").and_then(Value::as_str).unwrap_or("react");
+                let model = config.pointer("/model/model").and_then(Value::as_str).unwrap_or("?");
+                format!(
+                    "{} run {} · {skills} skills · strategy {strategy} · model {model}\n",
+                    self.paint("1", "▶"),
+                    event.run_id
+                )
+            }
+            EventKind::TurnStarted => {
+                let pair = |key: &str| {
+                    let value = data.pointer(&format!("/budget/{key}"));
+                    let get = |index: usize| {
+                        value.and_then(|pair| pair.get(index)).and_then(Value::as_u64).unwrap_or(0)
+                    };
+                    format!("{}/{}", get(0), get(1))
+                };
+                self.paint(
+                    "2",
+                    &format!(
+                        "── turn {} · tool calls {} · scripts {} · context {} chars\n",
+                        pair("turns"),
+                        pair("tool_calls"),
+                        pair("script_runs"),
+                        pair("context_chars")
+                    ),
+                )
+            }
+            EventKind::PlanCreated | EventKind::PlanUpdated => {
+                let plan: crate::state::Plan =
+                    serde_json::from_value(data.get("plan").cloned().unwrap_or(Value::Null))
+                        .unwrap_or_default();
+                let title =
+                    if event.kind == EventKind::PlanCreated { "plan" } else { "plan updated" };
+                let mut lines = format!("  {}\n", self.paint("36", title));
+                for line in plan.render().lines() {
+                    lines.push_str(&format!("    {line}\n"));
+                }
+                lines
+            }
+            EventKind::ActionValidated if data.get("valid") == Some(&Value::Bool(false)) => {
+                format!("  {} {}\n", self.paint("33", "✗"), text("error"))
+            }
+            EventKind::ActionExecuted => {
+                let action: Option<crate::action::Action> =
+                    serde_json::from_value(data.get("action").cloned().unwrap_or(Value::Null)).ok();
+                let status = text("status");
+                let mark =
+                    if status == "ok" { self.paint("32", "✓") } else { self.paint("31", "✗") };
+                let duration = data.get("duration_ms").and_then(Value::as_u64).unwrap_or(0);
+                let summary = action.map_or_else(|| "?".to_owned(), |action| action.summary());
+                format!("  {mark} {summary} → {status} ({duration} ms)\n")
+            }
+            EventKind::ObservationRecorded => {
+                let content = text("content");
+                let first = content.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+                let first: String = first.chars().take(100).collect();
+                let chars = data.get("chars").and_then(Value::as_u64).unwrap_or(0);
+                self.paint("2", &format!("    {} {first} ({chars} chars)\n", text("id")))
+            }
+            EventKind::Compaction => format!(
+                "  ⟲ context compacted: {} → {} chars\n",
+                data.get("before_chars").and_then(Value::as_u64).unwrap_or(0),
+                data.get("after_chars").and_then(Value::as_u64).unwrap_or(0)
+            ),
+            EventKind::ApprovalRequired => format!("  ? approval needed: {}\n", text("reason")),
+            EventKind::ApprovalGranted => "  ✓ approved\n".to_owned(),
+            EventKind::ApprovalDenied => format!("  ✗ approval denied {}\n", text("reason")),
+            EventKind::ModelResponse if data.get("error").is_some() => {
+                format!("  {} model call failed: {}\n", self.paint("31", "✗"), text("error"))
+            }
+            EventKind::RunFinished => {
+                let counters = data.get("counters").unwrap_or(&Value::Null);
+                let number = |key: &str| counters.get(key).and_then(Value::as_u64).unwrap_or(0);
+                format!(
+                    "{} {} · {} turns · {} model calls · {} tool calls · {} scripts · {}+{} tokens\n",
+                    self.paint("1", "■"),
+                    text("outcome"),
+                    number("turns"),
+                    number("model_calls"),
+                    number("tool_calls"),
+                    number("script_runs"),
+                    number("prompt_tokens"),
+                    number("completion_tokens")
+                )
+            }
+            _ => String::new(),
+        }
+    }
+}
+
+impl EventSink for ConsoleSink {
+    fn record(&self, event: &Event) -> Result<()> {
+        let mut streaming =
+            self.streaming.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = self.out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let io = |error: std::io::Error| Error::io("console", error);
+        if event.kind == EventKind::AssistantDelta {
+            if self.options.stream_answer {
+                if !*streaming {
+                    out.write_all(b"  ").map_err(io)?;
+                    *streaming = true;
+                }
+                let text = event.data.get("text").and_then(Value::as_str).unwrap_or_default();
+                out.write_all(text.as_bytes()).map_err(io)?;
+                out.flush().map_err(io)?;
+            }
+            return Ok(());
+        }
+        let lines = self.render(event);
+        if lines.is_empty() {
+            return Ok(());
+        }
+        if *streaming {
+            out.write_all(b"\n").map_err(io)?;
+            *streaming = false;
+        }
+        out.write_all(lines.as_bytes()).map_err(io)?;
+        out.flush().map_err(io)
+    }
+}

@@ -1,0 +1,52 @@
+//! The crate's error type: only what stops a run outright (IO on the run directory, a bad
+//! configuration, a recording that cannot be read). What the model can fix is an observation.
+
+use std::path::PathBuf;
+
+/// What went wrong outside the model's reach.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The run directory or one of its files could not be written or read.
+    #[error("run directory {path}: {source}")]
+    RunDirectory {
+        /// The file or folder.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The agent was configured in a way that cannot run.
+    #[error("invalid agent configuration: {0}")]
+    Config(String),
+    /// The skill roots could not be indexed.
+    #[error("cannot index the skill roots: {0}")]
+    Registry(#[from] skill_registry::Error),
+    /// A recorded run (`events.jsonl`) could not be read or does not describe a run.
+    #[error("recorded run {path}: {message}")]
+    Recording {
+        /// The events file.
+        path: PathBuf,
+        /// What is wrong, with the line number where there is one.
+        message: String,
+    },
+    /// Resuming found the recorded events and the re-run disagreeing.
+    #[error("cannot resume {path}: {message}")]
+    Resume {
+        /// The run directory.
+        path: PathBuf,
+        /// Where the re-run departed from the record.
+        message: String,
+    },
+    /// An event could not be serialised.
+    #[error("cannot serialise an event: {0}")]
+    Serialise(#[from] serde_json::Error),
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::RunDirectory { path: path.into(), source }
+    }
+}

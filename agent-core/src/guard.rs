@@ -1,0 +1,275 @@
+//! Guardrails (seed 002 §5.2) and the per-turn action automaton: which actions the state
+//! allows, what is refused and why, when repeated failures mean the run is stuck, and the
+//! deterministic answer used when even the degraded model call fails.
+
+use std::collections::HashMap;
+
+use crate::action::{Action, ActionSpace, PlanField};
+use crate::budget::Outcome;
+use crate::config::{AgentConfig, DecideMode};
+use crate::state::{ObservationStatus, RunState, StepStatus};
+
+/// Whether the user named `skill` (config, or `/name` or `$name` in the task).
+pub(crate) fn user_named(state: &RunState, config: &AgentConfig, skill: &str) -> bool {
+    config.guard.user_named_skills.iter().any(|name| name == skill)
+        || ["/", "$"].iter().any(|sigil| {
+            let needle = format!("{sigil}{skill}");
+            state.task.match_indices(&needle).any(|(at, _)| {
+                let after = state.task[at + needle.len()..].chars().next();
+                !after.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+            })
+        })
+}
+
+/// Lowercase words of three letters or more.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| word.chars().count() >= 3)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Catalog names ranked by word overlap of name + description with the task (stable).
+pub(crate) fn ranked_skills(state: &RunState) -> Vec<String> {
+    let task: std::collections::HashSet<String> = words(&state.task).into_iter().collect();
+    let mut scored: Vec<(usize, usize, &str)> = state
+        .catalog
+        .iter()
+        .enumerate()
+        .map(|(position, entry)| {
+            let text = format!("{} {}", entry.name.replace('-', " "), entry.description);
+            let mut seen = std::collections::HashSet::new();
+            let score = words(&text)
+                .into_iter()
+                .filter(|word| task.contains(word) && seen.insert(word.clone()))
+                .count();
+            (score, position, entry.name.as_str())
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.into_iter().map(|(_, _, name)| name.to_owned()).collect()
+}
+
+/// The actions this turn allows, derived from the state.
+pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpace {
+    let last = state.actions.last();
+    let mut space = ActionSpace {
+        max_select: match config.decide {
+            DecideMode::Json => 1,
+            DecideMode::Tools => config.guard.max_bodies_per_turn.max(1),
+        },
+        plan_field: if state.plan.is_some() { PlanField::PlanUpdate } else { PlanField::Plan },
+        ..ActionSpace::default()
+    };
+    // An identical successful script run, repeated: only the answer is left.
+    if let Some(record) = last
+        && record.status == ObservationStatus::Ok
+        && matches!(record.action, Some(Action::RunScript { .. }))
+        && state.actions[..state.actions.len() - 1].iter().any(|earlier| {
+            earlier.status == ObservationStatus::Ok && earlier.action == record.action
+        })
+    {
+        space.note = Some("that script already ran with the same arguments: answer now".to_owned());
+        space.plan_field = PlanField::None;
+        return space;
+    }
+    let just_selected = last.is_some_and(|record| {
+        record.status == ObservationStatus::Ok
+            && matches!(record.action, Some(Action::SelectSkills { .. }))
+    });
+    if !just_selected {
+        space.select = ranked_skills(state)
+            .into_iter()
+            .filter(|name| state.selected_skill(name).is_none())
+            .filter(|name| {
+                state.skill(name).is_some_and(|entry| !entry.disable_model_invocation)
+                    || user_named(state, config, name)
+            })
+            .collect();
+    } else {
+        space.note = Some("a skill was just selected: use it or answer".to_owned());
+    }
+    for skill in &state.selected {
+        if !skill.resources.is_empty() {
+            space.load.push((skill.name.clone(), skill.resources.clone()));
+        }
+        if !skill.scripts.is_empty() && state.counters.script_runs < config.budgets.max_script_runs
+        {
+            space.run.push((skill.name.clone(), skill.scripts.clone()));
+        }
+    }
+    space.recall = state.compacted.clone();
+    space
+}
+
+/// What the guard says about an action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Allowed,
+    /// Not run; the model is told why.
+    Refused(ObservationStatus, String),
+    /// Not run, and the run must stop: a budget was hit.
+    OverBudget(Outcome, String),
+}
+
+/// Checks `action` against the guardrails, then against the turn's action space.
+pub(crate) fn check(
+    state: &RunState,
+    config: &AgentConfig,
+    space: &ActionSpace,
+    action: &Action,
+) -> Verdict {
+    let refused = |message: String| Verdict::Refused(ObservationStatus::Refused, message);
+    match action {
+        Action::SelectSkills { names } => {
+            if names.len() > config.guard.max_bodies_per_turn {
+                return refused(format!(
+                    "at most {} skill bodies may be loaded per turn; select them in batches",
+                    config.guard.max_bodies_per_turn
+                ));
+            }
+            for name in names {
+                match state.skill(name) {
+                    None => {
+                        return Verdict::Refused(
+                            ObservationStatus::InvalidAction,
+                            format!("there is no skill `{name}` in the catalog"),
+                        );
+                    }
+                    Some(entry)
+                        if entry.disable_model_invocation && !user_named(state, config, name) =>
+                    {
+                        return refused(format!(
+                            "skill `{name}` has disable-model-invocation: true; only the user can \
+                             invoke it (by naming /{name})"
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                if state.selected_skill(name).is_some() {
+                    return refused(format!(
+                        "skill `{name}` is already selected; use its files or answer"
+                    ));
+                }
+            }
+        }
+        Action::LoadResource { skill, .. } | Action::RunScript { skill, .. } => {
+            if state.selected_skill(skill).is_none() {
+                return refused(format!(
+                    "skill `{skill}` is not selected: select_skills it before using its files"
+                ));
+            }
+            if matches!(action, Action::RunScript { .. })
+                && state.counters.script_runs >= config.budgets.max_script_runs
+            {
+                return Verdict::OverBudget(
+                    Outcome::MaxScriptRuns,
+                    format!(
+                        "the script-run limit ({}) was reached",
+                        config.budgets.max_script_runs
+                    ),
+                );
+            }
+        }
+        Action::RecallObservation { .. } | Action::FinalAnswer { .. } => {}
+    }
+    match space.check(action) {
+        Ok(()) => Verdict::Allowed,
+        Err(message) => Verdict::Refused(ObservationStatus::InvalidAction, message),
+    }
+}
+
+/// Consecutive failures, per kind and per identical action.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FailureTracker {
+    by_kind: HashMap<ObservationStatus, u32>,
+    same_action: Option<(Option<Action>, u32)>,
+}
+
+impl FailureTracker {
+    pub(crate) fn record(&mut self, action: Option<&Action>, status: ObservationStatus) {
+        if status == ObservationStatus::Ok {
+            self.by_kind.clear();
+            self.same_action = None;
+            return;
+        }
+        *self.by_kind.entry(status).or_insert(0) += 1;
+        let action = action.cloned();
+        self.same_action = match self.same_action.take() {
+            Some((previous, count)) if previous == action => Some((previous, count + 1)),
+            _ => Some((action, 1)),
+        };
+    }
+
+    /// Whether the run is stuck, with the reason.
+    pub(crate) fn stuck(&self, config: &AgentConfig) -> Option<String> {
+        if let Some((action, count)) = &self.same_action
+            && *count >= config.guard.stuck_repeats
+        {
+            let what =
+                action.as_ref().map_or_else(|| "an invalid answer".to_owned(), Action::summary);
+            return Some(format!("the same failing action ({what}) came {count} times in a row"));
+        }
+        let caps = &config.guard.retry_caps;
+        for (status, count) in &self.by_kind {
+            let cap = match status {
+                ObservationStatus::Ok => continue,
+                ObservationStatus::InvalidAction => caps.invalid_action,
+                ObservationStatus::Refused | ObservationStatus::Denied => caps.refused,
+                ObservationStatus::Failed => caps.failed,
+                ObservationStatus::Timeout => caps.timeout,
+                ObservationStatus::ModelError => caps.model_error,
+            };
+            if *count > cap {
+                return Some(format!("{count} {} failures in a row (cap {cap})", status.as_str()));
+            }
+        }
+        None
+    }
+
+    /// Consecutive model errors so far.
+    pub(crate) fn model_errors(&self) -> u32 {
+        self.by_kind.get(&ObservationStatus::ModelError).copied().unwrap_or(0)
+    }
+}
+
+/// The answer written when the degraded model call fails: what was done, the blocker, next
+/// steps — from the state alone.
+pub(crate) fn fallback_answer(state: &RunState, reason: &str) -> String {
+    let mut text = String::from("The run stopped before the task was finished.\n\nDone so far:\n");
+    let done: Vec<String> = state
+        .actions
+        .iter()
+        .filter(|record| record.status == ObservationStatus::Ok)
+        .filter_map(|record| {
+            record
+                .action
+                .as_ref()
+                .map(|action| format!("- {} ({})", action.summary(), record.observation))
+        })
+        .collect();
+    if done.is_empty() {
+        text.push_str("- nothing completed\n");
+    } else {
+        for line in done {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+    text.push_str(&format!("\nBlocker: {reason}.\n\nNext steps:\n"));
+    let pending: Vec<&str> = state
+        .plan
+        .iter()
+        .flat_map(|plan| &plan.steps)
+        .filter(|step| matches!(step.status, StepStatus::Pending | StepStatus::InProgress))
+        .map(|step| step.title.as_str())
+        .collect();
+    if pending.is_empty() {
+        text.push_str("- run the task again with a larger budget, or narrow it down\n");
+    } else {
+        for title in pending {
+            text.push_str(&format!("- {title}\n"));
+        }
+    }
+    text
+}

@@ -1,0 +1,115 @@
+//! The skills-agent orchestrator: one model decision per turn, turned into a validated,
+//! sandboxed, audited action over Agent Skills.
+//!
+//! # Design
+//!
+//! A run is a loop of turns. Each turn the runtime derives from the run state which actions
+//! are possible now (the *action space*: skills not yet selected, ranked by relevance; scripts
+//! and files of selected skills only; no second select straight after a select; only
+//! `final_answer` after an identical successful script run repeats) and asks the model once —
+//! as native tool calls with the turn's enums, or as one JSON document under the turn's JSON
+//! Schema (`response_format`, which llama.cpp turns into a grammar). The answer streams:
+//! `action_planned` is emitted as soon as the action's name is parsed and the final answer's
+//! text arrives as `assistant_delta` events (through `stream-json`). The action is then checked
+//! by the guardrails (select before use, hidden skills, bodies per turn, budgets) — a grammar
+//! narrows, it does not authorise — executed through `skill-loader` or `tools-runtime`, and
+//! its result becomes an observation the model sees next turn. Refusals and failures are
+//! observations with a typed status, never crashes.
+//!
+//! Budgets (`max_turns`, `max_tool_calls`, `max_script_runs`, `max_context_chars`,
+//! `max_duration_ms`) are checked at the head of every turn. When one is hit, or the same
+//! failing action repeats, the run ends with a degraded answer (done so far, blocker, next
+//! steps) from one no-tools model call, or a deterministic text if that call fails: **the user
+//! always gets a final text**.
+//!
+//! The context keeps a stable prefix (system + catalog, request, an append-only transcript)
+//! with a per-turn note at the end, so prompt caches serve it; compaction, the only rewrite,
+//! shortens old observations to their first line and id, and `recall_observation` brings them
+//! back.
+//!
+//! Every step is an [`Event`] (`{ts, run_id, seq, turn, type, data}`) sent to the sinks: the
+//! run directory's `events.jsonl` (the source of truth), a [`BroadcastSink`], a
+//! [`ConsoleSink`], a [`MemorySink`]. Secrets are redacted where text enters the run.
+//! [`replay_check`] re-runs a recorded run from its own events and compares;
+//! [`Agent::resume`] continues an interrupted one without redoing what the record shows done.
+//!
+//! # Example
+//!
+//! A whole run on a scripted model: select the skill, answer.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agent_core::{Agent, MemorySink, Outcome};
+//! use model_adapter::{MockModel, MockReply};
+//! use serde_json::json;
+//! use skill_registry::{RootKind, SkillRoot};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let skills = tempfile::tempdir()?;
+//! std::fs::create_dir(skills.path().join("greeter"))?;
+//! std::fs::write(
+//!     skills.path().join("greeter/SKILL.md"),
+//!     "---\nname: greeter\ndescription: Greets people by name.\n---\nSay hello warmly.\n",
+//! )?;
+//! let model = Arc::new(MockModel::new(vec![
+//!     MockReply::tool_call("select_skills", &json!({"names": ["greeter"], "thought": "greeting task"})),
+//!     MockReply::tool_call("final_answer", &json!({"content": "Hello, Ada!"})),
+//! ]));
+//! let events = Arc::new(MemorySink::new());
+//! let agent = Agent::builder()
+//!     .model(model)
+//!     .skill_roots(vec![SkillRoot::new(RootKind::Project, skills.path())])
+//!     .workspace(skills.path())
+//!     .sink(events.clone())
+//!     .build()?;
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let result = runtime.block_on(agent.run("Greet Ada"))?;
+//! assert_eq!(result.outcome, Outcome::Completed);
+//! assert_eq!(result.final_text, "Hello, Ada!");
+//! assert_eq!((result.turns, result.model_calls, result.tool_calls), (2, 2, 1));
+//! assert_eq!(events.events().last().map(|event| event.kind.as_str()), Some("run_finished"));
+//! # Ok(())
+//! # }
+//! ```
+
+mod action;
+mod agent;
+mod budget;
+mod config;
+mod console;
+mod context;
+mod error;
+mod event;
+mod exec;
+mod guard;
+mod reasoning;
+mod replay;
+mod run;
+mod rundir;
+mod state;
+mod strategy;
+
+pub use action::{
+    ACTION_NAMES, Action, ActionSpace, Decision, InvalidAnswer, PlanField, parse_answer,
+};
+pub use agent::{Agent, AgentBuilder, RunResult, RunUsage};
+pub use budget::Outcome;
+pub use config::{
+    AgentConfig, Budgets, ContextConfig, DecideMode, GuardConfig, ModelSettings, RetryCaps,
+    ScriptSettings,
+};
+pub use console::{ConsoleOptions, ConsoleSink};
+pub use error::{Error, Result};
+pub use event::{BroadcastSink, Event, EventKind, EventSink, JsonlSink, MemorySink, comparable};
+pub use reasoning::{ReasoningMetrics, TurnReasoning, reasoning_text_chars};
+pub use replay::{
+    BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, read_events,
+    replay_check, turns,
+};
+pub use rundir::{Redactor, RunDir, StoredText, is_sha256_hex, is_valid_run_id, new_run_id};
+pub use state::{
+    ActionRecord, Counters, ObservationStatus, Plan, PlanStep, PlanUpdate, RunState, SelectedSkill,
+    SkillEntry, StepChange, StepStatus,
+};
+pub use strategy::STRATEGIES;
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,738 @@
+//! One run in progress and the machinery every strategy shares: asking the model (streamed,
+//! with early events), validating an answer against the turn's action space and the
+//! guardrails, executing it, counting it, recording it, compacting the context, and ending the
+//! run — with a final text in every case.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use model_adapter::{
+    ChatRequest, Delta, Message, ModelProvider, Response, ResponseFormat, ToolCall, ToolChoice,
+};
+use serde_json::{Value, json};
+use stream_json::{Capture, EventKind as JsonEvent, Parser};
+use tokio_util::sync::CancellationToken;
+
+use crate::action::{Action, ActionSpace, Decision};
+use crate::budget::Outcome;
+use crate::config::{AgentConfig, DecideMode};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::event::{EventBus, EventKind};
+use crate::exec::{Divergence, Executor};
+use crate::guard;
+use crate::reasoning::reasoning_text_chars;
+use crate::rundir::{RunDir, StoredText, sha256_hex};
+use crate::state::{ActionRecord, ObservationStatus, RunState, SelectedSkill};
+
+/// A model answer recorded in `events.jsonl`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RecordedCall {
+    pub(crate) purpose: String,
+    pub(crate) request_sha256: String,
+    pub(crate) result: std::result::Result<Response, String>,
+}
+
+/// Where model answers come from: recorded ones first (replay, resume), then the live model.
+#[derive(Debug)]
+pub(crate) struct ModelSource {
+    pub(crate) recorded: VecDeque<RecordedCall>,
+    pub(crate) live: Option<Arc<dyn ModelProvider>>,
+}
+
+/// How a run ended, before `run_finished` is written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ending {
+    pub(crate) outcome: Outcome,
+    pub(crate) final_text: String,
+}
+
+/// A run in progress.
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) config: AgentConfig,
+    pub(crate) state: RunState,
+    pub(crate) context: Context,
+    pub(crate) bus: EventBus,
+    pub(crate) model: ModelSource,
+    pub(crate) executor: Executor,
+    pub(crate) run_dir: Option<RunDir>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) started: Instant,
+    /// Replaying a finished run: the clock budget is not applied.
+    pub(crate) replaying: bool,
+    pub(crate) failures: guard::FailureTracker,
+    pub(crate) next_observation: u32,
+    /// Texts of observations by id (full text), for `recall_observation`.
+    pub(crate) observation_texts: Vec<(String, String)>,
+}
+
+/// What one Decide call gave.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The model answered.
+    Response(Response),
+    /// The call failed (after model-adapter's retries).
+    Failed(String),
+}
+
+impl Run {
+    /// Emits an event (redacted, numbered, written to every sink).
+    pub(crate) fn emit(&self, kind: EventKind, data: Value) -> Result<()> {
+        self.bus.emit(kind, data)
+    }
+
+    fn divergence(&self, divergence: Divergence) -> Error {
+        let path = self.run_dir.as_ref().map(|dir| dir.path().to_owned()).unwrap_or_default();
+        Error::Resume { path, message: divergence.0 }
+    }
+
+    /// Asks the model once. In live mode the answer streams: `action_planned` as soon as the
+    /// action's name is known, `assistant_delta` for final-answer text.
+    pub(crate) async fn call_model(
+        &mut self,
+        purpose: &str,
+        request: &ChatRequest,
+        mode: Option<DecideMode>,
+    ) -> Result<Answer> {
+        let body = serde_json::to_vec(request)?;
+        let request_sha256 = sha256_hex(&body);
+        self.emit(
+            EventKind::ModelRequest,
+            json!({
+                "purpose": purpose,
+                "messages": request.messages.len(),
+                "chars": request.messages.iter().map(crate::context::message_chars).sum::<usize>(),
+                "request_sha256": request_sha256,
+                "tools": request.tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>(),
+                "json_schema": matches!(request.response_format, ResponseFormat::JsonSchema { .. }),
+            }),
+        )?;
+        self.state.counters.model_calls += 1;
+        let started = Instant::now();
+        let mut watcher = Watcher::new(mode);
+        let result = if let Some(recorded) = self.model.recorded.pop_front() {
+            if recorded.purpose != purpose || recorded.request_sha256 != request_sha256 {
+                return Err(self.divergence(Divergence(format!(
+                    "model call {} ({purpose}) sent a different request than the record ({}, \
+                     sha256 {} vs recorded {})",
+                    self.state.counters.model_calls,
+                    recorded.purpose,
+                    request_sha256,
+                    recorded.request_sha256
+                ))));
+            }
+            if let Ok(response) = &recorded.result {
+                for delta in deltas_of(response) {
+                    watcher.push(&delta, &self.bus, false)?;
+                }
+            }
+            recorded.result
+        } else if let Some(model) = self.model.live.clone() {
+            let streamed = tokio::select! {
+                result = stream_answer(model.as_ref(), request, &mut watcher, &self.bus) => result?,
+                () = self.cancel.cancelled() => Err("cancelled".to_owned()),
+            };
+            streamed
+        } else {
+            return Err(self.divergence(Divergence(format!(
+                "the record has no answer for model call {} ({purpose})",
+                self.state.counters.model_calls
+            ))));
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        match result {
+            Ok(mut response) => {
+                redact_response(&self.bus, &mut response);
+                if let Some(usage) = response.usage {
+                    self.state.counters.prompt_tokens += usage.prompt_tokens;
+                    self.state.counters.completion_tokens += usage.completion_tokens;
+                    self.state.counters.cached_tokens += usage.cached_tokens;
+                }
+                self.emit(
+                    EventKind::ModelResponse,
+                    json!({"purpose": purpose, "response": response, "duration_ms": duration_ms}),
+                )?;
+                Ok(Answer::Response(response))
+            }
+            Err(error) => {
+                let error = self.bus.redactor().redact(&error).into_owned();
+                self.emit(
+                    EventKind::ModelResponse,
+                    json!({"purpose": purpose, "error": error, "duration_ms": duration_ms}),
+                )?;
+                Ok(Answer::Failed(error))
+            }
+        }
+    }
+
+    /// The request of one Decide turn: the packed context, the turn's note, and the action
+    /// space as tools or as a JSON Schema.
+    pub(crate) fn decide_request(&self, space: &ActionSpace, note: &str) -> ChatRequest {
+        let mut request =
+            ChatRequest::new(self.config.model.model.clone(), self.context.messages(Some(note)));
+        request.temperature = self.config.model.temperature;
+        request.max_tokens = Some(self.config.model.max_tokens);
+        match self.config.decide {
+            DecideMode::Tools => {
+                request.tools = space.tools();
+                request.tool_choice = ToolChoice::Required;
+                request.parallel_tool_calls = Some(false);
+            }
+            DecideMode::Json => {
+                request.response_format = ResponseFormat::JsonSchema {
+                    name: "action".to_owned(),
+                    schema: space.json_schema(),
+                    strict: true,
+                };
+            }
+        }
+        request
+    }
+
+    /// Records the Think-Act metrics of an acting answer.
+    pub(crate) fn record_reasoning(&mut self, response: &Response, decision: &Decision) -> Value {
+        let calls = response.tool_calls.len().max(1) as u64;
+        let thought = decision.thought.as_deref().map_or(0, |text| text.chars().count() as u64);
+        let visible = match self.config.decide {
+            // In JSON mode the text is the action document itself.
+            DecideMode::Json if response.tool_calls.is_empty() => 0,
+            DecideMode::Json | DecideMode::Tools => reasoning_text_chars(&response.text),
+        };
+        let chars = response.thinking.chars().count() as u64 + thought + visible;
+        let turn = self.state.reasoning.record(calls, chars);
+        serde_json::to_value(turn).unwrap_or(Value::Null)
+    }
+
+    /// Applies the decision's plan or plan patch, with its event.
+    pub(crate) fn apply_plan(&mut self, decision: &Decision) -> Result<()> {
+        if let Some(plan) = &decision.plan {
+            let kind = if self.state.plan.is_some() {
+                EventKind::PlanUpdated
+            } else {
+                EventKind::PlanCreated
+            };
+            self.state.plan = Some(plan.clone());
+            self.emit(kind, json!({"plan": plan}))?;
+        } else if let Some(update) = &decision.plan_update {
+            let plan = self.state.plan.get_or_insert_with(Default::default);
+            let unknown = plan.apply(update);
+            let plan = plan.clone();
+            self.emit(
+                EventKind::PlanUpdated,
+                json!({"plan": plan, "update": update, "unknown_ids": unknown}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Adds the model's answer to the transcript and returns the tool-call id the observation
+    /// answers (tools mode); other calls of the same answer are told they were not run.
+    pub(crate) fn push_answer(&mut self, response: &Response) -> Option<String> {
+        match self.config.decide {
+            DecideMode::Json if response.tool_calls.is_empty() => {
+                // The action document alone: its thinking is not sent back in JSON mode.
+                self.context.push(Message::from_response(&Response {
+                    text: response.text.clone(),
+                    ..Response::default()
+                }));
+                None
+            }
+            DecideMode::Json | DecideMode::Tools => {
+                self.context.push(Message::from_response(response));
+                let first = response.tool_calls.first().map(|call| call.id.clone());
+                for extra in response.tool_calls.iter().skip(1) {
+                    self.context.push(Message::Tool {
+                        tool_call_id: extra.id.clone(),
+                        content: "not run: one action per turn; ask for it again next turn"
+                            .to_owned(),
+                        is_error: true,
+                    });
+                }
+                first
+            }
+        }
+    }
+
+    /// Records an observation: stores long text by hash, adds it to the context, emits
+    /// `observation_recorded`, appends to the audit trail and tracks failures.
+    pub(crate) fn observe(
+        &mut self,
+        action: Option<&Action>,
+        status: ObservationStatus,
+        text: &str,
+        tool_call_id: Option<&str>,
+    ) -> Result<String> {
+        self.next_observation += 1;
+        let id = format!("obs-{}", self.next_observation);
+        let text = self.bus.redactor().redact(text).into_owned();
+        let cap = self.config.context.inline_observation_chars;
+        let (shown, stored) = if text.chars().count() > cap {
+            let stored = self.store(&text)?;
+            let head: String = text.chars().take(cap * 2 / 3).collect();
+            let tail_chars = cap / 3;
+            let total = text.chars().count();
+            let tail: String = text.chars().skip(total.saturating_sub(tail_chars)).collect();
+            let shown = format!(
+                "{head}\n… [{} of {total} characters left out; full text in {}; \
+                 recall_observation {id} shows more] …\n{tail}",
+                total - head.chars().count() - tail.chars().count(),
+                stored.path
+            );
+            (shown, Some(stored))
+        } else {
+            (text.clone(), None)
+        };
+        let header = match action {
+            Some(action) => format!("[{id}] {} → {}", action.summary(), status.as_str()),
+            None => format!("[{id}] → {}", status.as_str()),
+        };
+        self.context.push_observation(
+            &id,
+            header,
+            &shown,
+            tool_call_id,
+            stored.as_ref().map(|stored| stored.path.clone()),
+            status != ObservationStatus::Ok,
+        );
+        self.emit(
+            EventKind::ObservationRecorded,
+            json!({
+                "id": id,
+                "action": action,
+                "status": status,
+                "chars": text.chars().count(),
+                "content": shown,
+                "stored": stored,
+            }),
+        )?;
+        self.observation_texts.push((id.clone(), text));
+        self.state.actions.push(ActionRecord {
+            turn: self.state.counters.turns,
+            action: action.cloned(),
+            status,
+            observation: id.clone(),
+        });
+        if matches!(status, ObservationStatus::Refused | ObservationStatus::Denied) {
+            self.state.counters.refusals += 1;
+        }
+        self.failures.record(action, status);
+        Ok(id)
+    }
+
+    fn store(&self, text: &str) -> Result<StoredText> {
+        match &self.run_dir {
+            Some(run_dir) => run_dir.store_observation(text),
+            None => {
+                let sha256 = sha256_hex(text.as_bytes());
+                Ok(StoredText {
+                    path: format!("observations/{sha256}.txt"),
+                    sha256,
+                    bytes: text.len() as u64,
+                })
+            }
+        }
+    }
+
+    /// Validates and executes one non-final action, with its events, counters and observation.
+    /// Returns `Some(outcome)` when the action hit a budget and the run must stop.
+    pub(crate) async fn act(
+        &mut self,
+        action: &Action,
+        space: &ActionSpace,
+        tool_call_id: Option<&str>,
+    ) -> Result<Option<Outcome>> {
+        self.state.counters.tool_calls += 1;
+        let verdict = guard::check(&self.state, &self.config, space, action);
+        match verdict {
+            guard::Verdict::Allowed => {}
+            guard::Verdict::OverBudget(outcome, message) => {
+                self.emit(
+                    EventKind::ActionValidated,
+                    json!({"action": action, "valid": false, "error": message}),
+                )?;
+                self.observe(Some(action), ObservationStatus::Refused, &message, tool_call_id)?;
+                return Ok(Some(outcome));
+            }
+            guard::Verdict::Refused(status, message) => {
+                self.emit(
+                    EventKind::ActionValidated,
+                    json!({"action": action, "valid": false, "error": message}),
+                )?;
+                self.observe(Some(action), status, &message, tool_call_id)?;
+                return Ok(None);
+            }
+        }
+        self.emit(EventKind::ActionValidated, json!({"action": action, "valid": true}))?;
+        if let Action::RecallObservation { id } = action {
+            let text = self
+                .observation_texts
+                .iter()
+                .find(|(known, _)| known == id)
+                .map(|(_, text)| text.clone())
+                .unwrap_or_default();
+            self.emit(
+                EventKind::ActionExecuted,
+                json!({"action": action, "status": ObservationStatus::Ok, "result": {"id": id}}),
+            )?;
+            self.observe(Some(action), ObservationStatus::Ok, &text, tool_call_id)?;
+            return Ok(None);
+        }
+        if matches!(action, Action::RunScript { .. }) {
+            self.state.counters.script_runs += 1;
+        }
+        let call_id = format!("{}-turn-{}", self.state.run_id, self.state.counters.turns);
+        let started = Instant::now();
+        let executed = tokio::select! {
+            executed = self.executor.execute(action, &call_id) => executed,
+            () = self.cancel.cancelled() => return Ok(Some(Outcome::Cancelled)),
+        };
+        let (execution, side_events) =
+            executed.map_err(|divergence| self.divergence(divergence))?;
+        for (kind, data) in side_events {
+            self.emit(kind, data)?;
+        }
+        let mut result = execution.result.clone();
+        self.bus.redactor().redact_value(&mut result);
+        self.emit(
+            EventKind::ActionExecuted,
+            json!({
+                "action": action,
+                "status": execution.status,
+                "result": result,
+                "duration_ms": started.elapsed().as_millis() as u64,
+            }),
+        )?;
+        if let (Action::SelectSkills { .. }, Some(skills)) = (action, result.get("skills")) {
+            let skills: Vec<SelectedSkill> =
+                serde_json::from_value(skills.clone()).unwrap_or_default();
+            for skill in skills {
+                if self.state.selected_skill(&skill.name).is_none() {
+                    self.state.selected.push(skill);
+                }
+            }
+        }
+        self.observe(Some(action), execution.status, &execution.content, tool_call_id)?;
+        Ok(None)
+    }
+
+    /// The outcome a budget check at the head of a turn imposes, if any.
+    pub(crate) fn budget_exhausted(&self) -> Option<(Outcome, String)> {
+        let budgets = &self.config.budgets;
+        let counters = &self.state.counters;
+        if counters.turns >= budgets.max_turns {
+            return Some((
+                Outcome::MaxTurns,
+                format!("the turn limit ({}) was reached", budgets.max_turns),
+            ));
+        }
+        if counters.tool_calls >= budgets.max_tool_calls {
+            return Some((
+                Outcome::MaxToolCalls,
+                format!("the tool-call limit ({}) was reached", budgets.max_tool_calls),
+            ));
+        }
+        if let Some(limit) = budgets.max_duration_ms
+            && !self.replaying
+            && self.started.elapsed().as_millis() as u64 >= limit
+        {
+            return Some((
+                Outcome::MaxDuration,
+                format!("the time limit ({limit} ms) was reached"),
+            ));
+        }
+        None
+    }
+
+    /// Compacts the context when it nears `max_context_chars` (with the turn's note).
+    /// Returns an outcome when it cannot get under the limit.
+    pub(crate) async fn fit_context(
+        &mut self,
+        note_chars: usize,
+    ) -> Result<Option<(Outcome, String)>> {
+        let limit = self.config.budgets.max_context_chars;
+        let threshold = (limit as f64 * self.config.context.compact_at) as usize;
+        if self.context.chars() + note_chars <= threshold {
+            return Ok(None);
+        }
+        let keep = self.config.context.keep_recent_observations;
+        let keep_chars = self.config.context.compacted_observation_chars;
+        let mut compaction = self.context.compact(keep, keep_chars);
+        if compaction.is_none() || self.context.chars() + note_chars > limit {
+            // The newest observations are what is left: keep only the last one whole.
+            compaction = match (compaction, self.context.compact(1, keep_chars)) {
+                (Some(mut first), Some(second)) => {
+                    first.compacted.extend(second.compacted);
+                    first.after_chars = second.after_chars;
+                    Some(first)
+                }
+                (first, second) => first.or(second),
+            };
+        }
+        if let Some(compaction) = compaction {
+            self.state.counters.compactions += 1;
+            self.state.compacted.extend(compaction.compacted.iter().cloned());
+            let mut data = json!({
+                "before_chars": compaction.before_chars,
+                "after_chars": compaction.after_chars,
+                "compacted": compaction.compacted,
+            });
+            if self.config.context.summarize_with_model {
+                data["summary"] = Value::String(self.summarize(&compaction.compacted).await?);
+            }
+            self.emit(EventKind::Compaction, data)?;
+        }
+        if self.context.chars() + note_chars > limit {
+            return Ok(Some((
+                Outcome::Context,
+                format!(
+                    "the context ({} characters) does not fit max_context_chars ({limit}) even \
+                     after compaction",
+                    self.context.chars() + note_chars
+                ),
+            )));
+        }
+        Ok(None)
+    }
+
+    /// One counted model call summarising compacted observations; the summary is appended
+    /// to the transcript. A failed call leaves the deterministic compaction alone.
+    async fn summarize(&mut self, ids: &[String]) -> Result<String> {
+        let mut messages = self.context.messages(None);
+        messages.push(Message::user(format!(
+            "Summarise in at most 8 short lines what the observations {} established: facts, \
+             results, file paths. No tool calls.",
+            ids.join(", ")
+        )));
+        let mut request = ChatRequest::new(self.config.model.model.clone(), messages);
+        request.temperature = self.config.model.temperature;
+        request.max_tokens = Some(self.config.model.max_tokens.min(400));
+        match self.call_model("summary", &request, None).await? {
+            Answer::Response(response) if !response.text.trim().is_empty() => {
+                let summary = response.text.trim().to_owned();
+                self.context.push(Message::user(format!(
+                    "Summary of compacted observations {}:\n{summary}",
+                    ids.join(", ")
+                )));
+                Ok(summary)
+            }
+            Answer::Response(_) | Answer::Failed(_) => Ok(String::new()),
+        }
+    }
+
+    /// Ends the run without an answer from the model's own action: one no-tools call for a
+    /// degraded answer (done so far / blocker / next steps), or a deterministic text when that
+    /// fails. Cancelled runs make no call.
+    pub(crate) async fn degrade(&mut self, outcome: Outcome, reason: &str) -> Result<Ending> {
+        if outcome != Outcome::Cancelled {
+            let mut messages = self.context.messages(None);
+            messages.push(Message::user(format!(
+                "The run must stop now: {reason}. Write the final answer for the user with three \
+                 short parts: what was done (with the results obtained so far), what blocked \
+                 the task, and the next steps. Do not call tools; answer in plain text."
+            )));
+            let mut request = ChatRequest::new(self.config.model.model.clone(), messages);
+            request.temperature = self.config.model.temperature;
+            request.max_tokens = Some(self.config.model.max_tokens);
+            if let Answer::Response(response) =
+                self.call_model("degraded_answer", &request, None).await?
+            {
+                let text = response.text.trim();
+                if !text.is_empty() && response.tool_calls.is_empty() {
+                    return Ok(Ending { outcome, final_text: text.to_owned() });
+                }
+            }
+        }
+        Ok(Ending { outcome, final_text: guard::fallback_answer(&self.state, reason) })
+    }
+
+    /// Writes `state.json` and fsyncs the events (end of a turn).
+    pub(crate) fn checkpoint(&mut self) -> Result<()> {
+        if let Some(run_dir) = &self.run_dir
+            && !self.bus.catching_up()
+        {
+            let state = serde_json::to_vec_pretty(&self.state)?;
+            run_dir.write_file(std::path::Path::new("state.json"), &state)?;
+        }
+        self.bus.flush()
+    }
+}
+
+/// Redacts the model's text, thinking and tool-call arguments where they enter the run.
+fn redact_response(bus: &EventBus, response: &mut Response) {
+    let redactor = bus.redactor();
+    if redactor.is_empty() {
+        return;
+    }
+    response.text = redactor.redact(&response.text).into_owned();
+    response.thinking = redactor.redact(&response.thinking).into_owned();
+    for call in &mut response.tool_calls {
+        redactor.redact_value(&mut call.arguments);
+    }
+}
+
+/// The deltas a recorded response would have streamed (one per part), for the watcher.
+fn deltas_of(response: &Response) -> Vec<Delta> {
+    let mut deltas = Vec::new();
+    if !response.text.is_empty() {
+        deltas.push(Delta::Text { text: response.text.clone() });
+    }
+    for (index, call) in response.tool_calls.iter().enumerate() {
+        let ToolCall { id, name, arguments } = call;
+        deltas.push(Delta::ToolCallStart {
+            index: index as u32,
+            id: id.clone(),
+            name: name.clone(),
+        });
+        deltas.push(Delta::ToolCallArguments {
+            index: index as u32,
+            fragment: arguments.to_string(),
+        });
+    }
+    deltas
+}
+
+/// Streams one answer through `watcher`; a failed call is `Err(message)`.
+async fn stream_answer(
+    model: &dyn ModelProvider,
+    request: &ChatRequest,
+    watcher: &mut Watcher,
+    bus: &EventBus,
+) -> Result<std::result::Result<Response, String>> {
+    let stream = match model.stream(request).await {
+        Ok(stream) => stream,
+        Err(error) => return Ok(Err(error.to_string())),
+    };
+    let mut assembler = model_adapter::Assembler::new();
+    let mut stream = stream;
+    while let Some(item) = stream.next().await {
+        let delta = match item {
+            Ok(delta) => delta,
+            Err(error) => return Ok(Err(error.to_string())),
+        };
+        watcher.push(&delta, bus, true)?;
+        assembler.push(&delta);
+        if assembler.is_finished() {
+            break;
+        }
+    }
+    Ok(assembler
+        .finish()
+        .ok_or_else(|| "the model's stream ended before its last event".to_owned()))
+}
+
+/// Watches an answer as it streams: the action's name as soon as it is known
+/// (`action_planned`) and the final answer's text as it arrives (`assistant_delta`).
+#[derive(Debug)]
+struct Watcher {
+    mode: Option<DecideMode>,
+    /// JSON mode: the text parser (`$.action.type`, `$.action.args.content`), once `{` is seen.
+    text: Option<Parser>,
+    text_started: bool,
+    /// Tools mode: the first call's name and an argument parser (`$.content`).
+    call_name: Option<String>,
+    arguments: Option<Parser>,
+    planned: bool,
+    action_type: Option<String>,
+}
+
+const TYPE_SUBSCRIPTION: usize = 0;
+const CONTENT_SUBSCRIPTION: usize = 1;
+
+impl Watcher {
+    fn new(mode: Option<DecideMode>) -> Watcher {
+        Watcher {
+            mode,
+            text: None,
+            text_started: false,
+            call_name: None,
+            arguments: None,
+            planned: false,
+            action_type: None,
+        }
+    }
+
+    fn push(&mut self, delta: &Delta, bus: &EventBus, live: bool) -> Result<()> {
+        if self.mode.is_none() {
+            return Ok(());
+        }
+        let mut events: Vec<(EventKind, Value)> = Vec::new();
+        match delta {
+            Delta::Text { text } => {
+                let mut chunk = text.as_str();
+                if !self.text_started {
+                    let Some(start) = chunk.find('{') else { return Ok(()) };
+                    chunk = &chunk[start..];
+                    self.text_started = true;
+                    let mut parser = Parser::new();
+                    let subscribed = parser.subscribe("$.action.type", Capture::Value).is_ok()
+                        && parser.subscribe("$.action.args.content", Capture::Deltas).is_ok();
+                    self.text = subscribed.then_some(parser);
+                }
+                if let Some(parser) = &mut self.text {
+                    let action_type = &mut self.action_type;
+                    let result =
+                        parser.feed(chunk.as_bytes(), &mut |event: stream_json::Event<'_>| {
+                            match event.kind {
+                                JsonEvent::Value(Value::String(name))
+                                    if event.subscription.index() == TYPE_SUBSCRIPTION =>
+                                {
+                                    *action_type = Some(name.clone());
+                                    events.push((EventKind::ActionPlanned, json!({"type": name})));
+                                }
+                                JsonEvent::StringDelta(text)
+                                    if event.subscription.index() == CONTENT_SUBSCRIPTION
+                                        && action_type.as_deref() == Some("final_answer") =>
+                                {
+                                    events.push((EventKind::AssistantDelta, json!({"text": text})));
+                                }
+                                _ => {}
+                            }
+                        });
+                    if result.is_err() {
+                        self.text = None;
+                    }
+                }
+            }
+            Delta::ToolCallStart { index: 0, name, .. } => {
+                self.call_name = Some(name.clone());
+                events.push((EventKind::ActionPlanned, json!({"type": name})));
+                if name == "final_answer" {
+                    let mut parser = Parser::new();
+                    self.arguments =
+                        parser.subscribe("$.content", Capture::Deltas).is_ok().then_some(parser);
+                }
+            }
+            Delta::ToolCallArguments { index: 0, fragment } => {
+                if let Some(parser) = &mut self.arguments {
+                    let result =
+                        parser.feed(fragment.as_bytes(), &mut |event: stream_json::Event<'_>| {
+                            if let JsonEvent::StringDelta(text) = event.kind {
+                                events.push((EventKind::AssistantDelta, json!({"text": text})));
+                            }
+                        });
+                    if result.is_err() {
+                        self.arguments = None;
+                    }
+                }
+            }
+            _ => {}
+        }
+        for (kind, data) in events {
+            match kind {
+                EventKind::ActionPlanned if self.planned => {}
+                EventKind::ActionPlanned => {
+                    self.planned = true;
+                    bus.emit(kind, data)?;
+                }
+                // Deltas depend on how the provider cut the stream: only live runs emit them,
+                // and replay leaves them out of the comparison.
+                EventKind::AssistantDelta if !live => {}
+                _ => bus.emit(kind, data)?,
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,308 @@
+//! The run directory (seed 002 §10.1) and secret redaction.
+//!
+//! ```text
+//! <runs-dir>/<run_id>/
+//!   events.jsonl      the source of truth: one line per event, fsync at every turn end
+//!   state.json        the run state after the last finished turn
+//!   final.md          the final answer
+//!   inputs/request.txt
+//!   artifacts/
+//!   observations/     texts over the inline cap, named by SHA-256 (events hold the reference)
+//! ```
+//!
+//! Secrets (provider keys, values of variables with secret-looking names, values the caller
+//! names) are redacted where text enters the run — the task, every observation, every model
+//! answer — so the context the model sees, the events and every file agree, and a replay is
+//! exact. The event bus redacts once more before any sink sees an event.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// Values shorter than this are not treated as secrets (they would redact ordinary words).
+const MIN_SECRET_CHARS: usize = 6;
+
+/// Replaces known secret values with `[REDACTED:NAME]`.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    /// `(name, value)`, longest value first.
+    secrets: Vec<(String, String)>,
+}
+
+impl Redactor {
+    /// A redactor that knows no secret.
+    pub fn new() -> Redactor {
+        Redactor::default()
+    }
+
+    /// Redacts the values of the variables in `vars` whose names look secret (tools-runtime's
+    /// rule: `*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, …) or are listed in `names`.
+    pub fn from_env<I>(vars: I, names: &[String]) -> Redactor
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        let mut redactor = Redactor::new();
+        for (name, value) in vars {
+            if tools_runtime::is_secret_name(&name) || names.contains(&name) {
+                redactor.add(&name, &value);
+            }
+        }
+        redactor
+    }
+
+    /// Adds one secret value under `name` (values under 6 characters are ignored).
+    pub fn add(&mut self, name: &str, value: &str) {
+        let value = value.trim();
+        if value.chars().count() < MIN_SECRET_CHARS
+            || self.secrets.iter().any(|(_, known)| known == value)
+        {
+            return;
+        }
+        self.secrets.push((name.to_owned(), value.to_owned()));
+        self.secrets.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    }
+
+    /// How many secrets it knows.
+    pub fn len(&self) -> usize {
+        self.secrets.len()
+    }
+
+    /// Whether it knows none.
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    /// `text` with every known secret replaced.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut text = Cow::Borrowed(text);
+        for (name, value) in &self.secrets {
+            if text.contains(value.as_str()) {
+                text = Cow::Owned(text.replace(value.as_str(), &format!("[REDACTED:{name}]")));
+            }
+        }
+        text
+    }
+
+    /// Redacts every string (and object key) inside `value`.
+    pub fn redact_value(&self, value: &mut Value) {
+        if self.secrets.is_empty() {
+            return;
+        }
+        match value {
+            Value::String(text) => {
+                if let Cow::Owned(clean) = self.redact(text) {
+                    *text = clean;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.redact_value(item)),
+            Value::Object(map) => {
+                let dirty: Vec<String> = map
+                    .keys()
+                    .filter(|key| matches!(self.redact(key), Cow::Owned(_)))
+                    .cloned()
+                    .collect();
+                for key in dirty {
+                    if let Some(item) = map.remove(&key) {
+                        map.insert(self.redact(&key).into_owned(), item);
+                    }
+                }
+                map.values_mut().for_each(|item| self.redact_value(item));
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+}
+
+/// Where a long text was stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredText {
+    /// SHA-256 of the text, lowercase hex.
+    pub sha256: String,
+    /// The path relative to the run directory (`observations/<sha256>.txt`).
+    pub path: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// One run's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates `<runs_dir>/<run_id>/` with its subfolders; fails if the run exists.
+    pub fn create(runs_dir: &Path, run_id: &str) -> Result<RunDir> {
+        std::fs::create_dir_all(runs_dir).map_err(|error| Error::io(runs_dir, error))?;
+        let path = runs_dir.join(run_id);
+        std::fs::create_dir(&path).map_err(|error| Error::io(&path, error))?;
+        let run_dir = RunDir { path };
+        for folder in ["inputs", "artifacts", "observations"] {
+            let folder = run_dir.path.join(folder);
+            std::fs::create_dir(&folder).map_err(|error| Error::io(&folder, error))?;
+        }
+        Ok(run_dir)
+    }
+
+    /// An existing run directory (it must hold `events.jsonl`).
+    pub fn open(path: &Path) -> Result<RunDir> {
+        let events = path.join("events.jsonl");
+        if !events.is_file() {
+            return Err(Error::Recording {
+                path: events,
+                message: "no such file: not a run directory".to_owned(),
+            });
+        }
+        Ok(RunDir { path: path.to_owned() })
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `events.jsonl`.
+    pub fn events_path(&self) -> PathBuf {
+        self.path.join("events.jsonl")
+    }
+
+    /// `state.json`.
+    pub fn state_path(&self) -> PathBuf {
+        self.path.join("state.json")
+    }
+
+    /// `final.md`.
+    pub fn final_path(&self) -> PathBuf {
+        self.path.join("final.md")
+    }
+
+    /// `inputs/request.txt`.
+    pub fn request_path(&self) -> PathBuf {
+        self.path.join("inputs").join("request.txt")
+    }
+
+    /// `artifacts/`.
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.path.join("artifacts")
+    }
+
+    /// Writes `bytes` to `relative` inside the run directory, atomically (temp file + rename).
+    pub(crate) fn write_file(&self, relative: &Path, bytes: &[u8]) -> Result<()> {
+        let path = self.path.join(relative);
+        let temporary = path.with_extension("partial");
+        std::fs::write(&temporary, bytes).map_err(|error| Error::io(&temporary, error))?;
+        std::fs::rename(&temporary, &path).map_err(|error| Error::io(&path, error))
+    }
+
+    /// Stores `text` under `observations/<sha256>.txt` (once per content).
+    pub(crate) fn store_observation(&self, text: &str) -> Result<StoredText> {
+        let sha256 = sha256_hex(text.as_bytes());
+        let relative = format!("observations/{sha256}.txt");
+        let path = self.path.join(&relative);
+        if !path.exists() {
+            self.write_file(Path::new(&relative), text.as_bytes())?;
+        }
+        Ok(StoredText { sha256, path: relative, bytes: text.len() as u64 })
+    }
+
+    /// Reads a stored observation back, checking its hash.
+    pub fn read_observation(&self, stored: &StoredText) -> Result<String> {
+        if !is_sha256_hex(&stored.sha256) {
+            return Err(Error::Recording {
+                path: self.path.clone(),
+                message: format!("`{}` is not a SHA-256 reference", stored.sha256),
+            });
+        }
+        let path = self.path.join("observations").join(format!("{}.txt", stored.sha256));
+        let text = std::fs::read_to_string(&path).map_err(|error| Error::io(&path, error))?;
+        if sha256_hex(text.as_bytes()) != stored.sha256 {
+            return Err(Error::Recording {
+                path,
+                message: "the stored observation does not match its SHA-256".to_owned(),
+            });
+        }
+        Ok(text)
+    }
+}
+
+/// Lowercase hex SHA-256.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// Whether `text` is 64 lowercase hex digits (a safe file name).
+pub fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A new run id: `YYYYMMDD_HHMMSS_xxxx` (UTC time plus four hex digits of entropy).
+pub fn new_run_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let (date, time) = crate::event::civil(now.as_secs());
+    let salt = format!(
+        "{}:{}:{}",
+        now.as_nanos(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let hex = sha256_hex(salt.as_bytes());
+    format!("{}_{}_{}", date.replace('-', ""), time.replace(':', ""), &hex[..4])
+}
+
+/// Whether `id` is a plausible run id (no separators, no dots): safe to join to a runs dir.
+pub fn is_valid_run_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_replaced_longest_first_and_short_values_ignored() {
+        let redactor = Redactor::from_env(
+            [
+                ("FOO_API_KEY".to_owned(), "sk-abcdef123456".to_owned()),
+                ("GH_TOKEN".to_owned(), "sk-abcdef".to_owned()),
+                ("HOME".to_owned(), "/root".to_owned()),
+                ("MY_PASSWORD".to_owned(), "pw".to_owned()),
+            ],
+            &[],
+        );
+        assert_eq!(redactor.len(), 2);
+        assert_eq!(
+            redactor.redact("key=sk-abcdef123456 short=sk-abcdef home=/root"),
+            "key=[REDACTED:FOO_API_KEY] short=[REDACTED:GH_TOKEN] home=/root"
+        );
+        let mut value = serde_json::json!({"a": ["x sk-abcdef123456"], "sk-abcdef": 1});
+        redactor.redact_value(&mut value);
+        assert_eq!(
+            value,
+            serde_json::json!({"a": ["x [REDACTED:FOO_API_KEY]"], "[REDACTED:GH_TOKEN]": 1})
+        );
+    }
+
+    #[test]
+    fn run_ids_are_unique_and_safe() {
+        let (a, b) = (new_run_id(), new_run_id());
+        assert_ne!(a, b);
+        assert!(is_valid_run_id(&a), "{a}");
+        assert_eq!(a.len(), "20260203_123456_abcd".len());
+        assert!(!is_valid_run_id("../x") && !is_valid_run_id("a/b") && !is_valid_run_id(""));
+    }
+}

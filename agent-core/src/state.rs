@@ -1,0 +1,276 @@
+//! The run state (seed 002 §4): request, skill catalog, selected skills, plan, counters and the
+//! audit trail of actions. Serialisable; written to `state.json` at the end of every turn.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::action::Action;
+use crate::reasoning::ReasoningMetrics;
+
+/// One skill of the level-1 catalog, as the run saw it (recorded in `run_started`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillEntry {
+    /// The skill's name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// The root kind it came from (`project`, `user`, `extra`, `builtin`).
+    pub source: String,
+    /// Its folder.
+    pub directory: String,
+    /// `disable-model-invocation: true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_model_invocation: bool,
+    /// The skill's `allowed-tools`, when it declares them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+/// A skill the model selected: its body was loaded and its files listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectedSkill {
+    /// The skill's name.
+    pub name: String,
+    /// Files under `scripts/` (relative paths), the only things `run_script` may run.
+    pub scripts: Vec<String>,
+    /// Other readable files (relative paths), what `load_resource` offers.
+    pub resources: Vec<String>,
+}
+
+/// Status of one plan step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Finished.
+    Done,
+    /// Given up or not needed.
+    Skipped,
+}
+
+/// One plan step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanStep {
+    /// Stable id (`s1`, `s2`, …) that `plan_update` refers to.
+    pub id: String,
+    /// What the step does.
+    pub title: String,
+    /// Where it stands.
+    pub status: StepStatus,
+}
+
+/// The model's explicit plan (seed 002 §4.2).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Plan {
+    /// What the run is for.
+    #[serde(default)]
+    pub goal: String,
+    /// The steps, in order.
+    #[serde(default)]
+    pub steps: Vec<PlanStep>,
+    /// Assumptions the model made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assumptions: Vec<String>,
+    /// Constraints it must respect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<String>,
+}
+
+/// A change to one step, by id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepChange {
+    /// The step's id.
+    pub id: String,
+    /// A new title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// A new status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StepStatus>,
+}
+
+/// A patch to the plan: add, update and remove steps by id.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PlanUpdate {
+    /// Steps appended (an existing id is replaced in place).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<PlanStep>,
+    /// Steps changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub update: Vec<StepChange>,
+    /// Ids removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+impl Plan {
+    /// Applies `update`; returns the ids it named that do not exist (ignored, reported).
+    pub fn apply(&mut self, update: &PlanUpdate) -> Vec<String> {
+        let mut unknown = Vec::new();
+        for id in &update.remove {
+            let before = self.steps.len();
+            self.steps.retain(|step| &step.id != id);
+            if self.steps.len() == before {
+                unknown.push(id.clone());
+            }
+        }
+        for change in &update.update {
+            match self.steps.iter_mut().find(|step| step.id == change.id) {
+                Some(step) => {
+                    if let Some(title) = &change.title {
+                        step.title.clone_from(title);
+                    }
+                    if let Some(status) = change.status {
+                        step.status = status;
+                    }
+                }
+                None => unknown.push(change.id.clone()),
+            }
+        }
+        for added in &update.add {
+            match self.steps.iter_mut().find(|step| step.id == added.id) {
+                Some(step) => *step = added.clone(),
+                None => self.steps.push(added.clone()),
+            }
+        }
+        unknown
+    }
+
+    /// One line per step with a status mark, for the model and the console.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if !self.goal.is_empty() {
+            text.push_str("goal: ");
+            text.push_str(&self.goal);
+            text.push('\n');
+        }
+        for step in &self.steps {
+            let mark = match step.status {
+                StepStatus::Pending => "[ ]",
+                StepStatus::InProgress => "[>]",
+                StepStatus::Done => "[x]",
+                StepStatus::Skipped => "[-]",
+            };
+            text.push_str(&format!("{mark} {} {}\n", step.id, step.title));
+        }
+        text
+    }
+}
+
+/// How an action ended, as the model is told and as counted for retry caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservationStatus {
+    /// It worked (a script that exited 0, a file read, skills loaded).
+    Ok,
+    /// The answer was not one valid action (parse, schema, unknown name).
+    InvalidAction,
+    /// A guardrail refused it (select first, hidden skill, too many bodies, budget).
+    Refused,
+    /// tools-runtime's policy or the approver said no.
+    Denied,
+    /// A script exited non-zero or was killed; a file could not be read.
+    Failed,
+    /// A script ran out of time.
+    Timeout,
+    /// The model call itself failed (after model-adapter's retries).
+    ModelError,
+}
+
+impl ObservationStatus {
+    /// The lowercase name used in events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObservationStatus::Ok => "ok",
+            ObservationStatus::InvalidAction => "invalid_action",
+            ObservationStatus::Refused => "refused",
+            ObservationStatus::Denied => "denied",
+            ObservationStatus::Failed => "failed",
+            ObservationStatus::Timeout => "timeout",
+            ObservationStatus::ModelError => "model_error",
+        }
+    }
+}
+
+/// One entry of the audit trail: an action and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionRecord {
+    /// The turn.
+    pub turn: u32,
+    /// The action (absent when the answer was not a valid action).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+    /// How it ended.
+    pub status: ObservationStatus,
+    /// The observation's id (`obs-N`).
+    pub observation: String,
+}
+
+/// Usage counters of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Counters {
+    /// Decide turns started.
+    pub turns: u32,
+    /// Model calls made (decide, degraded answer, summaries).
+    pub model_calls: u32,
+    /// Actions other than `final_answer` the model asked for.
+    pub tool_calls: u32,
+    /// Scripts started.
+    pub script_runs: u32,
+    /// Prompt tokens reported by the provider.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_tokens: u64,
+    /// Compactions of the context.
+    pub compactions: u32,
+    /// Actions refused by guardrails, policy or approver.
+    pub refusals: u32,
+}
+
+/// Everything the runtime knows about a run; written to `state.json` after every turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// The run id.
+    pub run_id: String,
+    /// The user's request (redacted).
+    pub task: String,
+    /// The level-1 catalog the run saw.
+    pub catalog: Vec<SkillEntry>,
+    /// Skills selected so far, in order.
+    pub selected: Vec<SelectedSkill>,
+    /// The current plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// Counters.
+    pub counters: Counters,
+    /// Think-Act metrics.
+    pub reasoning: ReasoningMetrics,
+    /// The audit trail.
+    pub actions: Vec<ActionRecord>,
+    /// Ids of observations compacted out of the context (recallable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compacted: Vec<String>,
+    /// Set when the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<crate::Outcome>,
+    /// Free-form state a strategy keeps (persisted with the rest).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub strategy_state: Value,
+}
+
+impl RunState {
+    /// The catalog entry of `name`.
+    pub fn skill(&self, name: &str) -> Option<&SkillEntry> {
+        self.catalog.iter().find(|entry| entry.name == name)
+    }
+
+    /// The selected skill `name`.
+    pub fn selected_skill(&self, name: &str) -> Option<&SelectedSkill> {
+        self.selected.iter().find(|skill| skill.name == name)
+    }
+}
