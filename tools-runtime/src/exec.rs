@@ -56,6 +56,11 @@ pub struct ExecRequest {
     pub workspace_roots: Vec<PathBuf>,
     /// Paths inside the workspace that stay read-only (skill folder, `.git/hooks`).
     pub protected_paths: Vec<PathBuf>,
+    /// Hierarchies outside the workspace the command may read (and name in arguments): a skill
+    /// folder elsewhere, a toolchain. Needed for uid-0 runs (a root-owned workspace), whose
+    /// reads are narrowed to system directories; unprivileged runs read everything their user
+    /// may read anyway.
+    pub read_only_paths: Vec<PathBuf>,
     /// The environment policy.
     pub env: EnvPolicy,
     /// The environment `env.inherit` copies from (`None`: the runtime's own).
@@ -90,6 +95,7 @@ impl ExecRequest {
             cwd: workspace.clone(),
             workspace_roots: vec![workspace],
             protected_paths: Vec::new(),
+            read_only_paths: Vec::new(),
             env: EnvPolicy::default(),
             base_environment: None,
             timeout: Duration::from_secs(30),
@@ -103,7 +109,8 @@ impl ExecRequest {
     /// A request to run `relative_path` of a skill (the `run_script(skill_ref, relative_path,
     /// args)` action): the path must stay inside the skill folder (no absolute path, no `..`,
     /// no symlink leading out) and name a file. The script runs with the workspace as cwd, and
-    /// the skill folder is protected (read-only) when it lies inside the workspace.
+    /// the skill folder is protected (read-only) when it lies inside the workspace, and readable
+    /// ([`ExecRequest::read_only_paths`]) when it lies outside.
     pub fn for_skill_script(
         skill: &str,
         skill_directory: &Path,
@@ -145,6 +152,8 @@ impl ExecRequest {
         request.skill = Some(skill.to_owned());
         if workspace.canonicalize().is_ok_and(|workspace| skill_root.starts_with(workspace)) {
             request.protected_paths.push(skill_root);
+        } else {
+            request.read_only_paths.push(skill_root);
         }
         Ok(request)
     }
@@ -206,6 +215,9 @@ pub enum RefusalKind {
     PathOutsideWorkspace,
     /// The policy demands a confinement no layer here can enforce (fail closed).
     SandboxUnavailable,
+    /// The user the command runs as cannot enter the working directory (the message names the
+    /// directory that stops it, the user, and what to change).
+    WorkspaceInaccessible,
 }
 
 impl RefusalKind {
@@ -217,6 +229,7 @@ impl RefusalKind {
             RefusalKind::ApprovalTimedOut => "approval_timed_out",
             RefusalKind::PathOutsideWorkspace => "path_outside_workspace",
             RefusalKind::SandboxUnavailable => "sandbox_unavailable",
+            RefusalKind::WorkspaceInaccessible => "workspace_inaccessible",
         }
     }
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use landlock::{
@@ -33,7 +33,10 @@ use seccompiler::{
 };
 
 use crate::report::{Backend, Layer, LayerStatus, SandboxReport};
-use crate::spec::{HELPER_MODE_ARGUMENT, HelperPlan, HelperReport, REPORT_LINE_PREFIX, Stage};
+use crate::root_mode;
+use crate::spec::{
+    HELPER_MODE_ARGUMENT, HelperPlan, HelperReport, REPORT_LINE_PREFIX, RefusalCause, Stage,
+};
 
 /// Exit status of the helper when it could not run the command (bad plan, failed `execve`).
 const HELPER_FAILURE_EXIT: u8 = 127;
@@ -86,9 +89,14 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
     }
     // Last step before the report: whatever descriptor the runtime's process inherited without
     // close-on-exec (a log file, a socket) must not reach the command, past every layer.
-    let refused =
-        fail_closed_reason(&plan, &report).or_else(|| close_inherited_descriptors().err());
-    let line = HelperReport { report, refused: refused.clone() };
+    let (refused, cause) = match fail_closed_reason(&plan, &report) {
+        Some(reason) => (Some(reason), RefusalCause::Sandbox),
+        None => match working_directory_refusal(&plan.cwd) {
+            Some(reason) => (Some(reason), RefusalCause::WorkingDirectory),
+            None => (close_inherited_descriptors().err(), RefusalCause::Sandbox),
+        },
+    };
+    let line = HelperReport { report, refused: refused.clone(), cause };
     if let Err(error) = write_report_line(&line) {
         return fail(&format!("cannot write the sandbox report: {error}"));
     }
@@ -105,6 +113,38 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
         Stage::OutsideBubblewrap => exec_bubblewrap(&plan),
     };
     fail(&format!("cannot execute {}: {error}", plan.program.display()))
+}
+
+/// Why the command's user (the helper, after every layer) cannot enter `cwd`: which directory
+/// on the way stops it, its owner and mode, and what to do. `None` when it can.
+fn working_directory_refusal(cwd: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let error = std::env::set_current_dir(cwd).err()?;
+    let mut prefixes: Vec<&Path> = cwd.ancestors().collect();
+    prefixes.reverse();
+    let blocker = prefixes
+        .into_iter()
+        .find(|prefix| std::env::set_current_dir(prefix).is_err())
+        .unwrap_or(cwd);
+    let uid = nix::unistd::geteuid();
+    let gid = nix::unistd::getegid();
+    let detail = match std::fs::metadata(blocker) {
+        Ok(metadata) => format!(
+            "{} (owner uid {}, gid {}, mode {:o})",
+            blocker.display(),
+            metadata.uid(),
+            metadata.gid(),
+            metadata.mode() & 0o7777
+        ),
+        Err(_) => blocker.display().to_string(),
+    };
+    Some(format!(
+        "the command's user (uid {uid}, gid {gid}) cannot enter the working directory {}: {error} \
+         at {detail}; make the workspace and every directory above it enterable by uid {uid} \
+         (e.g. chown the workspace to that user, chmod o+x the directory), or keep the \
+         runtime's default of running as the workspace owner",
+        cwd.display()
+    ))
 }
 
 /// Closes every descriptor above stderr. `/proc/self/fd` lists them, including any numbered
@@ -184,6 +224,31 @@ fn fail_closed_reason(plan: &HelperPlan, report: &SandboxReport) -> Option<Strin
         // The inner stage checks the filesystem and network layers it applies.
         return None;
     }
+    if plan.root_without_capabilities {
+        // uid 0 owns every root-owned file and process: each of these closes a door that the
+        // owner checks no longer close (RLIMIT_NPROC does not count for uid 0 either).
+        let needed = [
+            Layer::DropPrivileges,
+            Layer::NoNewPrivileges,
+            Layer::ReadOnlyMounts,
+            Layer::IpcNamespace,
+            Layer::Landlock,
+            Layer::Seccomp,
+            Layer::SeccompRootFilter,
+            Layer::CgroupPids,
+        ];
+        if let Some(layer) = needed.into_iter().find(|layer| !report.is_active(*layer)) {
+            let detail = report.notes.get(&layer).map(|note| format!(": {note}"));
+            return Some(format!(
+                "a command in a root-owned workspace runs as uid 0 without capabilities and \
+                 needs the {} layer, which is {:?}{}; chown the workspace to an unprivileged \
+                 user to run the command as that user instead",
+                layer.name(),
+                report.status(layer),
+                detail.unwrap_or_default()
+            ));
+        }
+    }
     let filesystem_confined =
         report.is_active(Layer::Landlock) || report.is_active(Layer::Bubblewrap);
     if plan.require_filesystem_confinement && !filesystem_confined {
@@ -229,6 +294,9 @@ fn apply_process_layers(plan: &HelperPlan, report: &mut SandboxReport) {
     }
     if plan.deny_network && plan.stage == Stage::Everything {
         unshare_network(report);
+    }
+    if plan.root_without_capabilities && nix::unistd::geteuid().is_root() {
+        root_mode::isolate_mounts_and_ipc(&plan.landlock.writable, &plan.read_only_binds, report);
     }
     apply_rlimits(plan, report);
     drop_privileges(plan, report);
@@ -332,6 +400,9 @@ fn apply_rlimits(plan: &HelperPlan, report: &mut SandboxReport) {
 fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
     let euid = nix::unistd::geteuid();
     let result = match plan.run_as {
+        Some((0, gid)) if euid.is_root() && plan.root_without_capabilities => {
+            drop_to_root_without_capabilities(Gid::from_raw(gid))
+        }
         Some((uid, gid)) if euid.is_root() => {
             let (uid, gid) = (Uid::from_raw(uid), Gid::from_raw(gid));
             clear_bounding_and_ambient_capabilities()
@@ -353,6 +424,10 @@ fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
         report.set(Layer::DropPrivileges, LayerStatus::Failed, Some(reason));
         return;
     }
+    if plan.root_without_capabilities {
+        record_root_without_capabilities(report);
+        return;
+    }
     let capabilities = effective_capabilities();
     let euid = nix::unistd::geteuid();
     match capabilities {
@@ -370,6 +445,61 @@ fn drop_privileges(plan: &HelperPlan, report: &mut SandboxReport) {
             Layer::DropPrivileges,
             LayerStatus::Failed,
             Some("cannot read CapEff from /proc/self/status".to_owned()),
+        ),
+    }
+}
+
+/// uid 0 stays, every capability goes: bounding and ambient sets emptied and the securebits
+/// locked while `CAP_SETPCAP` is held, groups reduced to `gid`, then the permitted, effective
+/// and inheritable sets emptied.
+fn drop_to_root_without_capabilities(gid: Gid) -> Result<(), String> {
+    let errno = |error: rustix::io::Errno| nix::errno::Errno::from_raw(error.raw_os_error());
+    clear_bounding_and_ambient_capabilities().map_err(|error| {
+        format!("cannot empty the bounding set: {}", nix::errno::Errno::from_raw(error))
+    })?;
+    rustix::thread::set_capabilities_secure_bits(root_mode::locked_securebits())
+        .map_err(|error| format!("cannot lock the securebits: {}", errno(error)))?;
+    nix::unistd::setgroups(&[gid])
+        .and_then(|()| nix::unistd::setresgid(gid, gid, gid))
+        .and_then(|()| nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0)))
+        .map_err(|error| format!("cannot set uid 0 gid {gid}: {error}"))?;
+    clear_all_capabilities().map_err(|error| {
+        format!("cannot clear capabilities: {}", nix::errno::Errno::from_raw(error))
+    })
+}
+
+/// Checks from `/proc/self/status` and the securebits that the uid-0 drop holds.
+fn record_root_without_capabilities(report: &mut SandboxReport) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let sets = ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"];
+    let non_empty: Vec<&str> = sets
+        .iter()
+        .filter(|set| {
+            let value = status.lines().find_map(|line| line.strip_prefix(**set));
+            value.and_then(|value| u64::from_str_radix(value.trim(), 16).ok()) != Some(0)
+        })
+        .copied()
+        .collect();
+    let securebits = rustix::thread::capabilities_secure_bits().ok();
+    let locked = root_mode::locked_securebits();
+    match (non_empty.is_empty(), securebits) {
+        (true, Some(bits)) if bits.contains(locked) => report.set(
+            Layer::DropPrivileges,
+            LayerStatus::Active,
+            Some(format!(
+                "uid 0 gid {} without capabilities, securebits {:#x} locked",
+                nix::unistd::getegid(),
+                bits.bits()
+            )),
+        ),
+        (_, bits) => report.set(
+            Layer::DropPrivileges,
+            LayerStatus::Failed,
+            Some(format!(
+                "uid 0 keeps capabilities in {} or securebits {:?} are not locked",
+                non_empty.join(" "),
+                bits.map(|bits| bits.bits())
+            )),
         ),
     }
 }
@@ -447,9 +577,12 @@ fn apply_landlock(plan: &HelperPlan, report: &mut SandboxReport) {
             ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
         }
         let read = AccessFs::from_read(abi);
+        let mut readable: Vec<PathBuf> =
+            plan.landlock.readable.iter().filter(|path| path.exists()).cloned().collect();
+        readable.extend(root_mode::world_readable_rules(&plan.landlock.world_readable));
         let created = ruleset
             .create()?
-            .add_rules(path_beneath_rules(&plan.landlock.readable, read))?
+            .add_rules(path_beneath_rules(&readable, read))?
             .add_rules(path_beneath_rules(&plan.landlock.writable, AccessFs::from_all(abi)))?
             .add_rules(path_beneath_rules(
                 ["/dev/null", "/dev/zero", "/dev/full"].map(Path::new),
@@ -459,6 +592,16 @@ fn apply_landlock(plan: &HelperPlan, report: &mut SandboxReport) {
     })();
     match status {
         Ok(RulesetStatus::FullyEnforced) => report.set(Layer::Landlock, LayerStatus::Active, None),
+        // Signal scoping (ABI 6) is what keeps a uid-0 command from killing root's processes.
+        Ok(RulesetStatus::PartiallyEnforced) if plan.root_without_capabilities => report.set(
+            Layer::Landlock,
+            LayerStatus::Unavailable,
+            Some(
+                "partially enforced: a uid-0 command needs landlock ABI 6 (signal and \
+                 abstract-socket scoping)"
+                    .to_owned(),
+            ),
+        ),
         Ok(RulesetStatus::PartiallyEnforced) => report.set(
             Layer::Landlock,
             LayerStatus::Active,
@@ -482,26 +625,36 @@ fn apply_seccomp(plan: &HelperPlan, report: &mut SandboxReport) {
             let note = Some(format!("unsupported architecture: {error}"));
             report.set(Layer::Seccomp, LayerStatus::Unavailable, note.clone());
             if plan.deny_network {
-                report.set(Layer::SeccompSocketFilter, LayerStatus::Unavailable, note);
+                report.set(Layer::SeccompSocketFilter, LayerStatus::Unavailable, note.clone());
+            }
+            if plan.root_without_capabilities {
+                report.set(Layer::SeccompRootFilter, LayerStatus::Unavailable, note);
             }
             return;
         }
     };
-    let result = build_seccomp_filters(plan.deny_network, arch).and_then(|filters| {
-        filters.iter().try_for_each(|filter| seccompiler::apply_filter(filter))
-    });
+    let result = build_seccomp_filters(plan.deny_network, plan.root_without_capabilities, arch)
+        .and_then(|filters| {
+            filters.iter().try_for_each(|filter| seccompiler::apply_filter(filter))
+        });
     match result {
         Ok(()) => {
             report.set(Layer::Seccomp, LayerStatus::Active, None);
             if plan.deny_network {
                 report.set(Layer::SeccompSocketFilter, LayerStatus::Active, None);
             }
+            if plan.root_without_capabilities {
+                report.set(Layer::SeccompRootFilter, LayerStatus::Active, None);
+            }
         }
         Err(error) => {
             let note = Some(format!("seccomp: {error}"));
             report.set(Layer::Seccomp, LayerStatus::Failed, note.clone());
             if plan.deny_network {
-                report.set(Layer::SeccompSocketFilter, LayerStatus::Failed, note);
+                report.set(Layer::SeccompSocketFilter, LayerStatus::Failed, note.clone());
+            }
+            if plan.root_without_capabilities {
+                report.set(Layer::SeccompRootFilter, LayerStatus::Failed, note);
             }
         }
     }
@@ -548,6 +701,7 @@ const DENIED_SYSCALLS: &[i64] = &[
 /// to `clone`, which the first filter checks); on x86_64 a third one for the x32 numbers.
 fn build_seccomp_filters(
     deny_network: bool,
+    root_without_capabilities: bool,
     arch: TargetArch,
 ) -> Result<Vec<BpfProgram>, seccompiler::Error> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
@@ -585,15 +739,16 @@ fn build_seccomp_filters(
         let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)?;
         rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![not_unix])?]);
     }
+    let mut enosys_rules = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+    if root_without_capabilities {
+        root_mode::add_root_seccomp_rules(&mut rules, deny_network)?;
+        // `openat2` hides its mode in a structure seccomp cannot read; libc falls back.
+        enosys_rules.insert(libc::SYS_openat2, Vec::new());
+    }
     let eperm = SeccompAction::Errno(libc::EPERM.unsigned_abs());
     let main = SeccompFilter::new(rules, SeccompAction::Allow, eperm, arch)?;
     let enosys = SeccompAction::Errno(libc::ENOSYS.unsigned_abs());
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Allow,
-        enosys,
-        arch,
-    )?;
+    let clone3 = SeccompFilter::new(enosys_rules, SeccompAction::Allow, enosys, arch)?;
     let mut filters: Vec<BpfProgram> = vec![main.try_into()?, clone3.try_into()?];
     if arch == TargetArch::x86_64 {
         filters.push(x32_filter());
@@ -652,8 +807,15 @@ mod tests {
                 processes: 1,
             },
             run_as: None,
+            root_without_capabilities: false,
+            read_only_binds: Vec::new(),
             deny_network,
-            landlock: LandlockPlan { readable: Vec::new(), writable: Vec::new(), deny_tcp: false },
+            landlock: LandlockPlan {
+                readable: Vec::new(),
+                world_readable: Vec::new(),
+                writable: Vec::new(),
+                deny_tcp: false,
+            },
             require_filesystem_confinement,
             bubblewrap_argv: Vec::new(),
             helper_program: "helper".into(),
@@ -723,8 +885,9 @@ mod tests {
     fn the_seccomp_filters_compile_for_this_architecture() {
         let arch = TargetArch::try_from(std::env::consts::ARCH);
         if let Ok(arch) = arch {
-            for deny_network in [false, true] {
-                let filters = build_seccomp_filters(deny_network, arch);
+            for (deny_network, root) in [(false, false), (true, false), (false, true), (true, true)]
+            {
+                let filters = build_seccomp_filters(deny_network, root, arch);
                 let expected = if arch == TargetArch::x86_64 { 3 } else { 2 };
                 assert_eq!(filters.map(|filters| filters.len()).ok(), Some(expected));
             }

@@ -91,6 +91,7 @@ mod output;
 mod paths;
 mod policy;
 mod report;
+mod root_mode;
 mod runtime;
 mod spec;
 mod supervise;

@@ -23,25 +23,39 @@ pub enum Layer {
     CgroupPids,
     /// A per-run cgroup v1 `memory` limit.
     CgroupMemory,
-    /// The command runs as an unprivileged uid/gid with no capabilities (when started as root).
+    /// The command runs with no capabilities: as an unprivileged uid/gid, or as uid 0 with every
+    /// capability set emptied and the securebits locked (a root-owned workspace).
     DropPrivileges,
     /// `PR_SET_NO_NEW_PRIVS`: no set-uid or file-capability escalation through `execve`.
     NoNewPrivileges,
     /// A fresh network namespace with no route to the host's network.
     NetworkNamespace,
+    /// A private mount namespace in which every mount outside the workspace and the private tmp
+    /// is read-only (uid-0 runs): `chmod`, `chown`, `utimes` and xattrs, which Landlock does not
+    /// govern, cannot touch a root-owned host file; links and renames out of the workspace
+    /// cross mounts (`EXDEV`).
+    ReadOnlyMounts,
+    /// A private IPC namespace (uid-0 runs): the host's System V IPC objects and POSIX message
+    /// queues, which uid 0 would own, are out of reach.
+    IpcNamespace,
     /// Landlock: read where needed, write only the workspace and a private tmp.
     Landlock,
     /// seccomp: ptrace, process_vm_*, io_uring, mount, bpf, kexec, modules, namespaces denied.
     Seccomp,
     /// seccomp socket filter: only `AF_UNIX` sockets may be created.
     SeccompSocketFilter,
+    /// seccomp rules for a uid-0 command: no `socket(AF_UNIX, …)` (Landlock does not govern
+    /// `connect` to a root-owned socket such as `/var/run/docker.sock`; `socketpair` stays), no
+    /// set-uid or set-gid mode bits, `prlimit`/`setpriority`/scheduler/`ioprio` calls on itself
+    /// only, `openat2` answered `ENOSYS`.
+    SeccompRootFilter,
     /// bubblewrap: read-only root, writable workspace, read-only protected paths inside it.
     Bubblewrap,
 }
 
 impl Layer {
     /// Every layer, in report order.
-    pub const ALL: [Layer; 13] = [
+    pub const ALL: [Layer; 16] = [
         Layer::ProcessGroup,
         Layer::CleanEnvironment,
         Layer::ParentDeathSignal,
@@ -51,11 +65,36 @@ impl Layer {
         Layer::DropPrivileges,
         Layer::NoNewPrivileges,
         Layer::NetworkNamespace,
+        Layer::ReadOnlyMounts,
+        Layer::IpcNamespace,
         Layer::Landlock,
         Layer::Seccomp,
         Layer::SeccompSocketFilter,
+        Layer::SeccompRootFilter,
         Layer::Bubblewrap,
     ];
+
+    /// The layer's name in reports (`snake_case`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::ProcessGroup => "process_group",
+            Layer::CleanEnvironment => "clean_environment",
+            Layer::ParentDeathSignal => "parent_death_signal",
+            Layer::Rlimits => "rlimits",
+            Layer::CgroupPids => "cgroup_pids",
+            Layer::CgroupMemory => "cgroup_memory",
+            Layer::DropPrivileges => "drop_privileges",
+            Layer::NoNewPrivileges => "no_new_privileges",
+            Layer::NetworkNamespace => "network_namespace",
+            Layer::ReadOnlyMounts => "read_only_mounts",
+            Layer::IpcNamespace => "ipc_namespace",
+            Layer::Landlock => "landlock",
+            Layer::Seccomp => "seccomp",
+            Layer::SeccompSocketFilter => "seccomp_socket_filter",
+            Layer::SeccompRootFilter => "seccomp_root_filter",
+            Layer::Bubblewrap => "bubblewrap",
+        }
+    }
 }
 
 /// What happened to one layer in one run.

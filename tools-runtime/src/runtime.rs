@@ -23,7 +23,8 @@ use crate::policy::{
     merge_decisions, needs_approval,
 };
 use crate::report::{Backend, Layer, LayerStatus, SandboxReport};
-use crate::spec::{HELPER_MODE_ARGUMENT, HelperPlan, LandlockPlan, Stage};
+use crate::root_mode::narrowed_readable_roots;
+use crate::spec::{HELPER_MODE_ARGUMENT, HelperPlan, LandlockPlan, RefusalCause, Stage};
 use crate::supervise::{
     RunResources, bubblewrap_argv, create_private_tmp, drain, find_program, likely_denied,
     protected_paths,
@@ -104,14 +105,24 @@ pub struct RuntimeConfig {
     pub bubblewrap_program: PathBuf,
     /// The user's policy and approval settings.
     pub policy: UserPolicy,
-    /// uid/gid for commands when the runtime runs as root (and the workspace owner is not
-    /// used, see `run_as_workspace_owner`). The workspace must be writable by this user.
+    /// uid/gid for commands when the runtime runs as root and `run_as_workspace_owner` is off.
+    /// The workspace must be writable by this user.
     pub sandbox_user: (u32, u32),
-    /// When running as root and the first workspace root belongs to a non-root user, run the
-    /// command as that user (so it can write its own workspace) instead of `sandbox_user`.
+    /// When running as root, run the command as the owner of the first workspace root: a
+    /// non-root owner as that user; root itself as uid 0 with no capabilities, locked
+    /// securebits, a read-only host, an IPC namespace, narrowed reads (`uid0_readable_roots`)
+    /// and the uid-0 seccomp rules (see the crate docs). Off: always `sandbox_user`.
     pub run_as_workspace_owner: bool,
-    /// Hierarchies the command may read and execute (Landlock).
+    /// Hierarchies the command may read and execute (Landlock) when it runs as an unprivileged
+    /// user.
     pub readable_roots: Vec<PathBuf>,
+    /// Hierarchies a uid-0 command may read and execute besides its workspace, private tmp and
+    /// the request's `read_only_paths`; the directories of its `PATH` are added unless they
+    /// are (under) `/root`, `/home`, `/etc`, `/var`, `/run`, `/tmp` and the like.
+    pub uid0_readable_roots: Vec<PathBuf>,
+    /// Hierarchies of which a uid-0 command may read only what any user may read (walked at
+    /// each run: `/etc` without `shadow`, `gshadow`, `ssl/private`, ...).
+    pub uid0_world_readable_roots: Vec<PathBuf>,
     /// Places outside the workspace that arguments may name (read-only system directories and
     /// devices); any other path argument outside the workspace is refused before spawn.
     pub argument_read_roots: Vec<PathBuf>,
@@ -135,6 +146,25 @@ impl RuntimeConfig {
             sandbox_user: DEFAULT_SANDBOX_USER,
             run_as_workspace_owner: true,
             readable_roots: vec![PathBuf::from("/")],
+            uid0_readable_roots: [
+                "/usr",
+                "/bin",
+                "/sbin",
+                "/lib",
+                "/lib32",
+                "/lib64",
+                "/libx32",
+                "/proc",
+                "/sys/devices/system/cpu",
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/random",
+                "/dev/urandom",
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+            uid0_world_readable_roots: vec![PathBuf::from("/etc")],
             argument_read_roots: [
                 "/usr",
                 "/bin",
@@ -289,9 +319,9 @@ impl Runtime {
             Ok(cwd) => cwd,
             Err(violation) => return Ok(path_refusal(&violation)),
         };
-        if let Err(violation) =
-            check_arguments(&request.args, &cwd, &roots, &self.config.argument_read_roots)
-        {
+        let mut argument_read_roots = self.config.argument_read_roots.clone();
+        argument_read_roots.extend(request.read_only_paths.iter().cloned());
+        if let Err(violation) = check_arguments(&request.args, &cwd, &roots, &argument_read_roots) {
             return Ok(path_refusal(&violation));
         }
         let mode = self.config.policy.approval_mode;
@@ -373,21 +403,31 @@ impl Runtime {
         }
     }
 
-    fn sandbox_user_for(&self, roots: &[PathBuf]) -> (u32, u32) {
+    /// Who the command runs as when the runtime is root: the workspace owner (uid 0 without
+    /// capabilities when that is root, the `bool`) or `sandbox_user`.
+    fn sandbox_user_for(&self, roots: &[PathBuf]) -> ((u32, u32), bool) {
         use std::os::unix::fs::MetadataExt;
         let owner = roots.first().and_then(|root| std::fs::metadata(root).ok());
         match owner {
-            Some(metadata) if self.config.run_as_workspace_owner && metadata.uid() != 0 => {
-                (metadata.uid(), metadata.gid())
+            Some(metadata) if self.config.run_as_workspace_owner && metadata.uid() == 0 => {
+                ((0, 0), true)
             }
-            Some(_) | None => self.config.sandbox_user,
+            Some(metadata) if self.config.run_as_workspace_owner => {
+                ((metadata.uid(), metadata.gid()), false)
+            }
+            Some(_) | None => (self.config.sandbox_user, false),
         }
     }
 
     fn choose_backend(
         &self,
         request: &ExecRequest,
+        root_without_capabilities: bool,
     ) -> std::result::Result<(Backend, Option<PathBuf>), String> {
+        if root_without_capabilities {
+            // The helper is root until the drop and binds protected paths read-only itself.
+            return Ok((Backend::Direct, None));
+        }
         let bubblewrap = find_program(&self.config.bubblewrap_program);
         match (self.config.backend, request.protected_paths.is_empty(), bubblewrap) {
             (BackendChoice::Direct, true, _) => Ok((Backend::Direct, None)),
@@ -412,13 +452,19 @@ impl Runtime {
         cwd: &Path,
         record: &mut AuditRecord,
     ) -> Result<ExecOutcome> {
-        let (backend, bubblewrap) = match self.choose_backend(request) {
+        let is_root = nix::unistd::geteuid().is_root();
+        let (run_as, root_without_capabilities) = match is_root {
+            true => {
+                let (user, root_mode) = self.sandbox_user_for(roots);
+                (Some(user), root_mode)
+            }
+            false => (None, false),
+        };
+        let (backend, bubblewrap) = match self.choose_backend(request, root_without_capabilities) {
             Ok(choice) => choice,
             Err(reason) => return Ok(refused(RefusalKind::SandboxUnavailable, reason)),
         };
         let limits = request.limits.unwrap_or(self.config.limits);
-        let is_root = nix::unistd::geteuid().is_root();
-        let run_as = is_root.then(|| self.sandbox_user_for(roots));
         // Unpredictable, so nobody can plant the private tmp or the cgroup before the run.
         let random = {
             use std::hash::{BuildHasher, Hasher};
@@ -442,6 +488,7 @@ impl Runtime {
                 bubblewrap,
                 limits,
                 run_as,
+                root_without_capabilities,
                 &mut resources,
             )
             .await;
@@ -460,6 +507,7 @@ impl Runtime {
         bubblewrap: Option<PathBuf>,
         limits: Limits,
         run_as: Option<(u32, u32)>,
+        root_without_capabilities: bool,
         resources: &mut RunResources,
     ) -> Result<ExecOutcome> {
         let private_tmp = resources.private_tmp.clone();
@@ -481,6 +529,21 @@ impl Runtime {
         }
         let mut writable: Vec<PathBuf> = roots.to_vec();
         writable.push(private_tmp.clone());
+        let (readable, world_readable, read_only_binds) = if root_without_capabilities {
+            let protected = protected_paths(&request.protected_paths, roots);
+            if !protected.notes.is_empty() {
+                report.notes.insert(Layer::ReadOnlyMounts, protected.notes.join("; "));
+            }
+            let readable = narrowed_readable_roots(
+                &self.config.uid0_readable_roots,
+                environment.get("PATH").map(String::as_str),
+                &request.program,
+                &request.read_only_paths,
+            );
+            (readable, self.config.uid0_world_readable_roots.clone(), protected.existing)
+        } else {
+            (self.config.readable_roots.clone(), Vec::new(), Vec::new())
+        };
         let mut plan = HelperPlan {
             stage: Stage::Everything,
             program: PathBuf::from(&request.program),
@@ -492,9 +555,12 @@ impl Runtime {
             cgroup_memory_procs: resources.memory.as_ref().map(RunCgroup::procs_file),
             rlimits: limits.rlimits,
             run_as,
+            root_without_capabilities,
+            read_only_binds,
             deny_network: !request.allow_network,
             landlock: LandlockPlan {
-                readable: self.config.readable_roots.clone(),
+                readable,
+                world_readable,
                 writable: writable.clone(),
                 deny_tcp: !request.allow_network,
             },
@@ -580,7 +646,7 @@ impl Runtime {
         for helper_report in &helper_reports {
             report.merge_from(&helper_report.report);
             if let Some(reason) = &helper_report.refused {
-                refusal = Some(reason.clone());
+                refusal = Some((reason.clone(), helper_report.cause));
             }
         }
         if helper_reports.is_empty() {
@@ -593,9 +659,13 @@ impl Runtime {
         {
             report.layers.insert(Layer::Bubblewrap, LayerStatus::Failed);
         }
-        if let Some(reason) = refusal {
+        if let Some((reason, cause)) = refusal {
+            let kind = match cause {
+                RefusalCause::Sandbox => RefusalKind::SandboxUnavailable,
+                RefusalCause::WorkingDirectory => RefusalKind::WorkspaceInaccessible,
+            };
             return Ok(ExecOutcome::Refused(Refusal {
-                kind: RefusalKind::SandboxUnavailable,
+                kind,
                 message: format!("refusing to run `{}`: {reason}", request.argv().join(" ")),
                 sandbox: Some(report),
             }));

@@ -35,6 +35,11 @@ pub struct Rlimits {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LandlockPlan {
     pub(crate) readable: Vec<PathBuf>,
+    /// Hierarchies of which only what any user may read is readable: the helper walks them and
+    /// adds a rule for each entry whose whole subtree is world-readable (uid-0 runs: `/etc`
+    /// without `shadow`, `ssl/private`, ...).
+    #[serde(default)]
+    pub(crate) world_readable: Vec<PathBuf>,
     pub(crate) writable: Vec<PathBuf>,
     /// Also deny TCP bind/connect (Landlock ABI 4+) because the network is off.
     pub(crate) deny_tcp: bool,
@@ -71,6 +76,15 @@ pub(crate) struct HelperPlan {
     pub(crate) rlimits: Rlimits,
     /// Drop to this uid/gid (only when the helper runs as root).
     pub(crate) run_as: Option<(u32, u32)>,
+    /// The command keeps uid 0 (a root-owned workspace) with every capability set emptied and
+    /// the securebits locked; the helper adds the read-only mount view, the IPC namespace and
+    /// the uid-0 seccomp rules, and refuses to run when one of them is missing.
+    #[serde(default)]
+    pub(crate) root_without_capabilities: bool,
+    /// Paths inside the workspace bound read-only in the uid-0 mount view (the bubblewrap
+    /// backend's protected paths, done by the direct helper), canonical and existing.
+    #[serde(default)]
+    pub(crate) read_only_binds: Vec<PathBuf>,
     /// The network is off: unshare it (direct backend) and filter sockets with seccomp.
     pub(crate) deny_network: bool,
     pub(crate) landlock: LandlockPlan,
@@ -88,4 +102,18 @@ pub(crate) struct HelperReport {
     pub(crate) report: SandboxReport,
     /// Set when the helper refused to run the command (fail closed); the command never ran.
     pub(crate) refused: Option<String>,
+    /// Why it refused.
+    #[serde(default)]
+    pub(crate) cause: RefusalCause,
+}
+
+/// What a helper refusal is about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RefusalCause {
+    /// A layer the policy or the mechanism relies on is missing (fail closed).
+    #[default]
+    Sandbox,
+    /// The command's user cannot enter the working directory.
+    WorkingDirectory,
 }

@@ -82,3 +82,32 @@ fn the_run_example_reports_a_timeout_and_still_exits_0() {
         );
     }
 }
+
+/// The README's example as CI and containers run it: root, a `mktemp -d` workspace (root,
+/// 0700); the command runs as uid 0 without capabilities and writes its workspace.
+#[test]
+fn the_run_example_writes_a_root_owned_private_workspace() {
+    use std::os::unix::fs::MetadataExt;
+    let machine = MachineLayers::probe();
+    let workspace = tempfile::tempdir().unwrap();
+    let output = Command::new(run_example())
+        .arg("--workspace")
+        .arg(workspace.path())
+        .args(["--", "sh", "-c", "echo hi > out.txt; cat out.txt; id -u"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let line: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    if !machine.can_confine_for(support::Owner::Root) {
+        assert_eq!(line["refused"]["kind"], "sandbox_unavailable", "{line}");
+        return;
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    assert_eq!(
+        (&line["exit_code"], &line["stdout"], &line["stderr"]),
+        (&serde_json::json!(0), &serde_json::json!(format!("hi\n{uid}\n")), &serde_json::json!("")),
+        "{line}"
+    );
+    let written = std::fs::metadata(workspace.path().join("out.txt")).unwrap();
+    assert_eq!(written.uid(), uid);
+}

@@ -166,7 +166,7 @@ async fn an_approved_command_runs_and_names_its_approver() {
 #[tokio::test]
 async fn skill_scripts_run_from_their_folder_and_cannot_name_paths_outside_it() {
     let machine = MachineLayers::probe();
-    let fixture = Fixture::with_protected_tree();
+    let fixture = Fixture::with_protected_tree(support::Owner::User);
     let skill = fixture.workspace.join("skill");
     let script = skill.join("scripts/hello.sh");
     std::fs::write(&script, "#!/bin/sh\necho \"hello $1\"\necho pwned > \"$0\"\n").unwrap();

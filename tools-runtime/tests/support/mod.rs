@@ -21,14 +21,67 @@ pub struct Fixture {
     pub outside: PathBuf,
     pub audit_path: PathBuf,
     pub audit: Arc<JsonlAuditLog>,
+    pub owner: Owner,
 }
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// Who owns the workspace of a test run: the attack suite runs once for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// root, mode 0700, as `mktemp -d` makes it: commands run as uid 0 without capabilities.
+    Root,
+    /// `nobody` (65534): commands run as that user.
+    User,
+}
+
+impl Owner {
+    /// Whether commands in this workspace run as uid 0 without capabilities (only when the
+    /// tests run as root; otherwise every workspace belongs to the unprivileged test user).
+    pub fn runs_as_uid0(self) -> bool {
+        is_root() && self == Owner::Root
+    }
+
+    /// The uid commands run as.
+    pub fn command_uid(self) -> u32 {
+        match (is_root(), self) {
+            (true, Owner::Root) => 0,
+            (true, Owner::User) => tools_runtime::DEFAULT_SANDBOX_USER.0,
+            (false, _) => nix::unistd::geteuid().as_raw(),
+        }
+    }
+}
+
+/// Generates, for each named `async fn NAME(owner: Owner)`, a module `NAME` with the tests
+/// `root_owned_workspace` and `user_owned_workspace`.
+#[macro_export]
+macro_rules! for_both_owners {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn root_owned_workspace() {
+                    super::$name(super::Owner::Root).await;
+                }
+
+                #[tokio::test]
+                async fn user_owned_workspace() {
+                    super::$name(super::Owner::User).await;
+                }
+            }
+        )*
+    };
+}
+
 impl Fixture {
+    /// A workspace owned by `nobody` (when root).
     pub fn new() -> Fixture {
+        Fixture::owned_by(Owner::User)
+    }
+
+    pub fn owned_by(owner: Owner) -> Fixture {
         use std::os::unix::fs::PermissionsExt;
         let base = tempfile::Builder::new().prefix("tools-runtime-test-").tempdir().unwrap();
         let workspace = base.path().join("workspace");
@@ -38,41 +91,62 @@ impl Fixture {
         std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).unwrap();
         std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(workspace.join("data.txt"), "data\n").unwrap();
-        if is_root() {
-            let (uid, gid) = tools_runtime::DEFAULT_SANDBOX_USER;
-            for path in [&workspace, &workspace.join("data.txt")] {
-                std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
-            }
-        }
         let audit_path = base.path().join("audit.jsonl");
         let audit = Arc::new(JsonlAuditLog::open(&audit_path).unwrap());
-        Fixture { base, workspace, outside, audit_path, audit }
+        let fixture = Fixture { base, workspace, outside, audit_path, audit, owner };
+        match owner {
+            Owner::Root => {
+                std::fs::set_permissions(&fixture.workspace, std::fs::Permissions::from_mode(0o700))
+                    .unwrap()
+            }
+            Owner::User => {
+                fixture.give_to_owner(&["", "data.txt"]);
+            }
+        }
+        fixture
+    }
+
+    /// Chowns workspace entries (relative paths, "" for the root) to the workspace's owner.
+    pub fn give_to_owner(&self, paths: &[&str]) {
+        if !is_root() || self.owner == Owner::Root {
+            return;
+        }
+        let (uid, gid) = tools_runtime::DEFAULT_SANDBOX_USER;
+        for path in paths {
+            let path =
+                if path.is_empty() { self.workspace.clone() } else { self.workspace.join(path) };
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+        }
     }
 
     /// A fixture whose workspace holds a skill folder and `.git/hooks`, for protected paths.
-    pub fn with_protected_tree() -> Fixture {
-        let fixture = Fixture::new();
+    pub fn with_protected_tree(owner: Owner) -> Fixture {
+        let fixture = Fixture::owned_by(owner);
         for directory in ["skill/scripts", ".git/hooks"] {
             std::fs::create_dir_all(fixture.workspace.join(directory)).unwrap();
         }
         std::fs::write(fixture.workspace.join("skill/SKILL.md"), "---\nname: skill\n---\n")
             .unwrap();
         std::fs::write(fixture.workspace.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
-        if is_root() {
-            let (uid, gid) = tools_runtime::DEFAULT_SANDBOX_USER;
-            for path in [
-                "skill",
-                "skill/scripts",
-                "skill/SKILL.md",
-                ".git",
-                ".git/hooks",
-                ".git/hooks/pre-commit",
-            ] {
-                std::os::unix::fs::chown(fixture.workspace.join(path), Some(uid), Some(gid))
-                    .unwrap();
-            }
-        }
+        fixture.give_to_owner(&[
+            "skill",
+            "skill/scripts",
+            "skill/SKILL.md",
+            ".git",
+            ".git/hooks",
+            ".git/hooks/pre-commit",
+        ]);
         fixture
+    }
+
+    /// The canonical path of a workspace entry, as reports name it.
+    pub fn canonical(&self, relative: &str) -> String {
+        self.workspace.join(relative).canonicalize().unwrap().display().to_string()
+    }
+
+    /// Whether protected paths can be served: bubblewrap, or the uid-0 helper's own mounts.
+    pub fn protects_paths(&self, machine: &MachineLayers) -> bool {
+        machine.bubblewrap || self.owner.runs_as_uid0()
     }
 
     pub fn config(&self) -> RuntimeConfig {
@@ -209,6 +283,12 @@ impl MachineLayers {
     /// Whether the filesystem and network confinement the default policy demands is possible.
     pub fn can_confine(&self) -> bool {
         self.landlock && (self.network_namespace || self.seccomp)
+    }
+
+    /// [`MachineLayers::can_confine`], plus what a uid-0 run relies on (seccomp for its rules,
+    /// a pids cgroup because `RLIMIT_NPROC` does not count for uid 0).
+    pub fn can_confine_for(&self, owner: Owner) -> bool {
+        self.can_confine() && (!owner.runs_as_uid0() || (self.seccomp && self.cgroup_pids))
     }
 }
 
