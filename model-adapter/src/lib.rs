@@ -7,12 +7,12 @@
 //! [`Response`], [`Delta`]); only this crate knows provider JSON. A provider implements
 //! [`ModelProvider`] (`chat` and `stream`) and is stored as `Arc<dyn ModelProvider>`.
 //!
-//! * **One assembler.** Streams are decoded into normalised [`Delta`]s (text, thinking,
-//!   tool-call start, argument fragments, usage, finish). Non-streamed bodies are translated into
-//!   the same deltas and go through the same [`Assembler`], so `chat` and an assembled `stream`
-//!   give equal responses. A stream without its terminal event (`[DONE]`, `message_stop`) is
-//!   [`Error::Truncated`]; a tool call cut off by `finish_reason = length` is reported in
-//!   `invalid_tool_calls`, never repaired.
+//! * **One assembler.** Streams are decoded into normalised [`Delta`]s (text, thinking and its
+//!   block ends, redacted thinking, tool-call start, argument fragments, usage, finish).
+//!   Non-streamed bodies are translated into the same deltas and go through the same
+//!   [`Assembler`], so `chat` and an assembled `stream` give equal responses. A stream without
+//!   its terminal event (`[DONE]`, `message_stop`) is [`Error::Truncated`]; a tool call cut off
+//!   by `finish_reason = length` is reported in `invalid_tool_calls`, never repaired.
 //! * **SSE** ([`sse::SseDecoder`]) handles `\n`, `\r\n`, `\r`, line endings split across chunks,
 //!   multi-line `data:`, comments and UTF-8 split across chunks, looking at each byte once.
 //!   [`StreamDecoder`] runs SSE plus a provider's event decoding without IO (captured streams,
@@ -27,6 +27,16 @@
 //!   grammar-constrained `response_format` instead and reports the JSON as that tool's call.
 //!   Anthropic takes `{"type":"tool"}` natively; its `response_format = json_schema` is sent as a
 //!   forced tool whose input comes back as text.
+//! * **Thinking survives a tool round trip.** Anthropic's `thinking` blocks (each with its
+//!   `signature`) and `redacted_thinking` blocks stay separate, in order, each with its place
+//!   among the text and tool calls ([`Response::thinking_blocks`], [`ThinkingBlock`]);
+//!   [`Message::from_response`] keeps them in [`Thinking::blocks`] and the Anthropic encoder
+//!   sends them back unchanged, as the API requires for a tool-use turn with thinking on. The
+//!   unified [`Response::thinking`] text is still every block's text. Extended thinking is
+//!   asked for with [`ChatRequest::thinking`] (Anthropic) and [`ChatRequest::reasoning_effort`]
+//!   (OpenAI reasoning models); each provider ignores the other's field, and both are off by
+//!   default. With thinking on, Anthropic requests leave `temperature` out and refuse a forced
+//!   tool choice, as the API does (README: "Thinking and reasoning effort").
 //! * **Structured actions** ([`structured`]) stream the model's JSON through `stream-json`, so
 //!   callers see `$.action.type` as soon as it is parsed, validate the result against the JSON
 //!   Schema (the `jsonschema` crate) and re-ask once with the validation error.
