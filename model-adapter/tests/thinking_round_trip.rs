@@ -26,6 +26,8 @@ const TURNS: usize = 4;
 enum Transport {
     /// Non-streamed JSON bodies, `chat`.
     Chat,
+    /// Non-streamed JSON bodies written one byte per write, `chat`.
+    ChatBytewise,
     /// SSE written in one piece, `stream`.
     Stream,
     /// SSE written one byte per write, `stream`.
@@ -36,12 +38,21 @@ fn replies(transport: Transport) -> Vec<Reply> {
     (1..=TURNS)
         .map(|turn| {
             let name = format!("anthropic_round_trip_{turn}");
+            let json = || {
+                Reply::json(200, &[], &String::from_utf8(data(&format!("{name}.json"))).unwrap())
+            };
             match transport {
-                Transport::Chat => Reply::json(
-                    200,
-                    &[],
-                    &String::from_utf8(data(&format!("{name}.json"))).unwrap(),
-                ),
+                Transport::Chat => json(),
+                Transport::ChatBytewise => Reply {
+                    steps: json()
+                        .steps
+                        .into_iter()
+                        .map(|step| match step {
+                            Step::Write(bytes) => Step::WriteBytewise(bytes),
+                            other => other,
+                        })
+                        .collect(),
+                },
                 Transport::Stream => Reply::sse(&data(&format!("{name}.sse"))),
                 Transport::StreamBytewise => {
                     Reply::sse_with(&data(&format!("{name}.sse")), Step::WriteBytewise)
@@ -105,7 +116,7 @@ fn provider(url: &str) -> AnthropicProvider {
 
 async fn ask(model: &dyn ModelProvider, request: &ChatRequest, transport: Transport) -> Response {
     match transport {
-        Transport::Chat => model.chat(request).await.unwrap(),
+        Transport::Chat | Transport::ChatBytewise => model.chat(request).await.unwrap(),
         Transport::Stream | Transport::StreamBytewise => {
             collect_stream(model.stream(request).await.unwrap(), |_| {}).await.unwrap()
         }
@@ -137,7 +148,7 @@ async fn converse(
 fn expected_body(turn: usize, transport: Transport) -> Value {
     let mut body: Value =
         serde_json::from_slice(&data(&format!("anthropic_round_trip.request{turn}.json"))).unwrap();
-    if transport != Transport::Chat {
+    if matches!(transport, Transport::Stream | Transport::StreamBytewise) {
         body["stream"] = json!(true);
     }
     body
@@ -155,7 +166,9 @@ fn check_requests(recorded: &[Recorded], transport: Transport) {
 #[tokio::test]
 async fn thinking_blocks_come_back_unchanged_in_every_transport() {
     let mut reference: Option<Vec<Response>> = None;
-    for transport in [Transport::Chat, Transport::Stream, Transport::StreamBytewise] {
+    for transport in
+        [Transport::Chat, Transport::ChatBytewise, Transport::Stream, Transport::StreamBytewise]
+    {
         let server = TestServer::start(replies(transport)).await;
         let model = provider(&server.url);
         let (answers, _) = converse(&model, transport).await;
