@@ -16,6 +16,9 @@ use std::process::ExitCode;
 
 use stream_json::{Capture, Event, EventKind, Parser};
 
+/// How much `--chunk` reads at a time (at least two pieces).
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+
 const USAGE: &str =
     "usage: sjcheck [--chunk N] [--path PATTERN]... [--deltas] FILE   (FILE may be - for stdin)";
 
@@ -194,26 +197,33 @@ fn feed_all(
             parser.feed(&document, handler).map_err(|error| error.to_string())
         }
         Some(size) => {
-            let mut buffer = vec![0; size];
+            // Read through a large buffer and feed exact `size`-byte pieces from it, so
+            // `--chunk` measures the parser as a streaming caller drives it, not one `read`
+            // system call per piece. A short read (a pipe delivering slowly) only means
+            // fewer whole pieces this time: the rest waits for more input.
+            let mut buffer = vec![0; READ_BUFFER_BYTES.max(size.saturating_mul(2))];
+            let mut filled = 0;
             loop {
-                // Fill the chunk completely unless the input ends, so chunking is exact.
-                let mut filled = 0;
-                while filled < size {
-                    match input.read(&mut buffer[filled..]) {
-                        Ok(0) => break,
-                        Ok(read) => filled += read,
-                        Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                        Err(error) => return Err(read_error(error)),
-                    }
+                let read = match input.read(&mut buffer[filled..]) {
+                    Ok(read) => read,
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(error) => return Err(read_error(error)),
+                };
+                if read == 0 {
+                    break;
                 }
-                if filled == 0 {
-                    return Ok(());
+                filled += read;
+                let whole = filled - filled % size;
+                for piece in buffer[..whole].chunks_exact(size) {
+                    parser.feed(piece, handler).map_err(|error| error.to_string())?;
                 }
-                parser.feed(&buffer[..filled], handler).map_err(|error| error.to_string())?;
-                if filled < size {
-                    return Ok(());
-                }
+                buffer.copy_within(whole..filled, 0);
+                filled -= whole;
             }
+            if filled > 0 {
+                parser.feed(&buffer[..filled], handler).map_err(|error| error.to_string())?;
+            }
+            Ok(())
         }
     }
 }

@@ -137,3 +137,70 @@ fn index_outside_the_i_json_range_and_malformed_indices_exit_2() {
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(stdout_lines(&output), [r#"{"path":"$[0]","value":1}"#]);
 }
+
+/// `--chunk N` feeds exact N-byte pieces whatever the reads deliver: stdin written one byte
+/// per `write` (a pipe delivering slowly) gives the same lines as the file read at once, and
+/// a long document gives one delta line per piece that ends inside the string.
+#[test]
+fn chunks_are_exact_when_a_pipe_delivers_slowly() {
+    let text = "wörld \\u00e9 \\ud83d\\ude00 line\\n ".repeat(40);
+    let document = format!(r#"{{"a": {{"b": "{text}", "c": [1, 2.5e3, true, null]}}}}"#);
+    let dir = std::env::temp_dir().join(format!("sjcheck-slow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("document.json");
+    std::fs::write(&file, &document).unwrap();
+    for chunk in ["1", "7", "16", "4096"] {
+        let args = ["--chunk", chunk, "--deltas", "--path", "$.a.b", "--path", "$.a.c"];
+        let from_file = Command::new(sjcheck_binary()).args(args).arg(&file).output().unwrap();
+        assert_eq!(from_file.status.code(), Some(0));
+
+        let mut child = Command::new(sjcheck_binary())
+            .args(args)
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let bytes = document.clone().into_bytes();
+        let writer = std::thread::spawn(move || {
+            for byte in bytes {
+                stdin.write_all(&[byte]).unwrap();
+                stdin.flush().unwrap();
+            }
+        });
+        let from_pipe = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        assert_eq!(
+            from_pipe.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&from_pipe.stderr)
+        );
+        assert_eq!(stdout_lines(&from_pipe), stdout_lines(&from_file), "chunk {chunk}");
+
+        // The same deltas as the parser gives for exact `size`-byte pieces, in process.
+        let size: usize = chunk.parse().unwrap();
+        let mut parser = stream_json::Parser::new();
+        parser.subscribe("$.a.b", stream_json::Capture::Deltas).unwrap();
+        let mut expected = Vec::new();
+        let mut handler = |event: stream_json::Event<'_>| {
+            if let stream_json::EventKind::StringDelta(delta) = event.kind {
+                expected.push(serde_json::json!({"path": "$.a.b", "delta": delta}));
+            }
+        };
+        for piece in document.as_bytes().chunks(size) {
+            parser.feed(piece, &mut handler).unwrap();
+        }
+        parser.finish(&mut handler).unwrap();
+        let deltas: Vec<serde_json::Value> = stdout_lines(&from_pipe)
+            .iter()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|line| line.get("delta").is_some())
+            .collect();
+        assert_eq!(deltas, expected, "chunk {chunk}");
+        assert!(size > 100 || deltas.len() > 10, "chunk {chunk}: {} deltas", deltas.len());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
