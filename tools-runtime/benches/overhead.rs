@@ -1,5 +1,6 @@
 //! Criterion benchmark: a sandboxed run of a trivial script against a bare
-//! `std::process::Command` spawn of the same script, per backend, in the same run.
+//! `std::process::Command` spawn of the same script, per backend and (direct backend) per
+//! workspace owner, in the same run.
 //!
 //! `cargo bench -p tools-runtime --bench overhead`; figures go into `tools-runtime/BENCHMARKS.md`.
 
@@ -15,14 +16,17 @@ use tools_runtime::{
     ApprovalMode, BackendChoice, ExecOutcome, ExecRequest, Runtime, RuntimeConfig, SandboxHelper,
 };
 
-fn workspace() -> tempfile::TempDir {
+/// A workspace with the script, owned by `nobody` (`user_owned`) or by root, mode 0700 as
+/// `mktemp -d` makes it (commands then run as uid 0 without capabilities).
+fn workspace(user_owned: bool) -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let directory = tempfile::Builder::new().prefix("tools-runtime-bench-").tempdir().unwrap();
-    std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mode = if user_owned { 0o755 } else { 0o700 };
+    std::fs::set_permissions(directory.path(), std::fs::Permissions::from_mode(mode)).unwrap();
     let script = directory.path().join("script.sh");
     std::fs::write(&script, "#!/bin/sh\necho ok\n").unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    if nix::unistd::geteuid().is_root() {
+    if user_owned && nix::unistd::geteuid().is_root() {
         let (uid, gid) = tools_runtime::DEFAULT_SANDBOX_USER;
         std::os::unix::fs::chown(directory.path(), Some(uid), Some(gid)).unwrap();
     }
@@ -47,7 +51,8 @@ fn request(workspace: &Path, protected: bool) -> ExecRequest {
 }
 
 fn overhead(criterion: &mut Criterion) {
-    let workspace = workspace();
+    let user_owned = workspace(true);
+    let root_owned = workspace(false);
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut group = criterion.benchmark_group("trivial_script");
     group
@@ -58,7 +63,7 @@ fn overhead(criterion: &mut Criterion) {
     group.bench_function("bare_std_process_command", |bencher| {
         bencher.iter(|| {
             let output = std::process::Command::new("./script.sh")
-                .current_dir(workspace.path())
+                .current_dir(user_owned.path())
                 .output()
                 .unwrap();
             assert_eq!(output.stdout, b"ok\n");
@@ -66,13 +71,14 @@ fn overhead(criterion: &mut Criterion) {
         });
     });
 
-    let backends = [
-        ("sandboxed_direct", BackendChoice::Direct, false),
-        ("sandboxed_bubblewrap", BackendChoice::Bubblewrap, true),
+    let cases = [
+        ("sandboxed_direct", BackendChoice::Direct, false, user_owned.path()),
+        ("sandboxed_direct_root_owned_workspace", BackendChoice::Direct, false, root_owned.path()),
+        ("sandboxed_bubblewrap", BackendChoice::Bubblewrap, true, user_owned.path()),
     ];
-    for (name, backend, protected) in backends {
+    for (name, backend, protected, workspace) in cases {
         let runtime = runtime(backend);
-        let request = request(workspace.path(), protected);
+        let request = request(workspace, protected);
         match tokio.block_on(runtime.run(&request)).unwrap() {
             ExecOutcome::Ran(result) => assert_eq!(result.stdout, "ok\n", "{name}: {result:?}"),
             ExecOutcome::Refused(refusal) => {

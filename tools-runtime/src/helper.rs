@@ -882,6 +882,35 @@ mod tests {
     }
 
     #[test]
+    fn a_uid0_run_is_refused_when_a_layer_it_relies_on_is_missing() {
+        let mut root_plan = plan(true, true);
+        root_plan.run_as = Some((0, 0));
+        root_plan.root_without_capabilities = true;
+        let needed = [
+            Layer::DropPrivileges,
+            Layer::NoNewPrivileges,
+            Layer::NetworkNamespace,
+            Layer::ReadOnlyMounts,
+            Layer::IpcNamespace,
+            Layer::Landlock,
+            Layer::Seccomp,
+            Layer::SeccompRootFilter,
+            Layer::CgroupPids,
+        ];
+        assert_eq!(fail_closed_reason(&root_plan, &report(&needed)), None);
+        for missing in needed.iter().filter(|layer| **layer != Layer::NetworkNamespace) {
+            let active: Vec<Layer> =
+                needed.iter().copied().filter(|layer| layer != missing).collect();
+            let reason = fail_closed_reason(&root_plan, &report(&active)).unwrap_or_default();
+            let expected = match missing {
+                Layer::DropPrivileges => "refusing to run as root".to_owned(),
+                other => format!("needs the {} layer", other.name()),
+            };
+            assert!(reason.contains(&expected), "{reason}");
+        }
+    }
+
+    #[test]
     fn the_seccomp_filters_compile_for_this_architecture() {
         let arch = TargetArch::try_from(std::env::consts::ARCH);
         if let Ok(arch) = arch {

@@ -64,6 +64,22 @@ pub(crate) fn isolate_mounts_and_ipc(
             Some(format!("unshare(CLONE_NEWIPC): {error}")),
         ),
     }
+    // A link planted in the workspace would hand uid 0 the linked root file: only root may
+    // plant one in a root-owned workspace, and other users only while the kernel keeps them
+    // from linking files they could not write (`fs.protected_hardlinks`).
+    let protected_hardlinks = std::fs::read_to_string("/proc/sys/fs/protected_hardlinks");
+    if protected_hardlinks.ok().as_deref().map(str::trim) != Some("1") {
+        report.set(
+            Layer::ReadOnlyMounts,
+            LayerStatus::Failed,
+            Some(
+                "fs.protected_hardlinks is not 1: any user could link a root-owned file into \
+                 the workspace"
+                    .to_owned(),
+            ),
+        );
+        return;
+    }
     match read_only_host(writable, read_only) {
         Ok(note) => report.set(Layer::ReadOnlyMounts, LayerStatus::Active, Some(note)),
         Err(reason) => report.set(Layer::ReadOnlyMounts, LayerStatus::Failed, Some(reason)),
