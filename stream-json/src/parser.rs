@@ -343,7 +343,7 @@ const STRING_SPECIAL: [bool; 256] = {
 ///
 /// Eight bytes at a time (Mycroft's zero-byte test): the lowest flagged byte of a word is
 /// always a true match, so its position comes straight from `trailing_zeros`.
-#[inline]
+#[inline(always)]
 fn scan_plain(chunk: &[u8], mut at: usize) -> (usize, bool) {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -474,7 +474,19 @@ impl Parser {
             return Err(self.failed.clone().unwrap_or(Error::AlreadyFinished));
         }
         self.started = true;
-        match self.run(chunk, handler) {
+        let result = if self.state == State::String
+            && self.escape == Escape::None
+            && self.utf8_need == 0
+            && let (scanned, non_ascii) = scan_plain(chunk, 0)
+            && scanned == chunk.len()
+        {
+            // Most pieces of a token stream are plain text inside one string: a short path
+            // for them, around the general state loop.
+            self.string_plain(chunk, non_ascii, handler)
+        } else {
+            self.run(chunk, 0, handler)
+        };
+        match result {
             Ok(()) => {
                 self.offset += chunk.len() as u64;
                 Ok(())
@@ -574,11 +586,15 @@ impl Parser {
         }
     }
 
-    /// Parses one chunk. `raw_mark` and `number_mark` are 0 here: `end_chunk` resets them
+    /// Parses one chunk from `at`. `raw_mark` and `number_mark` are 0 here: `end_chunk` resets them
     /// after keeping what an open capture needs, and they are set when a capture starts.
-    fn run<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) -> Result<(), Stop> {
+    fn run<H: Handler + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        mut at: usize,
+        handler: &mut H,
+    ) -> Result<(), Stop> {
         let len = chunk.len();
-        let mut at = 0;
         while at < len {
             at = match self.state {
                 State::String => self.string(chunk, at, handler)?,
@@ -600,11 +616,16 @@ impl Parser {
                 }
             };
         }
-        // The chunk ends: keep what open captures need from it (rare: only while capturing).
+        self.end_chunk_if_capturing(chunk, handler);
+        Ok(())
+    }
+
+    /// The chunk ends: keep what open captures need from it (rare: only while capturing).
+    #[inline]
+    fn end_chunk_if_capturing<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) {
         if self.raw_open > 0 || self.building_depth.is_some() || self.string_deltas {
             self.end_chunk(chunk, handler);
         }
-        Ok(())
     }
 
     fn end_chunk<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) {
@@ -1096,8 +1117,8 @@ impl Parser {
                 continue;
             }
             if self.utf8_need > 0 {
-                // A character split by the previous chunk boundary.
-                at = self.utf8_slow(chunk, at, at + 1)?;
+                // A character split by the previous chunk boundary: its remaining bytes.
+                at = self.utf8_slow(chunk, at, len.min(at + usize::from(self.utf8_need)))?;
                 unchecked_from = at;
                 continue;
             }
@@ -1148,6 +1169,23 @@ impl Parser {
             self.push_string_bytes(&chunk[run_start..len]);
         }
         Ok(len)
+    }
+
+    /// The whole chunk is plain text inside a string (with a non-ASCII byte when
+    /// `non_ascii`).
+    #[inline(always)]
+    fn string_plain<H: Handler + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        non_ascii: bool,
+        handler: &mut H,
+    ) -> Result<(), Stop> {
+        self.check_utf8(chunk, 0, chunk.len(), non_ascii)?;
+        if self.string_is_key || self.string_decode {
+            self.push_string_bytes(chunk);
+        }
+        self.end_chunk_if_capturing(chunk, handler);
+        Ok(())
     }
 
     /// Validates `chunk[from..to]` as UTF-8 (when it has non-ASCII bytes); a character cut
@@ -1282,10 +1320,31 @@ impl Parser {
         Ok(end)
     }
 
-    /// Inside an escape sequence, at `at`; returns the position after the consumed byte.
-    fn escape(&mut self, chunk: &[u8], at: usize) -> Result<usize, Stop> {
-        let byte = chunk[at];
-        self.escape = match self.escape {
+    /// Inside an escape sequence cut by a chunk boundary (or invalid), from `at`: consumes
+    /// bytes until the escape is complete or the chunk ends; returns where parsing continues.
+    fn escape(&mut self, chunk: &[u8], mut at: usize) -> Result<usize, Stop> {
+        let mut state = self.escape;
+        while let Some(&byte) = chunk.get(at) {
+            state = self.escape_byte(chunk, at, byte, state)?;
+            at += 1;
+            if state == Escape::None {
+                break;
+            }
+        }
+        self.escape = state;
+        Ok(at)
+    }
+
+    /// One byte of an escape sequence: the state after it.
+    #[inline]
+    fn escape_byte(
+        &mut self,
+        chunk: &[u8],
+        at: usize,
+        byte: u8,
+        state: Escape,
+    ) -> Result<Escape, Stop> {
+        Ok(match state {
             Escape::None => Escape::None,
             Escape::Backslash => {
                 let decoded = match byte {
@@ -1374,8 +1433,7 @@ impl Parser {
                     Escape::None
                 }
             }
-        };
-        Ok(at + 1)
+        })
     }
 
     /// Inside a number, from `at`; returns where parsing continues.
