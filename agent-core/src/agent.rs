@@ -309,8 +309,9 @@ fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> St
     let budget = config.context.catalog_chars;
     let mut used = 0;
     let mut omitted = 0;
+    // The same rule as the guard's: a hidden skill is shown only when the user named it.
     let visible = catalog.iter().filter(|entry| {
-        !entry.disable_model_invocation || task.contains(&format!("/{}", entry.name))
+        !entry.disable_model_invocation || crate::guard::user_named(task, config, &entry.name)
     });
     for entry in visible {
         let line = format!("- {}: {}\n", entry.name, entry.description.replace('\n', " "));

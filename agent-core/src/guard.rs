@@ -10,12 +10,12 @@ use crate::config::{AgentConfig, DecideMode};
 use crate::state::{ObservationStatus, RunState, StepStatus};
 
 /// Whether the user named `skill` (config, or `/name` or `$name` in the task).
-pub(crate) fn user_named(state: &RunState, config: &AgentConfig, skill: &str) -> bool {
+pub(crate) fn user_named(task: &str, config: &AgentConfig, skill: &str) -> bool {
     config.guard.user_named_skills.iter().any(|name| name == skill)
         || ["/", "$"].iter().any(|sigil| {
             let needle = format!("{sigil}{skill}");
-            state.task.match_indices(&needle).any(|(at, _)| {
-                let after = state.task[at + needle.len()..].chars().next();
+            task.match_indices(&needle).any(|(at, _)| {
+                let after = task[at + needle.len()..].chars().next();
                 !after.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
             })
         })
@@ -83,7 +83,7 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             .filter(|name| state.selected_skill(name).is_none())
             .filter(|name| {
                 state.skill(name).is_some_and(|entry| !entry.disable_model_invocation)
-                    || user_named(state, config, name)
+                    || user_named(&state.task, config, name)
             })
             .collect();
     } else {
@@ -137,7 +137,8 @@ pub(crate) fn check(
                         );
                     }
                     Some(entry)
-                        if entry.disable_model_invocation && !user_named(state, config, name) =>
+                        if entry.disable_model_invocation
+                            && !user_named(&state.task, config, name) =>
                     {
                         return refused(format!(
                             "skill `{name}` has disable-model-invocation: true; only the user can \

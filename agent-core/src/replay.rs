@@ -31,11 +31,13 @@ pub fn read_events(path: &Path) -> Result<Vec<Event>> {
 
 /// Events and the byte length of the complete lines (a torn last line is left out when
 /// `tolerate_torn_tail`).
-fn read_lines(path: &Path, tolerate_torn_tail: bool) -> Result<(Vec<Event>, u64)> {
+/// The events, the length of the valid lines, and where the last valid line starts.
+fn read_lines(path: &Path, tolerate_torn_tail: bool) -> Result<(Vec<Event>, u64, u64)> {
     let file = std::fs::File::open(path).map_err(|error| Error::io(path, error))?;
     let mut reader = std::io::BufReader::new(file);
     let mut events = Vec::new();
     let mut valid = 0u64;
+    let mut last_start = 0u64;
     let mut line = Vec::new();
     let mut number = 0;
     loop {
@@ -60,6 +62,7 @@ fn read_lines(path: &Path, tolerate_torn_tail: bool) -> Result<(Vec<Event>, u64)
                     });
                 }
                 events.push(event);
+                last_start = valid;
                 valid += read as u64;
             }
             Ok(_) | Err(_) if tolerate_torn_tail && !complete => break,
@@ -77,7 +80,7 @@ fn read_lines(path: &Path, tolerate_torn_tail: bool) -> Result<(Vec<Event>, u64)
             }
         }
     }
-    Ok((events, valid))
+    Ok((events, valid, last_start))
 }
 
 /// A recorded run, ready to be replayed or resumed.
@@ -99,7 +102,7 @@ fn field<'a>(event: &'a Event, key: &str) -> &'a Value {
 
 impl Recording {
     pub(crate) fn read(path: &Path, tolerate_torn_tail: bool) -> Result<Recording> {
-        let (mut events, valid_bytes) = read_lines(path, tolerate_torn_tail)?;
+        let (mut events, mut valid_bytes, last_start) = read_lines(path, tolerate_torn_tail)?;
         let bad = |message: String| Error::Recording { path: path.to_owned(), message };
         let first = events.first().ok_or_else(|| bad("no events".to_owned()))?;
         if first.kind != EventKind::RunStarted {
@@ -111,12 +114,14 @@ impl Recording {
         let run_id = first.run_id.clone();
         let start: RunStart = serde_json::from_value(first.data.clone())
             .map_err(|error| bad(format!("run_started does not describe a run: {error}")))?;
-        let last_seq = events.last().map_or(0, |event| event.seq);
         // An action whose result was recorded without its observation (killed in between) is
-        // redone: its `action_executed` is not part of the record.
+        // redone: its `action_executed` is not part of the record, and a resume cuts it from
+        // the file so the redone one takes its place (the observation's text was never kept).
         if events.last().is_some_and(|event| event.kind == EventKind::ActionExecuted) {
             events.pop();
+            valid_bytes = last_start;
         }
+        let last_seq = events.last().map_or(0, |event| event.seq);
         let run_dir = path.parent().map(Path::to_owned).unwrap_or_default();
         let mut calls = Vec::new();
         let mut executions = Vec::new();
@@ -210,7 +215,8 @@ impl Recording {
             .collect()
     }
 
-    /// Cuts a torn last line off the file so appends start on a line boundary.
+    /// Cuts what the record does not keep (a torn last line, an `action_executed` without its
+    /// observation) off the file, so appends start on a line boundary after the record.
     pub(crate) fn truncate_partial_line(&self, path: &Path) -> Result<()> {
         let file = std::fs::OpenOptions::new()
             .write(true)

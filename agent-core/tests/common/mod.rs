@@ -1,0 +1,346 @@
+//! Shared fixture of agent-core's integration tests: a small test runner (the test binaries
+//! double as tools-runtime's sandbox helper, so scripts run through the real sandbox under
+//! `cargo test -p agent-core` as under `cargo test --workspace`), temp skill folders with real
+//! scripts, an agent wired to a scripted `MockModel`, and readers for what a run leaves behind.
+
+// Test helpers: a failed setup step should stop the test loudly, like in a #[test] body, and
+// scripted answers read best written inline (`call("x", json!({…}))`).
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::needless_pass_by_value
+)]
+
+use std::future::Future;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_core::{Agent, AgentBuilder, AgentConfig, Event, EventKind, RunResult, read_events};
+use model_adapter::{
+    ChatRequest, ContentPart, Message, MockModel, MockReply, ModelProvider, ResponseFormat,
+};
+use serde_json::{Value, json};
+use skill_registry::{RootKind, SkillRoot};
+use tools_runtime::{ApprovalMode, RuntimeConfig, SandboxHelper};
+
+/// One test: an async function returning `anyhow::Result<()>`.
+pub type TestFn = fn() -> Pin<Box<dyn Future<Output = anyhow::Result<()>>>>;
+
+/// The list of `(name, test)` for [`main`], from the names of async test functions.
+#[macro_export]
+macro_rules! tests {
+    ($($name:ident),* $(,)?) => {
+        vec![$((
+            stringify!($name),
+            (|| Box::pin($name()) as std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>>>>)
+                as $crate::common::TestFn,
+        )),*]
+    };
+}
+
+/// The test binary's `main`: the sandbox helper when tools-runtime starts it as one, else a
+/// minimal libtest look-alike (name filters, `--exact`, `--list`, `--skip`), each test on its
+/// own current-thread runtime, one after the other.
+pub fn main(tests: Vec<(&'static str, TestFn)>) -> ExitCode {
+    if let Some(code) = tools_runtime::run_sandbox_helper_if_requested() {
+        return code;
+    }
+    let mut filters = Vec::new();
+    let mut skips = Vec::new();
+    let (mut exact, mut list) = (false, false);
+    let mut arguments = std::env::args().skip(1);
+    while let Some(argument) = arguments.next() {
+        match argument.as_str() {
+            "--exact" => exact = true,
+            "--list" => list = true,
+            "--skip" => skips.extend(arguments.next()),
+            "--test-threads" | "--format" | "--color" | "--logfile" | "-Z" => {
+                arguments.next();
+            }
+            flag if flag.starts_with('-') => {}
+            filter => filters.push(filter.to_owned()),
+        }
+    }
+    let matches = |name: &str, pattern: &String| {
+        if exact { name == pattern } else { name.contains(pattern.as_str()) }
+    };
+    let total = tests.len();
+    let selected: Vec<(&str, TestFn)> = tests
+        .into_iter()
+        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| matches(name, f)))
+        .filter(|(name, _)| !skips.iter().any(|skip| name.contains(skip.as_str())))
+        .collect();
+    if list {
+        for (name, _) in &selected {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let started = std::time::Instant::now();
+    println!("\nrunning {} tests", selected.len());
+    let mut failures = Vec::new();
+    for (name, test) in &selected {
+        let outcome = std::panic::catch_unwind(|| {
+            let runtime =
+                tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(test())
+        });
+        match outcome {
+            Ok(Ok(())) => println!("test {name} ... ok"),
+            Ok(Err(error)) => {
+                println!("test {name} ... FAILED");
+                failures.push((*name, format!("{error:?}")));
+            }
+            Err(panic) => {
+                println!("test {name} ... FAILED");
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|text| (*text).to_owned()))
+                    .unwrap_or_else(|| "panicked".to_owned());
+                failures.push((*name, message));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        println!("\nfailures:\n");
+        for (name, message) in &failures {
+            println!("---- {name} ----\n{message}\n");
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed; 0 ignored; 0 measured; {} filtered out; \
+         finished in {:.2}s\n",
+        if failures.is_empty() { "ok" } else { "FAILED" },
+        selected.len() - failures.len(),
+        failures.len(),
+        total - selected.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// A scratch area: `skills/` (one skill root), `workspace/` (where scripts run) and `runs/`
+/// (run directories, outside the workspace).
+pub struct Fixture {
+    pub base: tempfile::TempDir,
+    pub skills: PathBuf,
+    pub workspace: PathBuf,
+    pub runs: PathBuf,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let base = tempfile::Builder::new().prefix("agent-core-test-").tempdir().unwrap();
+        // Skill folders must be readable by whoever the sandbox runs scripts as.
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let skills = base.path().join("skills");
+        let workspace = base.path().join("workspace");
+        let runs = base.path().join("runs");
+        for directory in [&skills, &workspace, &runs] {
+            std::fs::create_dir(directory).unwrap();
+        }
+        std::fs::set_permissions(&skills, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&workspace, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Fixture { base, skills, workspace, runs }
+    }
+
+    /// Writes `skills/NAME/SKILL.md` with `extra` front-matter lines and `body`.
+    pub fn skill(&self, name: &str, description: &str, extra: &str, body: &str) -> PathBuf {
+        let folder = self.skills.join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: {description}\n{extra}---\n{body}\n"),
+        )
+        .unwrap();
+        folder
+    }
+
+    /// Writes a file of skill `skill` (parents created).
+    pub fn file(&self, skill: &str, relative: &str, content: &str) {
+        let path = self.skills.join(skill).join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+    }
+
+    /// The sandbox runtime: this test binary as the helper, no approval prompts.
+    pub fn runtime(&self) -> RuntimeConfig {
+        let mut config = RuntimeConfig::new(SandboxHelper::current_exe().unwrap());
+        config.policy.approval_mode = ApprovalMode::Never;
+        config
+    }
+
+    /// An agent over the fixture's skills, workspace, runs directory and sandbox.
+    pub fn agent(&self, model: &Arc<MockModel>, config: AgentConfig) -> AgentBuilder {
+        self.agent_with(model.clone(), config)
+    }
+
+    /// [`Fixture::agent`] with any model provider.
+    pub fn agent_with(&self, model: Arc<dyn ModelProvider>, config: AgentConfig) -> AgentBuilder {
+        Agent::builder()
+            .model(model)
+            .config(config)
+            .skill_roots(vec![SkillRoot::new(RootKind::Project, &self.skills)])
+            .workspace(&self.workspace)
+            .runs_dir(&self.runs)
+            .runtime(self.runtime())
+    }
+
+    /// Runs `task` with `builder` and reads the run directory's events back.
+    pub async fn run(&self, builder: AgentBuilder, task: &str) -> anyhow::Result<Ran> {
+        let agent = builder.build()?;
+        let result = agent.run(task).await?;
+        let run_dir = result.run_dir.clone().ok_or_else(|| anyhow::anyhow!("no run directory"))?;
+        let events = read_events(&run_dir.join("events.jsonl"))?;
+        Ok(Ran { result, events, run_dir })
+    }
+}
+
+/// Whether this process runs as root (a fresh file belongs to the effective uid).
+pub fn is_root() -> bool {
+    let probe = tempfile::tempfile().unwrap();
+    probe.metadata().unwrap().uid() == 0
+}
+
+/// A finished run: its result, its recorded events and its directory.
+pub struct Ran {
+    pub result: RunResult,
+    pub events: Vec<Event>,
+    pub run_dir: PathBuf,
+}
+
+impl Ran {
+    /// The event types in order.
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.events.iter().map(|event| event.kind.as_str()).collect()
+    }
+
+    /// The `data` of every event of `kind`.
+    pub fn data(&self, kind: EventKind) -> Vec<&Value> {
+        self.events.iter().filter(|event| event.kind == kind).map(|event| &event.data).collect()
+    }
+
+    /// `(status, content)` of every observation.
+    pub fn observations(&self) -> Vec<(String, String)> {
+        self.data(EventKind::ObservationRecorded)
+            .into_iter()
+            .map(|data| (text(&data["status"]), text(&data["content"])))
+            .collect()
+    }
+
+    /// The `run_finished` data.
+    pub fn finished(&self) -> &Value {
+        self.data(EventKind::RunFinished).last().copied().unwrap()
+    }
+
+    /// The `seq` of the first event of `kind` (panics when there is none).
+    pub fn first_seq(&self, kind: EventKind) -> u64 {
+        self.events.iter().find(|event| event.kind == kind).map(|event| event.seq).unwrap()
+    }
+}
+
+pub fn text(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+/// A native tool call answer.
+pub fn call(name: &str, arguments: Value) -> MockReply {
+    MockReply::tool_call(name, &arguments)
+}
+
+/// A structured JSON answer `{"action": {"type", "args"}}` plus `extra` top-level fields.
+pub fn document(kind: &str, args: Value, extra: Value) -> MockReply {
+    let mut document = json!({"action": {"type": kind, "args": args}});
+    if let (Value::Object(map), Value::Object(extra)) = (&mut document, extra) {
+        map.extend(extra);
+    }
+    MockReply::text(&document.to_string())
+}
+
+/// The text of a message (text parts joined; tool results; assistant text and calls).
+pub fn message_text(message: &Message) -> String {
+    match message {
+        Message::System { content } | Message::User { content } => content
+            .iter()
+            .filter_map(|part| match part {
+                ContentPart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Message::Tool { content, .. } => content.clone(),
+        Message::Assistant { content, tool_calls, .. } => {
+            let calls: Vec<String> = tool_calls
+                .iter()
+                .map(|call| format!("{}({})", call.name, call.arguments))
+                .collect();
+            format!("{content}{}", calls.join(""))
+        }
+    }
+}
+
+/// The whole request as one text (to search for what the model was shown).
+pub fn request_text(request: &ChatRequest) -> String {
+    request.messages.iter().map(message_text).collect::<Vec<_>>().join("\n")
+}
+
+/// The tool names a request offered.
+pub fn tool_names(request: &ChatRequest) -> Vec<String> {
+    request.tools.iter().map(|tool| tool.name.clone()).collect()
+}
+
+/// The JSON schema a request carried (`Value::Null` for free text).
+pub fn schema(request: &ChatRequest) -> Value {
+    match &request.response_format {
+        ResponseFormat::JsonSchema { schema, .. } => schema.clone(),
+        ResponseFormat::Text => Value::Null,
+    }
+}
+
+/// The action types a JSON-mode schema allows, in order.
+pub fn schema_actions(schema: &Value) -> Vec<String> {
+    let action = &schema["properties"]["action"];
+    let variants = match action.get("anyOf").and_then(Value::as_array) {
+        Some(variants) => variants.clone(),
+        None => vec![action.clone()],
+    };
+    variants.iter().map(|variant| text(&variant["properties"]["type"]["const"])).collect()
+}
+
+/// The `args` schema of `kind` in a JSON-mode schema.
+pub fn schema_args(schema: &Value, kind: &str) -> Value {
+    let action = &schema["properties"]["action"];
+    let variants = match action.get("anyOf").and_then(Value::as_array) {
+        Some(variants) => variants.clone(),
+        None => vec![action.clone()],
+    };
+    variants
+        .into_iter()
+        .find(|variant| variant["properties"]["type"]["const"] == kind)
+        .map(|variant| variant["properties"]["args"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// Every file under `directory`, recursively.
+pub fn files_under(directory: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![directory.to_owned()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
