@@ -226,8 +226,11 @@ fn collect_rust_files(root: &Path, dir: &Path, files: &mut Vec<PathBuf>) -> Resu
         let file_name = file_name.to_string_lossy();
         let file_type = entry.file_type()?;
         if file_type.is_dir() {
+            // Cargo marks every build directory (whatever CARGO_TARGET_DIR names it) with
+            // CACHEDIR.TAG.
             let skipped = file_name.starts_with('.')
-                || matches!(&*file_name, "target" | "corpus" | "artifacts" | "node_modules");
+                || matches!(&*file_name, "target" | "corpus" | "artifacts" | "node_modules")
+                || path.join("CACHEDIR.TAG").is_file();
             if !skipped {
                 collect_rust_files(root, &path, files)?;
             }
