@@ -1,7 +1,8 @@
-"""Starts llama.cpp's HTTP server (the xllamacpp wheel) on 127.0.0.1 for `cargo xtask local-llm`.
+"""Starts llama.cpp's HTTP server (the xllamacpp wheel) on 127.0.0.1 for `skills-agent model start`.
 
-Usage: launch.py MODEL.gguf CHAT_TEMPLATE.jinja PORT
-Serves /v1/chat/completions, /v1/messages and /health until SIGTERM or SIGINT.
+Usage: launch.py MODEL.gguf CHAT_TEMPLATE.jinja PORT [N_CTX]
+Serves /v1/chat/completions, /v1/messages, /tokenize and /health until SIGTERM or SIGINT.
+Two slots share N_CTX tokens of context (default 8192).
 """
 
 import os
@@ -13,6 +14,7 @@ import xllamacpp
 
 def main() -> None:
     model_path, template_path, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    n_ctx = int(sys.argv[4]) if len(sys.argv) > 4 else 8192
     # Block the stop signals first so sigwait below receives them instead of the default action.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     params = xllamacpp.CommonParams()
@@ -20,7 +22,7 @@ def main() -> None:
     params.hostnames = ["127.0.0.1"]
     params.port = port
     params.n_parallel = 2
-    params.n_ctx = 8192  # 4096 tokens per slot
+    params.n_ctx = n_ctx  # shared by the two slots
     threads = os.cpu_count() or 2
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads

@@ -6,8 +6,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   tidy                          check dependency direction and `//!` file headers across the workspace
-  local-llm start|stop|status   run a real local model (llama.cpp + Qwen2.5-Coder-0.5B) on 127.0.0.1;
-                                `start` prints its URL for SKILLS_AGENT_LLM_URL";
+  local-llm start|stop|status [--size 0.5b|1.5b]
+                                run a real local model (llama.cpp + Qwen2.5-Coder, default 0.5B) on
+                                127.0.0.1; `start` prints its URL for SKILLS_AGENT_LLM_URL";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,16 +32,13 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some("local-llm") => {
-            let root = xtask::tidy::workspace_root();
-            match xtask::local_llm::run(&root, args.get(1).map(String::as_str)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("local-llm: {error:#}");
-                    ExitCode::FAILURE
-                }
+        Some("local-llm") => match xtask::local_llm::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("local-llm: {error:#}");
+                ExitCode::FAILURE
             }
-        }
+        },
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

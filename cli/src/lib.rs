@@ -1,0 +1,10 @@
+//! The `skills-agent` command line as a library: configuration files, model specs, the
+//! embedded local model, and the commands. `src/main.rs` is a thin front over [`cli::main`].
+//!
+//! Other programs (`cargo xtask local-llm`) use [`local_model`] to install and start the
+//! embedded model.
+
+pub mod cli;
+pub mod config;
+pub mod local_model;
+pub mod models;

@@ -1,0 +1,504 @@
+//! The `skills-agent` binary from the outside: every subcommand, exit codes, `--json` shapes,
+//! configuration precedence and errors, scripted (`mock:`) runs with real scripts in the
+//! sandbox, replay checks on recorded and tampered runs, resume, and approvals with no terminal.
+//!
+//! Every command runs with a private HOME, config and cache directory and no provider keys, so
+//! nothing on this machine leaks in.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+/// A workspace with one skill (`counter`, a shell script that counts its arguments and appends
+/// to `runs.log`), a private home, and helpers to run the binary in it.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    workspace: PathBuf,
+    home: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let workspace = root.join("workspace");
+        let home = root.join("home");
+        let skill = workspace.join(".agents/skills/counter");
+        std::fs::create_dir_all(skill.join("scripts")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: counter\ndescription: Counts the arguments it is given. Use to count \
+             words.\n---\nRun `scripts/count.sh WORD...`; it prints `count: N`.\n",
+        )
+        .unwrap();
+        let script = skill.join("scripts/count.sh");
+        std::fs::write(&script, "#!/bin/sh\necho \"count: $#\"\necho run >> runs.log\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Fixture { _dir: dir, root, workspace, home, env: Vec::new() }
+    }
+
+    fn set_env(&mut self, name: &str, value: &str) {
+        self.env.push((name.to_owned(), value.to_owned()));
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_skills-agent"));
+        command
+            .args(args)
+            .current_dir(&self.workspace)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("SKILLS_AGENT_CACHE", self.home.join("cache"))
+            .stdin(Stdio::null());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Writes a `mock:` answers file into the workspace and returns its spec.
+    fn answers(&self, name: &str, answers: &Value) -> String {
+        std::fs::write(self.workspace.join(name), answers.to_string()).unwrap();
+        format!("mock:{name}")
+    }
+
+    fn runs_dir(&self) -> PathBuf {
+        self.workspace.join(".agent/runs")
+    }
+
+    /// The only run directory.
+    fn run_dir(&self) -> PathBuf {
+        let mut runs: Vec<PathBuf> = std::fs::read_dir(self.runs_dir())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs.remove(0)
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[track_caller]
+fn assert_code(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
+
+fn json_line(output: &Output) -> Value {
+    let stdout = text(&output.stdout);
+    assert_eq!(stdout.lines().count(), 1, "one JSON line expected: {stdout}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn select(names: &[&str]) -> Value {
+    json!({"tool_calls": [{"name": "select_skills", "arguments": {"names": names}}]})
+}
+
+fn count(words: &[&str]) -> Value {
+    json!({"tool_calls": [{"name": "run_script", "arguments":
+        {"skill": "counter", "script": "scripts/count.sh", "args": words}}]})
+}
+
+fn answer(content: &str) -> Value {
+    json!({"tool_calls": [{"name": "final_answer", "arguments": {"content": content}}]})
+}
+
+/// The scripted happy path: select, run the script, answer.
+fn happy(fixture: &Fixture) -> String {
+    fixture.answers(
+        "answers.json",
+        &json!([select(&["counter"]), count(&["a", "b", "c"]), answer("There are 3 words.")]),
+    )
+}
+
+fn events(run_dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn help_version_and_usage_errors() {
+    let fixture = Fixture::new();
+    let help = fixture.run(&["--help"]);
+    assert_code(&help, 0);
+    for command in ["run", "resume", "replay", "runs", "skills", "model"] {
+        assert!(text(&help.stdout).contains(command), "{command} missing from --help");
+    }
+    assert_code(&fixture.run(&["--version"]), 0);
+    assert_code(&fixture.run(&[]), 2);
+    assert_code(&fixture.run(&["fly"]), 2);
+    assert_code(&fixture.run(&["run", "--max-turns", "many", "task"]), 2);
+    let empty = fixture.run(&["run", "--model", "mock:x.json", "  "]);
+    assert_code(&empty, 2);
+    assert!(text(&empty.stderr).contains("the task is empty"), "{}", text(&empty.stderr));
+    let spec = fixture.run(&["run", "--model", "gemini:pro", "task"]);
+    assert_code(&spec, 2);
+    assert!(text(&spec.stderr).contains("unknown model spec `gemini:pro`"));
+    let missing = fixture.run(&["run", "--model", "mock:nowhere.json", "task"]);
+    assert_code(&missing, 2);
+    assert!(text(&missing.stderr).contains("nowhere.json"), "{}", text(&missing.stderr));
+    let keyless = fixture.run(&["run", "--model", "openai:gpt-4.1", "task"]);
+    assert_code(&keyless, 2);
+    assert!(text(&keyless.stderr).contains("OPENAI_API_KEY"), "{}", text(&keyless.stderr));
+    let workspace = fixture.run(&["run", "--workspace", "/no/such/dir", "task"]);
+    assert_code(&workspace, 2);
+    assert!(text(&workspace.stderr).contains("/no/such/dir"));
+}
+
+#[test]
+fn a_mock_run_runs_the_script_in_the_sandbox_and_prints_the_answer() {
+    let fixture = Fixture::new();
+    let spec = happy(&fixture);
+    let output = fixture.run(&["run", "--model", &spec, "How many words in a b c?"]);
+    assert_code(&output, 0);
+    assert_eq!(text(&output.stdout), "There are 3 words.\n");
+    let console = text(&output.stderr);
+    for expected in ["turn 1/", "select_skills counter", "run_script counter/scripts/count.sh"] {
+        assert!(console.contains(expected), "console lacks {expected:?}:\n{console}");
+    }
+    assert!(console.contains("run directory: "), "{console}");
+    assert!(!console.contains('\u{1b}'), "no colours without a terminal:\n{console}");
+    assert_eq!(std::fs::read_to_string(fixture.workspace.join("runs.log")).unwrap(), "run\n");
+    let run_dir = fixture.run_dir();
+    for file in ["events.jsonl", "state.json", "final.md", "inputs/request.txt"] {
+        assert!(run_dir.join(file).is_file(), "{file} missing in {}", run_dir.display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("inputs/request.txt")).unwrap(),
+        "How many words in a b c?"
+    );
+    let events = events(&run_dir);
+    let executed = events
+        .iter()
+        .find(|event| event["type"] == "action_executed" && event["turn"] == 2)
+        .unwrap();
+    assert_eq!(executed["data"]["status"], "ok", "{executed}");
+}
+
+#[test]
+fn json_prints_one_result_line_and_quiet_prints_only_the_answer() {
+    let fixture = Fixture::new();
+    let spec = happy(&fixture);
+    let output = fixture.run(&["run", "--json", "--model", &spec, "Count a b c"]);
+    assert_code(&output, 0);
+    let result = json_line(&output);
+    let keys: Vec<&str> = result.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "final_text",
+            "model_calls",
+            "outcome",
+            "reasoning_metrics",
+            "run_dir",
+            "run_id",
+            "script_runs",
+            "tool_calls",
+            "turns",
+            "usage"
+        ]
+    );
+    assert_eq!(result["outcome"], "completed");
+    assert_eq!(result["final_text"], "There are 3 words.");
+    assert_eq!(
+        (&result["turns"], &result["model_calls"], &result["tool_calls"], &result["script_runs"]),
+        (&json!(3), &json!(3), &json!(2), &json!(1))
+    );
+    assert!(
+        result["usage"]["prompt_tokens"].is_u64() && result["usage"]["completion_tokens"].is_u64()
+    );
+    assert!(result["reasoning_metrics"].is_object());
+    assert!(Path::new(result["run_dir"].as_str().unwrap()).join("events.jsonl").is_file());
+
+    let spec = happy(&fixture);
+    let quiet = fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]);
+    assert_code(&quiet, 0);
+    assert_eq!(text(&quiet.stdout), "There are 3 words.\n");
+    assert_eq!(text(&quiet.stderr), "");
+}
+
+#[test]
+fn a_budget_hit_ends_degraded_with_exit_3_and_still_a_final_text() {
+    let fixture = Fixture::new();
+    // The degraded answer is one more (no-tools) call: its text is the user's answer.
+    let spec = fixture.answers(
+        "answers.json",
+        &json!([select(&["counter"]), {"text": "Done so far: selected counter. Blocker: out of turns."}]),
+    );
+    let output = fixture.run(&["run", "--json", "--max-turns", "1", "--model", &spec, "Count"]);
+    assert_code(&output, 3);
+    let result = json_line(&output);
+    assert_eq!(result["outcome"], "max_turns");
+    assert!(result["final_text"].as_str().unwrap().contains("Blocker: out of turns"), "{result}");
+
+    // When the model cannot even give the degraded answer, the text is the fallback one.
+    let spec = fixture.answers("short.json", &json!([select(&["counter"])]));
+    let output = fixture.run(&["run", "--json", "--max-turns", "1", "--model", &spec, "Count"]);
+    assert_code(&output, 3);
+    assert!(!json_line(&output)["final_text"].as_str().unwrap().trim().is_empty());
+}
+
+#[test]
+fn config_precedence_is_flags_then_environment_then_workspace_then_user() {
+    let mut fixture = Fixture::new();
+    let user = fixture.home.join(".config/skills-agent");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(user.join("config.toml"), "[budgets]\nmax_turns = 1\nmax_tool_calls = 9\n")
+        .unwrap();
+    let started = |fixture: &Fixture, flags: &[&str]| -> Value {
+        let spec = happy(fixture);
+        let _ = std::fs::remove_dir_all(fixture.runs_dir());
+        let mut args = vec!["run", "--quiet", "--model", spec.as_str()];
+        args.extend_from_slice(flags);
+        args.push("Count a b c");
+        let output = fixture.run(&args);
+        assert!(matches!(output.status.code(), Some(0 | 3)), "{}", text(&output.stderr));
+        let events = events(&fixture.run_dir());
+        events[0]["data"]["config"]["budgets"].clone()
+    };
+    let budgets = started(&fixture, &[]);
+    assert_eq!((&budgets["max_turns"], &budgets["max_tool_calls"]), (&json!(1), &json!(9)));
+
+    std::fs::write(fixture.workspace.join("skills-agent.toml"), "[budgets]\nmax_turns = 4\n")
+        .unwrap();
+    let budgets = started(&fixture, &[]);
+    assert_eq!((&budgets["max_turns"], &budgets["max_tool_calls"]), (&json!(4), &json!(9)));
+
+    fixture.set_env("SKILLS_AGENT_MAX_TURNS", "6");
+    assert_eq!(started(&fixture, &[])["max_turns"], 6);
+    assert_eq!(started(&fixture, &["--max-turns", "8"])["max_turns"], 8);
+}
+
+#[test]
+fn config_errors_name_the_file_the_line_and_the_key() {
+    let mut fixture = Fixture::new();
+    let file = fixture.workspace.join("skills-agent.toml");
+    let spec = happy(&fixture);
+    for (contents, line, key) in [
+        ("model = \"local\"\n\nmodle = \"x\"\n", 3, "modle"),
+        ("[budgets]\nmax_turns = 3\nmax_turnz = 4\n", 3, "max_turnz"),
+        ("approval = \"sometimes\"\n", 1, "sometimes"),
+        ("[budgets]\nmax_turns = \"ten\"\n", 2, "max_turns"),
+        ("model = \n", 1, ""),
+    ] {
+        std::fs::write(&file, contents).unwrap();
+        let output = fixture.run(&["run", "--model", &spec, "task"]);
+        assert_code(&output, 2);
+        let stderr = text(&output.stderr);
+        let place = format!("{}:{line}", file.display());
+        assert!(stderr.contains(&place) && stderr.contains(key), "{contents:?}: {stderr}");
+    }
+    std::fs::remove_file(&file).unwrap();
+    fixture.set_env("SKILLS_AGENT_MAX_TURNS", "-3");
+    let output = fixture.run(&["run", "--model", &spec, "task"]);
+    assert_code(&output, 2);
+    assert!(text(&output.stderr).contains("SKILLS_AGENT_MAX_TURNS"), "{}", text(&output.stderr));
+}
+
+#[test]
+fn replay_prints_turns_and_check_passes_on_the_record_and_fails_on_a_tampered_copy() {
+    let fixture = Fixture::new();
+    let spec = happy(&fixture);
+    assert_code(&fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]), 0);
+    let run_dir = fixture.run_dir();
+    let run_dir_arg = run_dir.to_str().unwrap();
+
+    let turns = fixture.run(&["replay", run_dir_arg]);
+    assert_code(&turns, 0);
+    let printed = text(&turns.stdout);
+    for expected in ["turn 1", "select_skills counter", "turn 3", "outcome: completed", "3 words"] {
+        assert!(printed.contains(expected), "{expected:?} missing:\n{printed}");
+    }
+    let listed = json_line(&fixture.run(&["replay", "--json", run_dir_arg]));
+    assert_eq!(listed["turns"].as_array().unwrap().len(), 3, "{listed}");
+
+    let check = fixture.run(&["replay", "--check", run_dir_arg]);
+    assert_code(&check, 0);
+    assert!(text(&check.stdout).contains("reproduced exactly"), "{}", text(&check.stdout));
+    assert!(text(&check.stdout).contains("compliance score: 1.00"));
+    let report = json_line(&fixture.run(&["replay", "--check", "--json", run_dir_arg]));
+    assert_eq!(report["divergence"], Value::Null, "{report}");
+
+    // The script's recorded output changed: the re-run feeds the model a different observation.
+    let tampered = fixture.root.join("tampered");
+    std::fs::create_dir(&tampered).unwrap();
+    for entry in std::fs::read_dir(&run_dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), tampered.join(entry.file_name())).unwrap();
+        }
+    }
+    let log = std::fs::read_to_string(tampered.join("events.jsonl")).unwrap();
+    assert!(log.contains("count: 3"));
+    std::fs::write(tampered.join("events.jsonl"), log.replace("count: 3", "count: 4")).unwrap();
+    let check = fixture.run(&["replay", "--check", tampered.to_str().unwrap()]);
+    assert_code(&check, 1);
+    assert!(text(&check.stdout).contains("DIVERGED"), "{}", text(&check.stdout));
+
+    let missing = fixture.run(&["replay", fixture.root.join("nothing").to_str().unwrap()]);
+    assert_code(&missing, 2);
+}
+
+#[test]
+fn a_replay_model_re_runs_a_recorded_run() {
+    let fixture = Fixture::new();
+    let spec = happy(&fixture);
+    assert_code(&fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]), 0);
+    let recorded = fixture.run_dir();
+    let spec = format!("replay:{}", recorded.display());
+    let output = fixture.run(&["run", "--json", "--model", &spec, "Count a b c"]);
+    assert_code(&output, 0);
+    assert_eq!(json_line(&output)["final_text"], "There are 3 words.");
+}
+
+#[test]
+fn runs_list_shows_finished_and_interrupted_runs() {
+    let fixture = Fixture::new();
+    let empty = fixture.run(&["runs", "list"]);
+    assert_code(&empty, 0);
+    assert!(text(&empty.stdout).starts_with("no runs in "), "{}", text(&empty.stdout));
+    assert_eq!(text(&fixture.run(&["runs", "list", "--json"]).stdout), "[]\n");
+
+    let spec = happy(&fixture);
+    assert_code(&fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]), 0);
+    let listed = fixture.run(&["runs", "list"]);
+    assert_code(&listed, 0);
+    let line = text(&listed.stdout);
+    assert!(
+        line.contains("finished") && line.contains("completed") && line.contains("Count a b c")
+    );
+    let runs = json_line(&fixture.run(&["runs", "list", "--json"]));
+    let run = &runs.as_array().unwrap()[0];
+    assert_eq!(
+        (&run["status"], &run["outcome"], &run["turns"]),
+        (&json!("finished"), &json!("completed"), &json!(3))
+    );
+    assert_eq!(run["model"], "mock");
+}
+
+#[test]
+fn resume_continues_an_interrupted_run_without_redoing_what_was_done() {
+    let fixture = Fixture::new();
+    let spec = happy(&fixture);
+    assert_code(&fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]), 0);
+    let run_dir = fixture.run_dir();
+    let run_dir_arg = run_dir.to_str().unwrap();
+    assert_code(&fixture.run(&["resume", run_dir_arg, "--model", &spec]), 1);
+
+    // Cut the record right after turn 2's observation: turn 3 never happened.
+    let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let kept: Vec<&str> = log.lines().take_while(|line| !line.contains("\"turn\":3")).collect();
+    std::fs::write(run_dir.join("events.jsonl"), kept.join("\n") + "\n").unwrap();
+    let listed = json_line(&fixture.run(&["runs", "list", "--json"]));
+    assert_eq!(listed[0]["status"], "interrupted");
+
+    let rest = fixture.answers("rest.json", &json!([answer("Resumed: 3 words.")]));
+    let output = fixture.run(&["resume", run_dir_arg, "--json", "--model", &rest]);
+    assert_code(&output, 0);
+    assert_eq!(json_line(&output)["final_text"], "Resumed: 3 words.");
+    assert_eq!(
+        std::fs::read_to_string(fixture.workspace.join("runs.log")).unwrap(),
+        "run\n",
+        "the script recorded as run must not run again"
+    );
+    assert_code(&fixture.run(&["replay", "--check", run_dir_arg]), 0);
+}
+
+#[test]
+fn approval_without_a_terminal_is_denied_with_a_clear_message() {
+    let fixture = Fixture::new();
+    let spec = happy(&fixture);
+    let output =
+        fixture.run(&["run", "--json", "--approval", "always", "--model", &spec, "Count a b c"]);
+    assert_code(&output, 0);
+    assert!(!fixture.workspace.join("runs.log").exists(), "the denied script must not run");
+    let events = events(&fixture.run_dir());
+    let kinds: Vec<&str> = events.iter().filter_map(|event| event["type"].as_str()).collect();
+    assert!(
+        kinds.contains(&"approval_required") && kinds.contains(&"approval_denied"),
+        "{kinds:?}"
+    );
+    let denied = events.iter().find(|event| event["type"] == "approval_denied").unwrap();
+    assert!(denied.to_string().contains("no terminal"), "{denied}");
+}
+
+#[test]
+fn skills_list_show_and_validate() {
+    let fixture = Fixture::new();
+    let list = fixture.run(&["skills", "list"]);
+    assert_code(&list, 0);
+    let printed = text(&list.stdout);
+    assert!(printed.contains("counter") && printed.contains("project"), "{printed}");
+    assert!(printed.contains("skill-authoring"), "the builtin skill is listed: {printed}");
+
+    // A user-level skill of the same name is shadowed by the project's.
+    let extra = fixture.root.join("extra/counter");
+    std::fs::create_dir_all(&extra).unwrap();
+    std::fs::write(
+        extra.join("SKILL.md"),
+        "---\nname: counter\ndescription: Another.\n---\nBody\n",
+    )
+    .unwrap();
+    let extra_root = fixture.root.join("extra");
+    let list = fixture.run(&["skills", "list", "--json", "--skills", extra_root.to_str().unwrap()]);
+    assert_code(&list, 0);
+    let index: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(index["shadowed"][0]["skill"]["name"], "counter", "{index}");
+
+    let show = fixture.run(&["skills", "show", "counter"]);
+    assert_code(&show, 0);
+    let printed = text(&show.stdout);
+    assert!(
+        printed.contains("scripts/count.sh") && printed.contains("prints `count: N`"),
+        "{printed}"
+    );
+    let unknown = fixture.run(&["skills", "show", "nope"]);
+    assert_code(&unknown, 1);
+    assert!(text(&unknown.stderr).contains("no skill named `nope`"));
+
+    assert_code(&fixture.run(&["skills", "validate", "--strict"]), 0);
+    let broken = fixture.workspace.join(".agents/skills/Bad_Name");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("SKILL.md"), "---\nname: Bad_Name\n---\nno description\n").unwrap();
+    let validate = fixture.run(&["skills", "validate", "--strict"]);
+    assert_code(&validate, 1);
+    assert!(text(&validate.stdout).contains("Bad_Name"), "{}", text(&validate.stdout));
+    let missing = fixture.run(&["skills", "list", "--skills", "/no/such/root"]);
+    assert_code(&missing, 2);
+}
+
+#[test]
+fn model_status_says_when_nothing_runs() {
+    let fixture = Fixture::new();
+    let status = fixture.run(&["model", "status", "--size", "0.5b"]);
+    assert_code(&status, 1);
+    assert_eq!(text(&status.stdout), "not running\n");
+    let stop = fixture.run(&["model", "stop"]);
+    assert_code(&stop, 0);
+    assert!(text(&stop.stderr).contains("was not running"));
+    assert_code(&fixture.run(&["model", "start", "--size", "7b"]), 2);
+}
