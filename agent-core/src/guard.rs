@@ -184,7 +184,9 @@ pub(crate) fn check(
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FailureTracker {
     by_kind: HashMap<ObservationStatus, u32>,
-    same_action: Option<(Option<Action>, u32)>,
+    /// The last failing action and how many times in a row it failed. Answers that were no
+    /// action (model errors, unreadable answers) are not actions: their per-kind caps apply.
+    same_action: Option<(Action, u32)>,
 }
 
 impl FailureTracker {
@@ -195,10 +197,11 @@ impl FailureTracker {
             return;
         }
         *self.by_kind.entry(status).or_insert(0) += 1;
-        let action = action.cloned();
-        self.same_action = match self.same_action.take() {
-            Some((previous, count)) if previous == action => Some((previous, count + 1)),
-            _ => Some((action, 1)),
+        self.same_action = match (self.same_action.take(), action) {
+            (Some((previous, count)), Some(action)) if previous == *action => {
+                Some((previous, count + 1))
+            }
+            (_, action) => action.map(|action| (action.clone(), 1)),
         };
     }
 
@@ -207,9 +210,10 @@ impl FailureTracker {
         if let Some((action, count)) = &self.same_action
             && *count >= config.guard.stuck_repeats
         {
-            let what =
-                action.as_ref().map_or_else(|| "an invalid answer".to_owned(), Action::summary);
-            return Some(format!("the same failing action ({what}) came {count} times in a row"));
+            return Some(format!(
+                "the same failing action ({}) came {count} times in a row",
+                action.summary()
+            ));
         }
         let caps = &config.guard.retry_caps;
         for (status, count) in &self.by_kind {

@@ -276,8 +276,7 @@ impl Run {
             let total = text.chars().count();
             let tail: String = text.chars().skip(total.saturating_sub(tail_chars)).collect();
             let shown = format!(
-                "{head}\n… [{} of {total} characters left out; full text in {}; \
-                 recall_observation {id} shows more] …\n{tail}",
+                "{head}\n… [{} of {total} characters left out; full text in {}] …\n{tail}",
                 total - head.chars().count() - tail.chars().count(),
                 stored.path
             );

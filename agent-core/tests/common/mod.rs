@@ -43,12 +43,40 @@ macro_rules! tests {
     };
 }
 
-/// The test binary's `main`: the sandbox helper when tools-runtime starts it as one, else a
-/// minimal libtest look-alike (name filters, `--exact`, `--list`, `--skip`), each test on its
-/// own current-thread runtime, one after the other.
+/// The variable that makes a test binary run one of its child modes (see [`child`]).
+pub const CHILD_VAR: &str = "AGENT_CORE_TEST_CHILD";
+/// The fixture folder a child process works in (see [`Fixture::reopen`]).
+pub const BASE_VAR: &str = "AGENT_CORE_TEST_BASE";
+
+/// The test binary's `main` without child modes.
 pub fn main(tests: Vec<(&'static str, TestFn)>) -> ExitCode {
+    main_with_children(tests, Vec::new())
+}
+
+/// The test binary's `main`: the sandbox helper when tools-runtime starts it as one, one of
+/// `children` when [`CHILD_VAR`] names it (a test started this binary as a real child process),
+/// else a minimal libtest look-alike (name filters, `--exact`, `--list`, `--skip`), each test on
+/// its own current-thread runtime, one after the other.
+pub fn main_with_children(
+    tests: Vec<(&'static str, TestFn)>,
+    children: Vec<(&'static str, TestFn)>,
+) -> ExitCode {
     if let Some(code) = tools_runtime::run_sandbox_helper_if_requested() {
         return code;
+    }
+    if let Ok(wanted) = std::env::var(CHILD_VAR) {
+        let Some((_, child)) = children.iter().find(|(name, _)| *name == wanted) else {
+            eprintln!("no child mode `{wanted}` in this test binary");
+            return ExitCode::FAILURE;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        return match runtime.block_on(child()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("child `{wanted}` failed: {error:?}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let mut filters = Vec::new();
     let mut skips = Vec::new();
@@ -128,7 +156,9 @@ pub fn main(tests: Vec<(&'static str, TestFn)>) -> ExitCode {
 /// A scratch area: `skills/` (one skill root), `workspace/` (where scripts run) and `runs/`
 /// (run directories, outside the workspace).
 pub struct Fixture {
-    pub base: tempfile::TempDir,
+    /// Removes the folder when the fixture that made it is dropped (not in a child process).
+    _owner: Option<tempfile::TempDir>,
+    pub base: PathBuf,
     pub skills: PathBuf,
     pub workspace: PathBuf,
     pub runs: PathBuf,
@@ -136,18 +166,67 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
-        let base = tempfile::Builder::new().prefix("agent-core-test-").tempdir().unwrap();
+        let owner = tempfile::Builder::new().prefix("agent-core-test-").tempdir().unwrap();
         // Skill folders must be readable by whoever the sandbox runs scripts as.
-        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let skills = base.path().join("skills");
-        let workspace = base.path().join("workspace");
-        let runs = base.path().join("runs");
-        for directory in [&skills, &workspace, &runs] {
+        std::fs::set_permissions(owner.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut fixture = Fixture::reopen(owner.path());
+        for directory in [&fixture.skills, &fixture.workspace, &fixture.runs] {
             std::fs::create_dir(directory).unwrap();
         }
-        std::fs::set_permissions(&skills, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(&workspace, std::fs::Permissions::from_mode(0o700)).unwrap();
-        Fixture { base, skills, workspace, runs }
+        std::fs::set_permissions(&fixture.skills, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&fixture.workspace, std::fs::Permissions::from_mode(0o700))
+            .unwrap();
+        fixture._owner = Some(owner);
+        fixture
+    }
+
+    /// The fixture a parent test made in `base`, seen from a child process (not removed when
+    /// dropped).
+    pub fn reopen(base: &Path) -> Fixture {
+        Fixture {
+            _owner: None,
+            base: base.to_owned(),
+            skills: base.join("skills"),
+            workspace: base.join("workspace"),
+            runs: base.join("runs"),
+        }
+    }
+
+    /// The fixture of the parent test, in a child process started by [`child`].
+    pub fn of_parent() -> Fixture {
+        Fixture::reopen(Path::new(&std::env::var(BASE_VAR).unwrap()))
+    }
+
+    /// A command that runs this test binary as its child mode `mode` over this fixture.
+    pub fn child(&self, mode: &str) -> std::process::Command {
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .env(CHILD_VAR, mode)
+            .env(BASE_VAR, &self.base)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        command
+    }
+
+    /// The only run directory under `runs/` (panics unless there is exactly one).
+    pub fn only_run_dir(&self) -> PathBuf {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&self.runs)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.is_dir())
+            .collect();
+        assert_eq!(dirs.len(), 1, "run directories: {dirs:?}");
+        dirs.pop().unwrap()
+    }
+
+    /// The text of `name` in the workspace (empty when it does not exist).
+    pub fn workspace_text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.workspace.join(name)).unwrap_or_default()
+    }
+
+    /// Writes `skills/SKILL/RELATIVE` as a shell script (run through `sh`).
+    pub fn script(&self, skill: &str, relative: &str, body: &str) {
+        self.file(skill, relative, &format!("#!/bin/sh\n{body}\n"));
     }
 
     /// Writes `skills/NAME/SKILL.md` with `extra` front-matter lines and `body`.
@@ -192,13 +271,79 @@ impl Fixture {
             .runtime(self.runtime())
     }
 
-    /// Runs `task` with `builder` and reads the run directory's events back.
+    /// Runs `task` with `builder`, checks the run directory's `events.jsonl` (see
+    /// [`well_formed`]) and reads its events back.
     pub async fn run(&self, builder: AgentBuilder, task: &str) -> anyhow::Result<Ran> {
         let agent = builder.build()?;
         let result = agent.run(task).await?;
         let run_dir = result.run_dir.clone().ok_or_else(|| anyhow::anyhow!("no run directory"))?;
-        let events = read_events(&run_dir.join("events.jsonl"))?;
+        let events = well_formed(&run_dir);
+        assert_eq!(events.last().map(|event| event.kind), Some(EventKind::RunFinished));
         Ok(Ran { result, events, run_dir })
+    }
+}
+
+/// Checks `events.jsonl` of `run_dir` line by line — one JSON object per line with exactly the
+/// envelope `{ts, run_id, seq, turn, type, data}`, `ts` in RFC 3339 UTC with milliseconds,
+/// `run_id` the directory's name, `seq` 1, 2, 3…, turns never going back, `run_started` first
+/// and once — and returns its events.
+pub fn well_formed(run_dir: &Path) -> Vec<Event> {
+    let path = run_dir.join("events.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.ends_with('\n'), "events.jsonl ends with a full line");
+    let run_id = run_dir.file_name().unwrap().to_str().unwrap();
+    let mut turn = 0;
+    for (index, line) in text.lines().enumerate() {
+        let value: Value = serde_json::from_str(line)
+            .unwrap_or_else(|error| panic!("line {}: {error}: {line}", index + 1));
+        let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["data", "run_id", "seq", "ts", "turn", "type"], "line {}", index + 1);
+        let ts = value["ts"].as_str().unwrap().as_bytes();
+        let digits = |range: std::ops::Range<usize>| ts[range].iter().all(u8::is_ascii_digit);
+        assert!(
+            ts.len() == 24
+                && digits(0..4)
+                && ts[4] == b'-'
+                && digits(5..7)
+                && ts[7] == b'-'
+                && digits(8..10)
+                && ts[10] == b'T'
+                && digits(11..13)
+                && ts[13] == b':'
+                && digits(14..16)
+                && ts[16] == b':'
+                && digits(17..19)
+                && ts[19] == b'.'
+                && digits(20..23)
+                && ts[23] == b'Z',
+            "line {}: ts {}",
+            index + 1,
+            value["ts"]
+        );
+        assert_eq!(value["run_id"], run_id, "line {}", index + 1);
+        assert_eq!(value["seq"], index as u64 + 1, "line {}: seq", index + 1);
+        let this_turn = value["turn"].as_u64().unwrap();
+        assert!(this_turn >= turn, "line {}: turn {this_turn} after {turn}", index + 1);
+        turn = this_turn;
+        assert!(value["data"].is_object(), "line {}: data is an object", index + 1);
+        assert_eq!(
+            value["type"] == "run_started",
+            index == 0,
+            "line {}: run_started comes first and once",
+            index + 1
+        );
+    }
+    read_events(&path).unwrap()
+}
+
+/// Waits until `condition` holds, checking every 20 ms, for at most 60 s (a child process
+/// reaching a point, never a fixed sleep standing in for an order of events).
+pub async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
@@ -242,6 +387,21 @@ impl Ran {
     /// The `seq` of the first event of `kind` (panics when there is none).
     pub fn first_seq(&self, kind: EventKind) -> u64 {
         self.events.iter().find(|event| event.kind == kind).map(|event| event.seq).unwrap()
+    }
+
+    /// The statuses of the observations, in order.
+    pub fn statuses(&self) -> Vec<String> {
+        self.observations().into_iter().map(|(status, _)| status).collect()
+    }
+
+    /// `state.json`.
+    pub fn state(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.run_dir.join("state.json")).unwrap()).unwrap()
+    }
+
+    /// `final.md`.
+    pub fn final_md(&self) -> String {
+        std::fs::read_to_string(self.run_dir.join("final.md")).unwrap()
     }
 }
 
