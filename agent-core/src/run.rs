@@ -681,10 +681,24 @@ impl Watcher {
                                     *action_type = Some(name.clone());
                                     events.push((EventKind::ActionPlanned, json!({"type": name})));
                                 }
+                                // The schema's keys are sorted (`args` before `type`), so
+                                // under a grammar the model writes the arguments first; only
+                                // `final_answer` has a `content` argument, so its text names
+                                // the action before the type does.
                                 JsonEvent::StringDelta(text)
-                                    if event.subscription.index() == CONTENT_SUBSCRIPTION
-                                        && action_type.as_deref() == Some("final_answer") =>
+                                    if event.subscription.index() == CONTENT_SUBSCRIPTION =>
                                 {
+                                    match action_type.as_deref() {
+                                        Some("final_answer") => {}
+                                        Some(_) => return,
+                                        None => {
+                                            *action_type = Some("final_answer".to_owned());
+                                            events.push((
+                                                EventKind::ActionPlanned,
+                                                json!({"type": "final_answer"}),
+                                            ));
+                                        }
+                                    }
                                     events.push((EventKind::AssistantDelta, json!({"text": text})));
                                 }
                                 _ => {}

@@ -17,25 +17,38 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 fn main() -> std::process::ExitCode {
-    common::main(tests![
-        a_script_runs_in_the_sandbox_and_the_answer_ends_the_run,
-        a_hidden_skill_is_refused_unless_the_user_named_it,
-        more_skill_bodies_than_the_turn_allows_are_refused,
-        files_of_an_unselected_skill_are_refused_until_it_is_selected,
-        only_the_scripts_of_a_selected_skill_can_run,
-        a_second_select_straight_after_a_select_is_outside_the_action_space,
-        the_turn_limit_ends_the_run_with_a_degraded_answer,
-        the_tool_call_limit_counts_refused_calls_too,
-        a_script_past_the_script_limit_is_not_run,
-        a_context_that_cannot_fit_ends_the_run,
-        the_time_limit_stops_the_run_before_the_next_turn,
-        the_deterministic_answer_stands_in_when_the_degraded_call_fails,
-        identical_failing_actions_end_the_run_as_stuck,
-        failures_of_one_kind_past_their_cap_end_the_run,
-        every_failure_is_an_observation_of_its_kind,
-        model_errors_past_their_cap_end_the_run_as_an_error,
-        a_cancelled_run_ends_without_a_model_call,
-    ])
+    common::main_with_children(
+        tests![
+            a_script_runs_in_the_sandbox_and_the_answer_ends_the_run,
+            a_hidden_skill_is_refused_unless_the_user_named_it,
+            more_skill_bodies_than_the_turn_allows_are_refused,
+            files_of_an_unselected_skill_are_refused_until_it_is_selected,
+            only_the_scripts_of_a_selected_skill_can_run,
+            a_second_select_straight_after_a_select_is_outside_the_action_space,
+            the_turn_limit_ends_the_run_with_a_degraded_answer,
+            the_tool_call_limit_counts_refused_calls_too,
+            a_script_past_the_script_limit_is_not_run,
+            a_context_that_cannot_fit_ends_the_run,
+            the_time_limit_stops_the_run_before_the_next_turn,
+            the_deterministic_answer_stands_in_when_the_degraded_call_fails,
+            identical_failing_actions_end_the_run_as_stuck,
+            failures_of_one_kind_past_their_cap_end_the_run,
+            every_failure_is_an_observation_of_its_kind,
+            model_errors_past_their_cap_end_the_run_as_an_error,
+            a_cancelled_run_ends_without_a_model_call,
+            allowed_tools_and_user_rules_reach_the_sandbox_policy,
+            a_plan_and_its_updates_are_events_state_and_notes,
+            json_mode_asks_for_one_document_under_the_turns_schema,
+            tool_calls_stream_the_action_name_and_the_answer_text,
+            the_prompt_prefix_stays_the_same_from_turn_to_turn,
+            compaction_shortens_old_observations_and_recall_brings_them_back,
+            large_outputs_are_stored_by_sha256_and_keep_their_reference,
+            a_model_summary_after_compaction_is_one_counted_call,
+            secrets_from_env_config_and_script_output_never_reach_the_run_directory,
+            events_are_numbered_enveloped_and_reach_every_sink,
+        ],
+        tests![redacting_child],
+    )
 }
 
 /// A skill `csv-stats` with a python script that counts the rows of a CSV file, an unrelated
@@ -302,7 +315,6 @@ async fn a_second_select_straight_after_a_select_is_outside_the_action_space() -
             &json!(["select_skills", "run_script", "final_answer"])
         ]
     );
-    let _ = (document, request_text, schema);
     Ok(())
 }
 
@@ -683,5 +695,744 @@ async fn a_cancelled_run_ends_without_a_model_call() -> anyhow::Result<()> {
     assert!(ran.result.final_text.contains("Blocker: the run was cancelled."));
     assert_eq!(model.requests().len(), 0);
     assert_eq!(ran.kinds(), ["run_started", "run_finished"]);
+    Ok(())
+}
+
+/// Answers approval requests from a script (`true` approves) and keeps what it was asked.
+#[derive(Debug)]
+struct ScriptedApprover {
+    answers: std::sync::Mutex<Vec<bool>>,
+    asked: std::sync::Mutex<Vec<tools_runtime::ApprovalRequest>>,
+}
+
+#[async_trait::async_trait]
+impl tools_runtime::Approver for ScriptedApprover {
+    fn name(&self) -> String {
+        "scripted".to_owned()
+    }
+
+    async fn approve(
+        &self,
+        request: &tools_runtime::ApprovalRequest,
+    ) -> tools_runtime::ApprovalAnswer {
+        self.asked.lock().unwrap().push(request.clone());
+        if self.answers.lock().unwrap().remove(0) {
+            tools_runtime::ApprovalAnswer::Approved
+        } else {
+            tools_runtime::ApprovalAnswer::Denied { reason: Some("not today".to_owned()) }
+        }
+    }
+}
+
+async fn allowed_tools_and_user_rules_reach_the_sandbox_policy() -> anyhow::Result<()> {
+    use tools_runtime::{ApprovalMode, Decision, PrefixRule, RuleSet};
+    let fixture = toolbox();
+    // `gitty` allows git status only; `shelly` allows sh. Both scripts leave a file when run.
+    fixture.skill(
+        "gitty",
+        "Shows the git status.",
+        "allowed-tools: Bash(git status:*) Read\n",
+        "Run scripts/status.sh.",
+    );
+    fixture.script("gitty", "scripts/status.sh", "echo ran > gitty.txt");
+    fixture.skill("shelly", "Runs shell helpers.", "allowed-tools: Bash(sh:*)\n", "Run it.");
+    fixture.script("shelly", "scripts/hello.sh", "echo ran >> shelly.txt\necho hello");
+    fixture.script("shelly", "scripts/forbidden.sh", "echo ran > forbidden.txt");
+    let canonical = |skill: &str, script: &str| {
+        fixture.skills.join(skill).join(script).canonicalize().unwrap().display().to_string()
+    };
+    let rule = |skill: &str, script: &str, decision: Decision| PrefixRule {
+        prefix: vec!["sh".to_owned(), canonical(skill, script)],
+        decision,
+    };
+    let mut runtime = fixture.runtime();
+    runtime.policy.approval_mode = ApprovalMode::AskForRisky;
+    runtime.policy.rules = RuleSet {
+        rules: vec![
+            rule("toolbox", "scripts/log.sh", Decision::Prompt),
+            rule("shelly", "scripts/forbidden.sh", Decision::Forbidden),
+        ],
+        default: Decision::Allow,
+    };
+    let approver = Arc::new(ScriptedApprover {
+        answers: std::sync::Mutex::new(vec![false, true]),
+        asked: std::sync::Mutex::new(Vec::new()),
+    });
+    let run_of = |skill: &str, script: &str, args: &[&str]| {
+        call("run_script", json!({"skill": skill, "script": script, "args": args}))
+    };
+    let model = Arc::new(MockModel::new(vec![
+        call("select_skills", json!({"names": ["gitty", "shelly"]})),
+        run_of("gitty", "scripts/status.sh", &[]),
+        run_of("shelly", "scripts/hello.sh", &[]),
+        run_of("shelly", "scripts/forbidden.sh", &[]),
+        select("toolbox"),
+        tool("log", &["first"]),
+        tool("log", &["second"]),
+        answer("Done what the policy allowed."),
+    ]));
+    let builder =
+        fixture.agent(&model, AgentConfig::default()).runtime(runtime).approver(approver.clone());
+    let ran = fixture.run(builder, "Show the status and log").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.statuses(), ["ok", "denied", "ok", "denied", "ok", "denied", "ok"]);
+    let observations = ran.observations();
+    assert!(observations[1].1.starts_with("not run (PolicyForbidden)"), "{}", observations[1].1);
+    assert!(observations[3].1.starts_with("not run (PolicyForbidden)"), "{}", observations[3].1);
+    assert!(observations[5].1.starts_with("not run (ApprovalDenied)"), "{}", observations[5].1);
+    assert_eq!(observations[2].1, "exit code 0\nstdout:\nhello");
+    assert_eq!(
+        (
+            fixture.workspace_text("gitty.txt"),
+            fixture.workspace_text("shelly.txt"),
+            fixture.workspace_text("forbidden.txt"),
+            fixture.workspace_text("log.txt"),
+        ),
+        (String::new(), "ran\n".to_owned(), String::new(), "second\n".to_owned())
+    );
+    assert_eq!(ran.result.counters.refusals, 3);
+    // Approvals: asked twice, for the prompted command only, each answer an event.
+    let asked = approver.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[0].argv, ["sh", &canonical("toolbox", "scripts/log.sh"), "first"]);
+    assert_eq!(asked[0].skill.as_deref(), Some("toolbox"));
+    let approvals: Vec<&str> =
+        ran.kinds().into_iter().filter(|kind| kind.starts_with("approval_")).collect();
+    assert_eq!(
+        approvals,
+        ["approval_required", "approval_denied", "approval_required", "approval_granted"]
+    );
+    assert_eq!(ran.data(EventKind::ApprovalDenied)[0]["reason"], "not today");
+    assert!(
+        ran.first_seq(EventKind::ApprovalGranted)
+            < ran.events.iter().rfind(|event| event.kind == EventKind::ActionExecuted).unwrap().seq
+    );
+    Ok(())
+}
+
+async fn a_plan_and_its_updates_are_events_state_and_notes() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let plan = json!({"goal": "log twice", "steps": [
+        {"id": "s1", "title": "Log one", "status": "in_progress"},
+        {"id": "s2", "title": "Log two", "status": "pending"},
+    ]});
+    let model = Arc::new(MockModel::new(vec![
+        call("select_skills", json!({"names": ["toolbox"], "thought": "plan first", "plan": plan})),
+        call(
+            "run_script",
+            json!({"skill": "toolbox", "script": "scripts/log.sh", "args": ["one"],
+            "plan_update": {
+                "update": [{"id": "s1", "status": "done"}, {"id": "s9", "status": "done"}],
+                "add": [{"id": "s3", "title": "Report", "status": "pending"}],
+            }}),
+        ),
+        call(
+            "run_script",
+            json!({"skill": "toolbox", "script": "scripts/log.sh", "args": ["two"],
+            "plan": {"goal": "log twice, then report", "steps": [
+                {"id": "s1", "title": "Log both", "status": "done"},
+                {"id": "s2", "title": "Report", "status": "in_progress"},
+            ]}}),
+        ),
+        call(
+            "final_answer",
+            json!({"content": "Logged one and two.",
+                   "plan_update": {"update": [{"id": "s2", "status": "done"}]}}),
+        ),
+    ]));
+    let ran =
+        fixture.run(fixture.agent(&model, AgentConfig::default()), "Log one, then two").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let plan_events: Vec<(&str, u32)> = ran
+        .events
+        .iter()
+        .filter(|event| event.kind.as_str().starts_with("plan_"))
+        .map(|event| (event.kind.as_str(), event.turn))
+        .collect();
+    assert_eq!(
+        plan_events,
+        [("plan_created", 1), ("plan_updated", 2), ("plan_updated", 3), ("plan_updated", 4)]
+    );
+    let updated = ran.data(EventKind::PlanUpdated);
+    assert_eq!(updated[0]["unknown_ids"], json!(["s9"]));
+    assert_eq!(
+        updated[0]["plan"]["steps"],
+        json!([
+            {"id": "s1", "title": "Log one", "status": "done"},
+            {"id": "s2", "title": "Log two", "status": "pending"},
+            {"id": "s3", "title": "Report", "status": "pending"},
+        ])
+    );
+    assert_eq!(
+        ran.state()["plan"],
+        json!({"goal": "log twice, then report", "steps": [
+            {"id": "s1", "title": "Log both", "status": "done"},
+            {"id": "s2", "title": "Report", "status": "done"},
+        ]})
+    );
+    // The plan is applied before the action of its turn and shown in the next turn's note.
+    assert!(ran.first_seq(EventKind::PlanCreated) < ran.first_seq(EventKind::ActionValidated));
+    let requests = model.requests();
+    let note = message_text(requests[1].messages.last().unwrap());
+    assert!(note.contains("Plan:\ngoal: log twice\n[>] s1 Log one\n[ ] s2 Log two\n"), "{note}");
+    let note = message_text(requests[2].messages.last().unwrap());
+    assert!(note.contains("[x] s1 Log one\n[ ] s2 Log two\n[ ] s3 Report\n"), "{note}");
+    // The first turn offers a plan, later turns a patch.
+    let properties = |request: &ChatRequest| {
+        let properties = request.tools[0].parameters["properties"].as_object().unwrap().clone();
+        (properties.contains_key("plan"), properties.contains_key("plan_update"))
+    };
+    assert_eq!(properties(&requests[0]), (true, false));
+    assert_eq!(properties(&requests[1]), (false, true));
+    assert_eq!(fixture.workspace_text("log.txt"), "one\ntwo\n");
+    Ok(())
+}
+
+async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let plan = json!({"goal": "log one", "steps": [{"id": "s1", "title": "Log one", "status": "pending"}]});
+    let model = Arc::new(MockModel::new(vec![
+        document(
+            "select_skills",
+            json!({"names": ["toolbox"]}),
+            json!({"thought": "the toolbox logs", "plan": plan}),
+        ),
+        MockReply::text("I will now run the script."),
+        document(
+            "run_script",
+            json!({"skill": "toolbox", "script": "scripts/log.sh", "args": ["one"]}),
+            json!({"plan_update": {"update": [{"id": "s1", "status": "done"}]}}),
+        ),
+        document("final_answer", json!({"content": "Logged one line in log.txt."}), json!({})),
+    ]));
+    let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
+    let ran = fixture.run(fixture.agent(&model, config), "Log one").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "Logged one line in log.txt.");
+    assert_eq!(ran.statuses(), ["ok", "invalid_action", "ok"]);
+    assert!(
+        ran.observations()[1].1.starts_with("the answer is not valid JSON"),
+        "{:?}",
+        ran.observations()[1]
+    );
+    assert_eq!(fixture.workspace_text("log.txt"), "one\n");
+    let requests = model.requests();
+    for request in &requests {
+        assert!(request.tools.is_empty(), "no tools in JSON mode");
+    }
+    assert!(message_text(&requests[0].messages[0]).contains("Reply with one JSON object"));
+    let first = schema(&requests[0]);
+    assert_eq!(common::schema_actions(&first), ["select_skills", "final_answer"]);
+    assert_eq!(
+        common::schema_args(&first, "select_skills")["properties"]["names"],
+        json!({"type": "array", "items": {"enum": ["notes", "toolbox"]}, "minItems": 1, "maxItems": 1}),
+        "one skill per select in JSON mode; no overlap with the task: catalog order"
+    );
+    assert!(first["properties"].get("plan").is_some());
+    assert_eq!(common::schema_actions(&schema(&requests[1])), ["run_script", "final_answer"]);
+    // After the invalid answer the select is no longer "just made": it is offered again.
+    let third = schema(&requests[2]);
+    assert_eq!(common::schema_actions(&third), ["select_skills", "run_script", "final_answer"]);
+    assert_eq!(
+        common::schema_args(&third, "run_script")["properties"]["script"]["enum"],
+        json!(["scripts/fail.sh", "scripts/log.sh", "scripts/print.sh", "scripts/sleep.sh"])
+    );
+    assert!(third["properties"].get("plan_update").is_some());
+    // The document is what the model said: in JSON mode it goes back as plain assistant text.
+    assert!(request_text(&requests[1]).contains("\"thought\":\"the toolbox logs\""));
+    // Streaming: the action's type as soon as it is parsed, the answer's text as deltas.
+    let planned: Vec<&Value> =
+        ran.data(EventKind::ActionPlanned).into_iter().map(|data| &data["type"]).collect();
+    assert_eq!(planned, [&json!("select_skills"), &json!("run_script"), &json!("final_answer")]);
+    check_streaming(&ran, "Logged one line in log.txt.");
+    assert_eq!(ran.state()["plan"]["steps"][0]["status"], "done");
+    Ok(())
+}
+
+/// Every `action_planned` comes before the `model_response` of its call, and the final answer's
+/// text arrives as `assistant_delta` events, in more than one piece, before its response.
+fn check_streaming(ran: &Ran, answer: &str) {
+    for (index, event) in ran.events.iter().enumerate() {
+        if event.kind == EventKind::ActionPlanned {
+            let response = ran.events[index..]
+                .iter()
+                .find(|later| later.kind == EventKind::ModelResponse)
+                .unwrap();
+            assert_eq!(response.turn, event.turn);
+        }
+    }
+    let deltas: Vec<&agent_core::Event> =
+        ran.events.iter().filter(|event| event.kind == EventKind::AssistantDelta).collect();
+    assert!(deltas.len() > 1, "the answer streamed in pieces: {deltas:?}");
+    let streamed: String = deltas.iter().map(|event| text(&event.data["text"])).collect();
+    assert_eq!(streamed, answer);
+    let last_response =
+        ran.events.iter().rfind(|event| event.kind == EventKind::ModelResponse).unwrap();
+    let final_planned =
+        ran.events.iter().rfind(|event| event.kind == EventKind::ActionPlanned).unwrap();
+    assert_eq!(final_planned.data["type"], "final_answer");
+    for delta in deltas {
+        assert!(final_planned.seq < delta.seq && delta.seq < last_response.seq);
+    }
+}
+
+async fn tool_calls_stream_the_action_name_and_the_answer_text() -> anyhow::Result<()> {
+    let fixture = csv_fixture();
+    let model = Arc::new(MockModel::new(vec![
+        select("csv-stats"),
+        count(&["data.csv"]),
+        answer("data.csv has 3 rows of data."),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TASK).await?;
+    check_streaming(&ran, "data.csv has 3 rows of data.");
+    let turn_kinds: Vec<&str> = ran
+        .events
+        .iter()
+        .filter(|event| event.turn == 2)
+        .map(|event| event.kind.as_str())
+        .collect();
+    assert_eq!(
+        turn_kinds,
+        [
+            "turn_started",
+            "model_request",
+            "action_planned",
+            "model_response",
+            "action_validated",
+            "action_executed",
+            "observation_recorded",
+            "turn_finished"
+        ]
+    );
+    Ok(())
+}
+
+/// A tool call carrying token usage (`cached` prompt tokens served from the cache).
+fn call_with_usage(name: &str, arguments: Value, cached: u64) -> MockReply {
+    MockReply::response(&model_adapter::Response {
+        tool_calls: vec![model_adapter::ToolCall {
+            id: format!("call_{name}_{cached}"),
+            name: name.to_owned(),
+            arguments,
+        }],
+        finish_reason: model_adapter::FinishReason::ToolCalls,
+        usage: Some(model_adapter::Usage {
+            prompt_tokens: 1_000,
+            completion_tokens: 20,
+            cached_tokens: cached,
+            reasoning_tokens: 0,
+        }),
+        ..model_adapter::Response::default()
+    })
+}
+
+async fn the_prompt_prefix_stays_the_same_from_turn_to_turn() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let log = |word: &str, cached: u64| {
+        call_with_usage(
+            "run_script",
+            json!({"skill": "toolbox", "script": "scripts/log.sh", "args": [word]}),
+            cached,
+        )
+    };
+    let model = Arc::new(MockModel::new(vec![
+        call_with_usage("select_skills", json!({"names": ["toolbox"]}), 0),
+        log("one", 600),
+        call_with_usage("load_resource", json!({"skill": "notes", "path": "reference.md"}), 700),
+        log("two", 800),
+        call_with_usage("final_answer", json!({"content": "Logged one and two."}), 900),
+    ]));
+    let ran =
+        fixture.run(fixture.agent(&model, AgentConfig::default()), "Log one, then two").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let requests = model.requests();
+    // Everything but the trailing note of a turn is the start of every later request.
+    for (earlier, request) in requests.iter().enumerate() {
+        let kept = request.messages.len() - 1;
+        for later in &requests[earlier + 1..] {
+            assert_eq!(later.messages[..kept], request.messages[..kept], "request {earlier}");
+        }
+    }
+    assert!(ran.data(EventKind::Compaction).is_empty());
+    // Cached prompt tokens are counted per call and summed.
+    let cached: Vec<&Value> = ran
+        .data(EventKind::ModelResponse)
+        .into_iter()
+        .map(|data| &data["response"]["usage"]["cached_tokens"])
+        .collect();
+    assert_eq!(cached, [&json!(0), &json!(600), &json!(700), &json!(800), &json!(900)]);
+    assert_eq!(ran.result.usage.cached_tokens, 3_000);
+    assert_eq!(ran.result.usage.prompt_tokens, 5_000);
+    assert_eq!(ran.state()["counters"]["cached_tokens"], 3_000);
+    Ok(())
+}
+
+/// Settings under which a few 20-line outputs pass `compact_at` and get compacted.
+fn compacting_config() -> AgentConfig {
+    let mut config = AgentConfig::default();
+    config.budgets.max_context_chars = 4_000;
+    config.context.compact_at = 0.6;
+    config.context.keep_recent_observations = 2;
+    config
+}
+
+/// Selects `toolbox`, then prints `lines`-line outputs until the runtime offers to recall
+/// two observations; recalls the second one (`obs-2`, the first output) once, then answers.
+fn printing_model(lines: &'static str) -> Arc<common::FnModel> {
+    let mut recalled = false;
+    common::FnModel::new(move |request| {
+        let recallable = common::recallable(request);
+        if recallable.len() >= 2 && !recalled {
+            recalled = true;
+            return call("recall_observation", json!({"id": recallable[1]}));
+        }
+        match common::observations_in(request) {
+            0 => select("toolbox"),
+            seen if !recalled && seen < 12 => tool("print", &[lines, &format!("output {seen}")]),
+            _ => answer("Printed and recalled."),
+        }
+    })
+}
+
+async fn compaction_shortens_old_observations_and_recall_brings_them_back() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = printing_model("20");
+    let builder = fixture.agent_with(model.clone(), compacting_config());
+    let ran = fixture.run(builder, "Print outputs").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let compactions: Vec<&agent_core::Event> =
+        ran.events.iter().filter(|event| event.kind == EventKind::Compaction).collect();
+    // Each compaction cuts all but the two newest observations, the oldest first.
+    assert_eq!(compactions[0].data["compacted"], json!(["obs-1"]));
+    assert_eq!(compactions[1].data["compacted"], json!(["obs-2"]));
+    for compaction in &compactions {
+        assert!(compaction.data["after_chars"].as_u64() < compaction.data["before_chars"].as_u64());
+    }
+    assert_eq!(ran.result.counters.compactions as usize, compactions.len());
+    let all_compacted: Vec<Value> = compactions
+        .iter()
+        .flat_map(|compaction| compaction.data["compacted"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(ran.state()["compacted"], Value::Array(all_compacted));
+    // A compaction runs at the head of the next turn: its request is the first to show it.
+    let requests = model.requests();
+    let after = &requests[compactions[1].turn as usize];
+    let before = &requests[compactions[0].turn as usize - 1];
+    let shortened: Vec<String> = after
+        .messages
+        .iter()
+        .map(message_text)
+        .filter(|text| text.contains("[compacted;"))
+        .collect();
+    assert_eq!(shortened.len(), 2);
+    assert!(shortened[0].starts_with("[obs-1] select_skills toolbox → ok\n# Skill `toolbox`"));
+    assert!(shortened[0].ends_with("… [compacted; recall_observation obs-1 shows it again]"));
+    assert_eq!(
+        shortened[1],
+        "[obs-2] run_script toolbox/scripts/print.sh 20 output 1 → ok\nexit code 0… [compacted; \
+         recall_observation obs-2 shows it again]"
+    );
+    assert_eq!(after.messages[..2], before.messages[..2], "system and task are never rewritten");
+    assert_eq!(common::recallable(before), Vec::<String>::new(), "nothing to recall before");
+    assert_eq!(common::recallable(after), ["obs-1", "obs-2"]);
+    // Recall: the full text of obs-2 comes back as a new observation with the same content.
+    let recorded = ran.data(EventKind::ObservationRecorded);
+    let original = recorded.iter().find(|data| data["id"] == "obs-2").unwrap();
+    let recall =
+        recorded.iter().find(|data| data["action"]["type"] == "recall_observation").unwrap();
+    assert_eq!(recall["action"]["args"]["id"], "obs-2");
+    assert_eq!(recall["status"], "ok");
+    assert_eq!(recall["content"], original["content"]);
+    assert!(text(&original["content"]).ends_with("line 20 of 20: output 1"));
+    Ok(())
+}
+
+async fn large_outputs_are_stored_by_sha256_and_keep_their_reference() -> anyhow::Result<()> {
+    use sha2::Digest;
+    let fixture = toolbox();
+    let model = printing_model("60");
+    let mut config = compacting_config();
+    config.context.inline_observation_chars = 600;
+    let ran = fixture.run(fixture.agent_with(model.clone(), config), "Print outputs").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let recorded = ran.data(EventKind::ObservationRecorded);
+    let big = recorded.iter().find(|data| data["id"] == "obs-2").unwrap();
+    let stored = &big["stored"];
+    let sha256 = text(&stored["sha256"]);
+    assert_eq!(stored["path"], format!("observations/{sha256}.txt"));
+    let full = std::fs::read_to_string(ran.run_dir.join(text(&stored["path"])))?;
+    let digest: String =
+        sha2::Sha256::digest(full.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect();
+    assert_eq!(digest, sha256);
+    assert_eq!(stored["bytes"], full.len());
+    assert_eq!(big["chars"], full.chars().count());
+    assert!(full.starts_with("exit code 0\nstdout:\nline 1 of 60: output 1\n"));
+    assert!(full.ends_with("line 60 of 60: output 1"));
+    // The model sees head and tail with the reference, not the whole text.
+    let shown = text(&big["content"]);
+    let left_out = full.chars().count() - 400 - 200;
+    assert_eq!(
+        shown,
+        format!(
+            "{}\n… [{left_out} of {} characters left out; full text in observations/{sha256}.txt] …\n{}",
+            full.chars().take(400).collect::<String>(),
+            full.chars().count(),
+            full.chars().skip(full.chars().count() - 200).collect::<String>()
+        )
+    );
+    // Compacted, it keeps its id and its file reference; recalled, the same excerpt returns.
+    let requests = model.requests();
+    let compacted = requests
+        .iter()
+        .flat_map(|request| request.messages.iter().map(message_text))
+        .find(|text| text.starts_with("[obs-2]") && text.contains("[compacted;"))
+        .unwrap();
+    assert!(
+        compacted.ends_with(&format!(
+            "[compacted; recall_observation obs-2 shows it again; full text in observations/{sha256}.txt]"
+        )),
+        "{compacted}"
+    );
+    let recall =
+        recorded.iter().find(|data| data["action"]["type"] == "recall_observation").unwrap();
+    assert_eq!(recall["action"]["args"]["id"], "obs-2");
+    assert_eq!(recall["content"], big["content"], "the same head and tail, the same reference");
+    assert_eq!(recall["stored"], big["stored"]);
+    let files = common::files_under(&ran.run_dir.join("observations"));
+    let names: Vec<String> =
+        files.iter().map(|path| path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    for data in &recorded {
+        if let Some(sha) = data["stored"]["sha256"].as_str() {
+            assert!(names.contains(&format!("{sha}.txt")), "{sha}");
+        }
+    }
+    assert_eq!(
+        names.len(),
+        recorded
+            .iter()
+            .filter(|data| !data["stored"].is_null())
+            .map(|data| &data["stored"]["sha256"])
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        "one file per content"
+    );
+    Ok(())
+}
+
+async fn a_model_summary_after_compaction_is_one_counted_call() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let summary = "obs-1 loaded the toolbox skill.";
+    for fails in [false, true] {
+        let printing = printing_model("20");
+        let model = common::FnModel::new({
+            let printing = printing.clone();
+            move |request| {
+                let last = message_text(request.messages.last().unwrap());
+                if request.tools.is_empty() && last.starts_with("Summarise") {
+                    return if fails {
+                        MockReply::error("summary failed", false)
+                    } else {
+                        MockReply::text(summary)
+                    };
+                }
+                printing.choose(request)
+            }
+        });
+        let mut config = compacting_config();
+        config.context.summarize_with_model = true;
+        let ran = fixture.run(fixture.agent_with(model.clone(), config), "Print outputs").await?;
+        assert_eq!(ran.result.outcome, Outcome::Completed, "fails: {fails}");
+        let compactions = ran.data(EventKind::Compaction);
+        let purposes: Vec<&Value> =
+            ran.data(EventKind::ModelRequest).into_iter().map(|data| &data["purpose"]).collect();
+        let summaries = purposes.iter().filter(|purpose| **purpose == "summary").count();
+        assert_eq!(summaries, compactions.len(), "one summary call per compaction");
+        assert_eq!(ran.result.model_calls as usize, ran.result.turns as usize + summaries);
+        let requests = model.requests();
+        let summary_request = requests.iter().position(|request| request.tools.is_empty()).unwrap();
+        assert!(message_text(requests[summary_request].messages.last().unwrap()).starts_with(
+            "Summarise in at most 8 short lines what the observations obs-1 established"
+        ));
+        let next = request_text(&requests[summary_request + 1]);
+        if fails {
+            assert_eq!(compactions[0]["summary"], "");
+            assert!(!next.contains("Summary of compacted observations"));
+        } else {
+            assert_eq!(compactions[0]["summary"], summary);
+            assert!(next.contains(&format!("Summary of compacted observations obs-1:\n{summary}")));
+        }
+    }
+    Ok(())
+}
+
+const ENV_SECRET: &str = "sk-envplanted-4f9a1c7e2b55";
+const CONFIG_SECRET: &str = "db-pass-93jd81ks0q";
+
+async fn secrets_from_env_config_and_script_output_never_reach_the_run_directory()
+-> anyhow::Result<()> {
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/cat.sh", "cat \"$1\"");
+    // The script's output carries both secrets, once short and once inside a stored output.
+    std::fs::write(
+        fixture.workspace.join("token.txt"),
+        format!("token={ENV_SECRET} db={CONFIG_SECRET}\n"),
+    )?;
+    let mut big: String = (1..=80).map(|line| format!("filler line {line}\n")).collect();
+    big.insert_str(big.len() / 2, &format!("hidden {ENV_SECRET} and {CONFIG_SECRET}\n"));
+    std::fs::write(fixture.workspace.join("big.txt"), big)?;
+    // A real environment: the key is a variable of the child process, found by its name; the
+    // other is named in the configuration.
+    let status = fixture
+        .child("redacting_child")
+        .env("SKILLS_TEST_API_KEY", ENV_SECRET)
+        .env("DEPLOY_DB_URL", CONFIG_SECRET)
+        .status()?;
+    assert!(status.success(), "the child run failed: {status}");
+    let run_dir = fixture.only_run_dir();
+    let events = common::well_formed(&run_dir);
+    let files = common::files_under(&run_dir);
+    let names: Vec<String> = files
+        .iter()
+        .map(|path| path.strip_prefix(&run_dir).unwrap().display().to_string())
+        .collect();
+    for expected in ["events.jsonl", "final.md", "inputs/request.txt", "state.json"] {
+        assert!(names.contains(&expected.to_owned()), "{names:?}");
+    }
+    assert!(names.iter().any(|name| name.starts_with("observations/")), "{names:?}");
+    for file in &files {
+        let bytes = std::fs::read(file)?;
+        let content = String::from_utf8_lossy(&bytes);
+        for secret in [ENV_SECRET, CONFIG_SECRET] {
+            assert!(!content.contains(secret), "{} holds {secret}", file.display());
+        }
+    }
+    let final_md = std::fs::read_to_string(run_dir.join("final.md"))?;
+    assert_eq!(
+        final_md,
+        "The token was [REDACTED:SKILLS_TEST_API_KEY] and the password [REDACTED:DEPLOY_DB_URL].\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("inputs/request.txt"))?,
+        "Check the token [REDACTED:SKILLS_TEST_API_KEY] in token.txt"
+    );
+    let observation =
+        events.iter().filter(|event| event.kind == EventKind::ObservationRecorded).nth(1).unwrap();
+    assert_eq!(
+        observation.data["content"],
+        "exit code 0\nstdout:\ntoken=[REDACTED:SKILLS_TEST_API_KEY] db=[REDACTED:DEPLOY_DB_URL]"
+    );
+    Ok(())
+}
+
+/// The child of the redaction test: one run whose task, model answers and script outputs hold
+/// the secrets of its environment. It fails if the model or a sink ever saw one.
+async fn redacting_child() -> anyhow::Result<()> {
+    let fixture = common::Fixture::of_parent();
+    let redactor = agent_core::Redactor::from_env(std::env::vars(), &["DEPLOY_DB_URL".to_owned()]);
+    let secrets = [std::env::var("SKILLS_TEST_API_KEY")?, std::env::var("DEPLOY_DB_URL")?];
+    let cat = |file: &str| {
+        call("run_script", json!({"skill": "toolbox", "script": "scripts/cat.sh", "args": [file]}))
+    };
+    let model = Arc::new(MockModel::new(vec![
+        call(
+            "select_skills",
+            json!({"names": ["toolbox"], "thought": format!("the password is {}", secrets[1])}),
+        ),
+        cat("token.txt"),
+        cat("big.txt"),
+        answer(&format!("The token was {} and the password {}.", secrets[0], secrets[1])),
+    ]));
+    let sink = Arc::new(agent_core::MemorySink::new());
+    let mut config = AgentConfig::default();
+    config.context.inline_observation_chars = 600;
+    let builder = fixture.agent(&model, config).redactor(redactor).sink(sink.clone());
+    let result =
+        builder.build()?.run(&format!("Check the token {} in token.txt", secrets[0])).await?;
+    anyhow::ensure!(result.outcome == Outcome::Completed, "{:?}", result.outcome);
+    let seen_by_model = serde_json::to_string(&model.requests())?;
+    let seen_by_sink = serde_json::to_string(&sink.events())?;
+    for secret in &secrets {
+        anyhow::ensure!(!seen_by_model.contains(secret.as_str()), "the model saw a secret");
+        anyhow::ensure!(!seen_by_sink.contains(secret.as_str()), "a sink saw a secret");
+        anyhow::ensure!(!result.final_text.contains(secret.as_str()), "the result holds it");
+    }
+    anyhow::ensure!(
+        seen_by_model.contains("[REDACTED:SKILLS_TEST_API_KEY]"),
+        "the model saw the redacted form"
+    );
+    Ok(())
+}
+
+/// A writer into a shared buffer (for the console sink).
+#[derive(Clone, Default)]
+struct SharedBuffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn events_are_numbered_enveloped_and_reach_every_sink() -> anyhow::Result<()> {
+    let fixture = csv_fixture();
+    let model = Arc::new(MockModel::new(vec![
+        select("csv-stats"),
+        count(&["data.csv"]),
+        answer("data.csv has 3 rows."),
+    ]));
+    let broadcast = agent_core::BroadcastSink::new(1_024);
+    let mut subscriber = broadcast.subscribe();
+    let memory = Arc::new(agent_core::MemorySink::new());
+    let console_out = SharedBuffer::default();
+    let console = agent_core::ConsoleSink::new(
+        Box::new(console_out.clone()),
+        agent_core::ConsoleOptions { color: false, stream_answer: true },
+    );
+    let builder = fixture
+        .agent(&model, AgentConfig::default())
+        .sink(Arc::new(broadcast))
+        .sink(memory.clone())
+        .sink(Arc::new(console));
+    let ran = fixture.run(builder, TASK).await?;
+    // The file, the memory sink and the broadcast subscriber got the same events, all fields.
+    assert_eq!(memory.events(), ran.events);
+    let mut received = Vec::new();
+    while let Ok(event) = subscriber.try_recv() {
+        received.push(event);
+    }
+    assert_eq!(received, ran.events);
+    // seq strictly increasing from 1; turns framed by turn_started / turn_finished.
+    let seqs: Vec<u64> = ran.events.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs, (1..=ran.events.len() as u64).collect::<Vec<_>>());
+    for turn in 1..=3 {
+        let kinds: Vec<&str> = ran
+            .events
+            .iter()
+            .filter(|event| event.turn == turn)
+            .map(|event| event.kind.as_str())
+            .collect();
+        assert_eq!(kinds.first(), Some(&"turn_started"), "turn {turn}");
+        let end = if turn == 3 { "run_finished" } else { "turn_finished" };
+        assert_eq!(kinds.last(), Some(&end), "turn {turn}");
+    }
+    assert_eq!(ran.events[0].turn, 0);
+    assert_eq!(ran.events[0].run_id, ran.result.run_id);
+    assert_eq!(ran.run_dir.file_name().unwrap().to_str(), Some(ran.result.run_id.as_str()));
+    // One line per event in events.jsonl.
+    let lines = std::fs::read_to_string(ran.run_dir.join("events.jsonl"))?.lines().count();
+    assert_eq!(lines, ran.events.len());
+    // The console showed the run as it happened.
+    let shown = String::from_utf8(console_out.0.lock().unwrap().clone())?;
+    assert!(shown.contains(&ran.result.run_id), "{shown}");
+    assert!(shown.contains("data.csv has 3 rows."), "{shown}");
+    assert!(
+        shown.contains("completed · 3 turns · 3 model calls · 2 tool calls · 1 scripts"),
+        "{shown}"
+    );
     Ok(())
 }

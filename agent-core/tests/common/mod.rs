@@ -414,7 +414,9 @@ pub fn call(name: &str, arguments: Value) -> MockReply {
     MockReply::tool_call(name, &arguments)
 }
 
-/// A structured JSON answer `{"action": {"type", "args"}}` plus `extra` top-level fields.
+/// A structured JSON answer `{"action": {"type", "args"}}` plus `extra` top-level fields,
+/// keys in sorted order (`args` before `type`), as a grammar built from the turn's schema has
+/// the model write them.
 pub fn document(kind: &str, args: Value, extra: Value) -> MockReply {
     let mut document = json!({"action": {"type": kind, "args": args}});
     if let (Value::Object(map), Value::Object(extra)) = (&mut document, extra) {
@@ -503,4 +505,76 @@ pub fn files_under(directory: &Path) -> Vec<PathBuf> {
     }
     files.sort();
     files
+}
+
+type Chooser = Box<dyn FnMut(&ChatRequest) -> MockReply + Send>;
+
+/// A model that picks each answer from the request it is sent (for runs whose course depends
+/// on what the runtime offers, such as when compaction happens), recording the requests.
+pub struct FnModel {
+    chooser: std::sync::Mutex<Chooser>,
+    requests: std::sync::Mutex<Vec<ChatRequest>>,
+}
+
+impl std::fmt::Debug for FnModel {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("FnModel").finish_non_exhaustive()
+    }
+}
+
+impl FnModel {
+    pub fn new(choose: impl FnMut(&ChatRequest) -> MockReply + Send + 'static) -> Arc<FnModel> {
+        Arc::new(FnModel {
+            chooser: std::sync::Mutex::new(Box::new(choose)),
+            requests: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// The answer to `request` (not recorded: for a model that delegates to this one).
+    pub fn choose(&self, request: &ChatRequest) -> MockReply {
+        (self.chooser.lock().unwrap())(request)
+    }
+
+    /// A one-reply mock holding the answer to `request`.
+    fn answer(&self, request: &ChatRequest) -> MockModel {
+        self.requests.lock().unwrap().push(request.clone());
+        MockModel::new(vec![self.choose(request)])
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for FnModel {
+    async fn chat(&self, request: &ChatRequest) -> model_adapter::Result<model_adapter::Response> {
+        self.answer(request).chat(request).await
+    }
+
+    async fn stream(
+        &self,
+        request: &ChatRequest,
+    ) -> model_adapter::Result<model_adapter::DeltaStream> {
+        self.answer(request).stream(request).await
+    }
+}
+
+/// The ids `recall_observation` may take in a tools-mode request (empty when not offered).
+pub fn recallable(request: &ChatRequest) -> Vec<String> {
+    request
+        .tools
+        .iter()
+        .find(|tool| tool.name == "recall_observation")
+        .and_then(|tool| tool.parameters["properties"]["id"]["enum"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(text)
+        .collect()
+}
+
+/// How many observations a tools-mode request carries (each answers one tool call).
+pub fn observations_in(request: &ChatRequest) -> usize {
+    request.messages.iter().filter(|message| matches!(message, Message::Tool { .. })).count()
 }
