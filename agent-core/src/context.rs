@@ -15,8 +15,16 @@
 //! `max_context_chars`, observations older than the last `keep_recent_observations` are cut to
 //! their first line plus their id and file reference; `recall_observation` brings any of them
 //! back whole. Every compacted item keeps its event id (`obs-N`).
+//!
+//! The same layout makes a request's fingerprint (the SHA-256 of its JSON body, which replay
+//! and resume compare) cheap: the hash state after the stable prefix is kept and only what
+//! follows it is hashed each turn, so a turn's cost does not grow with the transcript.
 
-use model_adapter::{ContentPart, Message};
+use model_adapter::{ChatRequest, ContentPart, Message};
+use sha2::{Digest, Sha256};
+
+use crate::error::Result;
+use crate::rundir::lowercase_hex;
 
 /// One message of the transcript.
 #[derive(Debug, Clone)]
@@ -43,6 +51,26 @@ pub(crate) struct Context {
     system: String,
     task: String,
     entries: Vec<Entry>,
+    /// The body hash absorbed up to the end of the transcript (see [`Context::fingerprint`]).
+    prefix_hash: Option<PrefixHash>,
+}
+
+/// SHA-256 state after `{"model":…,"messages":[system,task,entry…` for the first `entries`
+/// entries of the transcript, under one model name. Compaction drops it.
+#[derive(Debug, Clone)]
+struct PrefixHash {
+    model: String,
+    entries: usize,
+    hasher: Sha256,
+}
+
+/// What [`Context::fingerprint`] says about a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    /// SHA-256 of `serde_json::to_vec(request)`, lowercase hex.
+    pub(crate) sha256: String,
+    /// [`message_chars`] summed over the request's messages.
+    pub(crate) chars: usize,
 }
 
 /// What one compaction did.
@@ -75,9 +103,18 @@ pub(crate) fn message_chars(message: &Message) -> usize {
     }
 }
 
+/// [`Context::fingerprint`] the slow way: the whole body serialised and hashed.
+fn whole_body_fingerprint(request: &ChatRequest) -> Result<Fingerprint> {
+    let body = serde_json::to_vec(request)?;
+    Ok(Fingerprint {
+        sha256: crate::rundir::sha256_hex(&body),
+        chars: request.messages.iter().map(message_chars).sum(),
+    })
+}
+
 impl Context {
     pub(crate) fn new(system: String, task: String) -> Context {
-        Context { system, task, entries: Vec::new() }
+        Context { system, task, entries: Vec::new(), prefix_hash: None }
     }
 
     /// Appends a message that is not an observation (the model's answer).
@@ -132,6 +169,70 @@ impl Context {
         self.system.chars().count()
             + self.task.chars().count()
             + self.entries.iter().map(|entry| entry.chars).sum::<usize>()
+    }
+
+    /// The SHA-256 of `request`'s JSON body and its characters, for a request whose messages
+    /// start with [`Context::messages`]: the transcript is hashed once, when it is appended
+    /// (again after a compaction), and only the messages after it and the request's other
+    /// fields are serialised here.
+    pub(crate) fn fingerprint(&mut self, request: &ChatRequest) -> Result<Fingerprint> {
+        let own = self.entries.len() + 2;
+        let Some(extra) = request.messages.get(own..) else {
+            return whole_body_fingerprint(request);
+        };
+        let chars = self.chars() + extra.iter().map(message_chars).sum::<usize>();
+        // `{"model":"","messages":[]` then the other fields, as serde writes `ChatRequest`.
+        let others = serde_json::to_vec(&ChatRequest {
+            model: String::new(),
+            messages: Vec::new(),
+            tools: request.tools.clone(),
+            tool_choice: request.tool_choice.clone(),
+            parallel_tool_calls: request.parallel_tool_calls,
+            response_format: request.response_format.clone(),
+            temperature: request.temperature,
+            max_tokens: request.max_tokens,
+            stop: request.stop.clone(),
+            thinking: request.thinking,
+            reasoning_effort: request.reasoning_effort,
+        })?;
+        let empty_head = br#"{"model":"","messages":[]"#;
+        let Some(others) = others.strip_prefix(empty_head.as_slice()) else {
+            return whole_body_fingerprint(request);
+        };
+        let mut hasher = self.prefix_hasher(&request.model)?;
+        for message in extra {
+            hasher.update(b",");
+            hasher.update(serde_json::to_vec(message)?);
+        }
+        hasher.update(b"]");
+        hasher.update(others);
+        Ok(Fingerprint { sha256: lowercase_hex(&hasher.finalize()), chars })
+    }
+
+    /// The hash state after the system message, the task and the whole transcript, brought up
+    /// to date.
+    fn prefix_hasher(&mut self, model: &str) -> Result<Sha256> {
+        let prefix = match self.prefix_hash.take() {
+            Some(prefix) if prefix.model == model && prefix.entries <= self.entries.len() => prefix,
+            _ => {
+                let mut hasher = Sha256::new();
+                hasher.update(br#"{"model":"#);
+                hasher.update(serde_json::to_vec(model)?);
+                hasher.update(br#","messages":["#);
+                hasher.update(serde_json::to_vec(&Message::system(self.system.clone()))?);
+                hasher.update(b",");
+                hasher.update(serde_json::to_vec(&Message::user(self.task.clone()))?);
+                PrefixHash { model: model.to_owned(), entries: 0, hasher }
+            }
+        };
+        let PrefixHash { model, entries, mut hasher } = prefix;
+        for entry in &self.entries[entries..] {
+            hasher.update(b",");
+            hasher.update(serde_json::to_vec(&entry.message)?);
+        }
+        let current = hasher.clone();
+        self.prefix_hash = Some(PrefixHash { model, entries: self.entries.len(), hasher });
+        Ok(current)
     }
 
     /// Cuts observations older than the `keep_recent` newest ones to their header, id and
@@ -189,6 +290,7 @@ impl Context {
         if compacted.is_empty() {
             return None;
         }
+        self.prefix_hash = None;
         Some(Compaction { before_chars, after_chars: self.chars(), compacted })
     }
 }
@@ -228,5 +330,58 @@ mod tests {
         assert!(text.contains("observations/1.txt"), "{text}");
         assert_eq!(after[9], before[9]);
         assert!(context.compact(2, 40).is_none());
+    }
+
+    #[test]
+    fn fingerprint_is_the_hash_of_the_whole_body() {
+        let mut context = Context::new("system \"quoted\" é".into(), "task\n".into());
+        let check = |context: &mut Context, model: &str, note: Option<&str>, schema: bool| {
+            let mut request = ChatRequest::new(model, context.messages(note));
+            request.max_tokens = Some(64);
+            if schema {
+                request.response_format = model_adapter::ResponseFormat::JsonSchema {
+                    name: "action".into(),
+                    schema: serde_json::json!({"type": "object"}),
+                    strict: true,
+                };
+            } else {
+                request.tools = vec![model_adapter::Tool {
+                    name: "final_answer".into(),
+                    description: "answer".into(),
+                    parameters: serde_json::json!({"type": "object"}),
+                }];
+                request.tool_choice = model_adapter::ToolChoice::Required;
+            }
+            let whole = whole_body_fingerprint(&request).unwrap();
+            assert_eq!(context.fingerprint(&request).unwrap(), whole);
+        };
+        check(&mut context, "m", Some("note"), false);
+        for n in 1..=5 {
+            context.push(Message::from_response(&model_adapter::Response {
+                text: format!("step {n}"),
+                ..Default::default()
+            }));
+            check(&mut context, "m", Some("note"), n % 2 == 0);
+            context.push_observation(
+                &format!("obs-{n}"),
+                format!("[obs-{n}] load_resource → ok"),
+                &format!("line one\n{}", "x".repeat(100 * n)),
+                None,
+                None,
+                false,
+            );
+            check(&mut context, "m", Some("turn note"), n % 2 == 1);
+            check(&mut context, "m", None, false);
+        }
+        check(&mut context, "other model", Some("note"), true);
+        assert!(context.compact(2, 10).is_some());
+        check(&mut context, "other model", Some("note"), false);
+        check(&mut context, "m", Some("note"), false);
+        // A request that does not start with the context's messages is hashed whole.
+        let request = ChatRequest::new("m", vec![Message::user("alone")]);
+        assert_eq!(
+            context.fingerprint(&request).unwrap(),
+            whole_body_fingerprint(&request).unwrap()
+        );
     }
 }

@@ -97,14 +97,14 @@ impl Run {
         request: &ChatRequest,
         mode: Option<DecideMode>,
     ) -> Result<Answer> {
-        let body = serde_json::to_vec(request)?;
-        let request_sha256 = sha256_hex(&body);
+        let fingerprint = self.context.fingerprint(request)?;
+        let request_sha256 = fingerprint.sha256;
         self.emit(
             EventKind::ModelRequest,
             json!({
                 "purpose": purpose,
                 "messages": request.messages.len(),
-                "chars": request.messages.iter().map(crate::context::message_chars).sum::<usize>(),
+                "chars": fingerprint.chars,
                 "request_sha256": request_sha256,
                 "tools": request.tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>(),
                 "json_schema": matches!(request.response_format, ResponseFormat::JsonSchema { .. }),

@@ -233,9 +233,13 @@ impl RunDir {
 
 /// Lowercase hex SHA-256.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
+    lowercase_hex(&Sha256::digest(bytes))
+}
+
+/// Bytes as lowercase hex.
+pub(crate) fn lowercase_hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         hex.push_str(&format!("{byte:02x}"));
     }
     hex
