@@ -22,7 +22,7 @@ use crate::event::{EventBus, EventKind, EventSink, JsonlSink};
 use crate::exec::{Executor, LiveTools};
 use crate::reasoning::ReasoningMetrics;
 use crate::replay::Recording;
-use crate::run::{Ending, ModelSource, Run};
+use crate::run::{Ending, ModelSource, RecordedEnding, Run};
 use crate::rundir::{Redactor, RunDir, new_run_id};
 use crate::state::{Counters, RunState, SkillEntry};
 
@@ -363,7 +363,8 @@ pub(crate) struct RunParts {
     pub(crate) executor: Executor,
     pub(crate) run_dir: Option<RunDir>,
     pub(crate) cancel: CancellationToken,
-    pub(crate) replaying: bool,
+    /// Replaying a finished run: how its record ended.
+    pub(crate) replaying: Option<RecordedEnding>,
 }
 
 /// Builds a run from its recorded start; shared by `run`, `resume` and replay.
@@ -524,7 +525,7 @@ impl Agent {
             executor,
             run_dir,
             cancel: self.cancel.clone(),
-            replaying: false,
+            replaying: None,
         };
         let mut run = new_run(&run_id, &start, parts);
         finish_run(&mut run, &start).await
@@ -568,7 +569,7 @@ impl Agent {
             executor,
             run_dir: Some(directory),
             cancel: self.cancel.clone(),
-            replaying: false,
+            replaying: None,
         };
         let mut run = new_run(&recording.run_id, &recording.start, parts);
         finish_run(&mut run, &recording.start).await

@@ -16,7 +16,7 @@ use crate::agent::{RunParts, RunStart, finish_run, new_run};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBus, EventKind, EventSink, MemorySink, comparable};
 use crate::exec::{Execution, Executor, RecordedExecution};
-use crate::run::{ModelSource, RecordedCall};
+use crate::run::{ModelSource, RecordedCall, RecordedEnding};
 use crate::rundir::{Redactor, RunDir, StoredText};
 use crate::state::ObservationStatus;
 
@@ -92,6 +92,8 @@ pub(crate) struct Recording {
     pub(crate) calls: Vec<RecordedCall>,
     pub(crate) executions: Vec<RecordedExecution>,
     pub(crate) finished: bool,
+    /// How the run ended, when it did (`run_finished`).
+    pub(crate) ending: Option<RecordedEnding>,
     pub(crate) last_seq: u64,
     valid_bytes: u64,
 }
@@ -202,8 +204,30 @@ impl Recording {
                 _ => {}
             }
         }
-        let finished = events.iter().any(|event| event.kind == EventKind::RunFinished);
-        Ok(Recording { run_id, start, events, calls, executions, finished, last_seq, valid_bytes })
+        let finished = events.iter().find(|event| event.kind == EventKind::RunFinished);
+        let ending = match finished {
+            Some(event) => Some(RecordedEnding {
+                outcome: serde_json::from_value(field(event, "outcome").clone())
+                    .map_err(|error| bad(format!("seq {}: bad outcome: {error}", event.seq)))?,
+                turns: field(event, "counters")
+                    .get("turns")
+                    .and_then(Value::as_u64)
+                    .and_then(|turns| u32::try_from(turns).ok())
+                    .ok_or_else(|| bad(format!("seq {}: no turn count", event.seq)))?,
+            }),
+            None => None,
+        };
+        Ok(Recording {
+            run_id,
+            start,
+            events,
+            calls,
+            executions,
+            finished: ending.is_some(),
+            ending,
+            last_seq,
+            valid_bytes,
+        })
     }
 
     /// The events a re-run must reproduce, in order.
@@ -465,7 +489,7 @@ pub async fn replay_check(run_dir: &Path) -> Result<ReplayReport> {
         executor,
         run_dir: None,
         cancel: CancellationToken::new(),
-        replaying: true,
+        replaying: recording.ending,
     };
     let mut run = new_run(&recording.run_id, &recording.start, parts);
     let outcome = finish_run(&mut run, &recording.start).await;

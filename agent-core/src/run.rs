@@ -42,6 +42,15 @@ pub(crate) struct ModelSource {
     pub(crate) live: Option<Arc<dyn ModelProvider>>,
 }
 
+/// How a recorded run ended (`run_finished`): a replay stops where the clock or a
+/// cancellation stopped the original, which nothing in the record would reproduce otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordedEnding {
+    pub(crate) outcome: Outcome,
+    /// Turns started when it ended.
+    pub(crate) turns: u32,
+}
+
 /// How a run ended, before `run_finished` is written.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Ending {
@@ -61,8 +70,9 @@ pub(crate) struct Run {
     pub(crate) run_dir: Option<RunDir>,
     pub(crate) cancel: CancellationToken,
     pub(crate) started: Instant,
-    /// Replaying a finished run: the clock budget is not applied.
-    pub(crate) replaying: bool,
+    /// Replaying a finished run: the clock and the cancellation token do not stop it; the
+    /// record says where they did.
+    pub(crate) replaying: Option<RecordedEnding>,
     pub(crate) failures: guard::FailureTracker,
     pub(crate) next_observation: u32,
     /// Texts of observations by id (full text), for `recall_observation`.
@@ -82,6 +92,13 @@ impl Run {
     /// Emits an event (redacted, numbered, written to every sink).
     pub(crate) fn emit(&self, kind: EventKind, data: Value) -> Result<()> {
         self.bus.emit(kind, data)
+    }
+
+    /// Replaying: whether the record ended with `outcome` after as many turns as started now.
+    pub(crate) fn recorded_stop(&self, outcome: Outcome) -> bool {
+        self.replaying.is_some_and(|ending| {
+            ending.outcome == outcome && ending.turns == self.state.counters.turns
+        })
     }
 
     fn divergence(&self, divergence: Divergence) -> Error {
@@ -383,6 +400,10 @@ impl Run {
             self.state.counters.script_runs += 1;
         }
         let call_id = format!("{}-turn-{}", self.state.run_id, self.state.counters.turns);
+        // Cancelled while this action ran: the record holds no result for it.
+        if self.recorded_stop(Outcome::Cancelled) && self.executor.recorded.is_empty() {
+            return Ok(Some(Outcome::Cancelled));
+        }
         let started = Instant::now();
         let executed = tokio::select! {
             executed = self.executor.execute(action, &call_id) => executed,
@@ -434,8 +455,10 @@ impl Run {
             ));
         }
         if let Some(limit) = budgets.max_duration_ms
-            && !self.replaying
-            && self.started.elapsed().as_millis() as u64 >= limit
+            && match self.replaying {
+                Some(_) => self.recorded_stop(Outcome::MaxDuration),
+                None => self.started.elapsed().as_millis() as u64 >= limit,
+            }
         {
             return Some((
                 Outcome::MaxDuration,

@@ -71,7 +71,7 @@ fn turn_note(run: &Run, space: &ActionSpace) -> String {
 /// ReAct with an explicit plan (seed 002).
 async fn react(run: &mut Run) -> Result<Ending> {
     loop {
-        if run.cancel.is_cancelled() {
+        if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
             return run.degrade(Outcome::Cancelled, "the run was cancelled").await;
         }
         if let Some((outcome, reason)) = run.budget_exhausted() {

@@ -11,7 +11,10 @@ mod common;
 use std::sync::Arc;
 
 use agent_core::{AgentConfig, EventKind, Outcome};
-use common::{Fixture, Ran, call, document, message_text, request_text, schema, text, tool_names};
+use common::{
+    Fixture, Ran, answer, call, document, message_text, request_text, schema, select, text, tool,
+    tool_names, toolbox,
+};
 use model_adapter::{ChatRequest, MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -73,16 +76,8 @@ fn csv_fixture() -> Fixture {
 
 const TASK: &str = "How many rows does the CSV file data.csv have?";
 
-fn select(name: &str) -> MockReply {
-    call("select_skills", json!({"names": [name]}))
-}
-
 fn count(args: &[&str]) -> MockReply {
     call("run_script", json!({"skill": "csv-stats", "script": "scripts/count.py", "args": args}))
-}
-
-fn answer(content: &str) -> MockReply {
-    call("final_answer", json!({"content": content}))
 }
 
 /// What the model saw last before its note: the newest observation of `request`.
@@ -320,32 +315,6 @@ async fn a_second_select_straight_after_a_select_is_outside_the_action_space() -
 
 // ---------------------------------------------------------------------------------------------
 // A skill of shell scripts that log, fail, wait and print, and a second skill with a file.
-
-/// Skill `toolbox` (scripts `log.sh ARG` appends ARG to `log.txt` in the workspace, `fail.sh`
-/// exits 3, `sleep.sh SECONDS`, `print.sh N WORD` prints N numbered lines) and skill `notes`
-/// (a `reference.md`).
-fn toolbox() -> Fixture {
-    let fixture = Fixture::new();
-    fixture.skill("toolbox", "Logs, fails, waits and prints for tests.", "", "Use the scripts.");
-    fixture.script("toolbox", "scripts/log.sh", "echo \"$1\" >> log.txt\necho \"logged $1\"");
-    fixture.script("toolbox", "scripts/fail.sh", "echo \"cannot handle $1\" >&2\nexit 3");
-    fixture.script("toolbox", "scripts/sleep.sh", "sleep \"$1\"\necho slept");
-    fixture.script(
-        "toolbox",
-        "scripts/print.sh",
-        "i=1\nwhile [ $i -le \"$1\" ]; do echo \"line $i of $1: $2\"; i=$((i+1)); done",
-    );
-    fixture.skill("notes", "Reference notes about logging.", "", "Read reference.md.");
-    fixture.file("notes", "reference.md", "# Notes\nLog one line per call.\n");
-    fixture
-}
-
-fn tool(script: &str, args: &[&str]) -> MockReply {
-    call(
-        "run_script",
-        json!({"skill": "toolbox", "script": format!("scripts/{script}.sh"), "args": args}),
-    )
-}
 
 /// The user message that asked for the degraded answer (the last message of the last request).
 fn degraded_prompt(model: &MockModel) -> String {
@@ -586,13 +555,14 @@ async fn failures_of_one_kind_past_their_cap_end_the_run() -> anyhow::Result<()>
 async fn every_failure_is_an_observation_of_its_kind() -> anyhow::Result<()> {
     let fixture = toolbox();
     fixture.script("toolbox", "scripts/deny.sh", "echo should not run > denied.txt");
-    let skill_dir = fixture.skills.join("toolbox").canonicalize()?;
     let mut runtime = fixture.runtime();
     runtime.policy.rules = tools_runtime::RuleSet {
-        rules: vec![tools_runtime::PrefixRule {
-            prefix: vec!["sh".to_owned(), skill_dir.join("scripts/deny.sh").display().to_string()],
-            decision: tools_runtime::Decision::Forbidden,
-        }],
+        rules: vec![common::script_rule(
+            &fixture,
+            "toolbox",
+            "scripts/deny.sh",
+            tools_runtime::Decision::Forbidden,
+        )],
         default: tools_runtime::Decision::Allow,
     };
     let model = Arc::new(MockModel::new(vec![
@@ -698,34 +668,8 @@ async fn a_cancelled_run_ends_without_a_model_call() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Answers approval requests from a script (`true` approves) and keeps what it was asked.
-#[derive(Debug)]
-struct ScriptedApprover {
-    answers: std::sync::Mutex<Vec<bool>>,
-    asked: std::sync::Mutex<Vec<tools_runtime::ApprovalRequest>>,
-}
-
-#[async_trait::async_trait]
-impl tools_runtime::Approver for ScriptedApprover {
-    fn name(&self) -> String {
-        "scripted".to_owned()
-    }
-
-    async fn approve(
-        &self,
-        request: &tools_runtime::ApprovalRequest,
-    ) -> tools_runtime::ApprovalAnswer {
-        self.asked.lock().unwrap().push(request.clone());
-        if self.answers.lock().unwrap().remove(0) {
-            tools_runtime::ApprovalAnswer::Approved
-        } else {
-            tools_runtime::ApprovalAnswer::Denied { reason: Some("not today".to_owned()) }
-        }
-    }
-}
-
 async fn allowed_tools_and_user_rules_reach_the_sandbox_policy() -> anyhow::Result<()> {
-    use tools_runtime::{ApprovalMode, Decision, PrefixRule, RuleSet};
+    use tools_runtime::{ApprovalMode, Decision, RuleSet};
     let fixture = toolbox();
     // `gitty` allows git status only; `shelly` allows sh. Both scripts leave a file when run.
     fixture.skill(
@@ -738,12 +682,8 @@ async fn allowed_tools_and_user_rules_reach_the_sandbox_policy() -> anyhow::Resu
     fixture.skill("shelly", "Runs shell helpers.", "allowed-tools: Bash(sh:*)\n", "Run it.");
     fixture.script("shelly", "scripts/hello.sh", "echo ran >> shelly.txt\necho hello");
     fixture.script("shelly", "scripts/forbidden.sh", "echo ran > forbidden.txt");
-    let canonical = |skill: &str, script: &str| {
-        fixture.skills.join(skill).join(script).canonicalize().unwrap().display().to_string()
-    };
-    let rule = |skill: &str, script: &str, decision: Decision| PrefixRule {
-        prefix: vec!["sh".to_owned(), canonical(skill, script)],
-        decision,
+    let rule = |skill: &str, script: &str, decision: Decision| {
+        common::script_rule(&fixture, skill, script, decision)
     };
     let mut runtime = fixture.runtime();
     runtime.policy.approval_mode = ApprovalMode::AskForRisky;
@@ -754,10 +694,7 @@ async fn allowed_tools_and_user_rules_reach_the_sandbox_policy() -> anyhow::Resu
         ],
         default: Decision::Allow,
     };
-    let approver = Arc::new(ScriptedApprover {
-        answers: std::sync::Mutex::new(vec![false, true]),
-        asked: std::sync::Mutex::new(Vec::new()),
-    });
+    let approver = common::ScriptedApprover::new(vec![false, true]);
     let run_of = |skill: &str, script: &str, args: &[&str]| {
         call("run_script", json!({"skill": skill, "script": script, "args": args}))
     };
@@ -792,9 +729,10 @@ async fn allowed_tools_and_user_rules_reach_the_sandbox_policy() -> anyhow::Resu
     );
     assert_eq!(ran.result.counters.refusals, 3);
     // Approvals: asked twice, for the prompted command only, each answer an event.
-    let asked = approver.asked.lock().unwrap().clone();
+    let asked = approver.asked();
     assert_eq!(asked.len(), 2);
-    assert_eq!(asked[0].argv, ["sh", &canonical("toolbox", "scripts/log.sh"), "first"]);
+    let log_rule = rule("toolbox", "scripts/log.sh", Decision::Prompt).prefix;
+    assert_eq!(asked[0].argv, [&log_rule[0], &log_rule[1], "first"]);
     assert_eq!(asked[0].skill.as_deref(), Some("toolbox"));
     let approvals: Vec<&str> =
         ran.kinds().into_iter().filter(|kind| kind.starts_with("approval_")).collect();

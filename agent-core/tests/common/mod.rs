@@ -409,6 +409,43 @@ pub fn text(value: &Value) -> String {
     value.as_str().unwrap_or_default().to_owned()
 }
 
+/// `select_skills` of one skill.
+pub fn select(name: &str) -> MockReply {
+    call("select_skills", json!({"names": [name]}))
+}
+
+/// `final_answer`.
+pub fn answer(content: &str) -> MockReply {
+    call("final_answer", json!({"content": content}))
+}
+
+/// Skill `toolbox` (scripts `log.sh ARG` appends ARG to `log.txt` in the workspace, `fail.sh`
+/// exits 3, `sleep.sh SECONDS`, `print.sh N WORD` prints N numbered lines) and skill `notes`
+/// (a `reference.md`).
+pub fn toolbox() -> Fixture {
+    let fixture = Fixture::new();
+    fixture.skill("toolbox", "Logs, fails, waits and prints for tests.", "", "Use the scripts.");
+    fixture.script("toolbox", "scripts/log.sh", "echo \"$1\" >> log.txt\necho \"logged $1\"");
+    fixture.script("toolbox", "scripts/fail.sh", "echo \"cannot handle $1\" >&2\nexit 3");
+    fixture.script("toolbox", "scripts/sleep.sh", "sleep \"$1\"\necho slept");
+    fixture.script(
+        "toolbox",
+        "scripts/print.sh",
+        "i=1\nwhile [ $i -le \"$1\" ]; do echo \"line $i of $1: $2\"; i=$((i+1)); done",
+    );
+    fixture.skill("notes", "Reference notes about logging.", "", "Read reference.md.");
+    fixture.file("notes", "reference.md", "# Notes\nLog one line per call.\n");
+    fixture
+}
+
+/// `run_script` of `toolbox`'s `scripts/SCRIPT.sh` with `args`.
+pub fn tool(script: &str, args: &[&str]) -> MockReply {
+    call(
+        "run_script",
+        json!({"skill": "toolbox", "script": format!("scripts/{script}.sh"), "args": args}),
+    )
+}
+
 /// A native tool call answer.
 pub fn call(name: &str, arguments: Value) -> MockReply {
     MockReply::tool_call(name, &arguments)
@@ -577,4 +614,76 @@ pub fn recallable(request: &ChatRequest) -> Vec<String> {
 /// How many observations a tools-mode request carries (each answers one tool call).
 pub fn observations_in(request: &ChatRequest) -> usize {
     request.messages.iter().filter(|message| matches!(message, Message::Tool { .. })).count()
+}
+
+/// Answers approval requests from a script (`true` approves) and keeps what it was asked.
+#[derive(Debug)]
+pub struct ScriptedApprover {
+    answers: std::sync::Mutex<Vec<bool>>,
+    asked: std::sync::Mutex<Vec<tools_runtime::ApprovalRequest>>,
+}
+
+impl ScriptedApprover {
+    pub fn new(answers: Vec<bool>) -> Arc<ScriptedApprover> {
+        Arc::new(ScriptedApprover {
+            answers: std::sync::Mutex::new(answers),
+            asked: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The requests it answered.
+    pub fn asked(&self) -> Vec<tools_runtime::ApprovalRequest> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl tools_runtime::Approver for ScriptedApprover {
+    fn name(&self) -> String {
+        "scripted".to_owned()
+    }
+
+    async fn approve(
+        &self,
+        request: &tools_runtime::ApprovalRequest,
+    ) -> tools_runtime::ApprovalAnswer {
+        self.asked.lock().unwrap().push(request.clone());
+        if self.answers.lock().unwrap().remove(0) {
+            tools_runtime::ApprovalAnswer::Approved
+        } else {
+            tools_runtime::ApprovalAnswer::Denied { reason: Some("not today".to_owned()) }
+        }
+    }
+}
+
+/// A sink that cancels a run's token at the first event `when` picks (a cancellation at a
+/// known point of the run, without timing).
+#[derive(Debug)]
+pub struct CancelAt {
+    pub token: agent_core::CancellationToken,
+    pub when: fn(&Event) -> bool,
+}
+
+impl agent_core::EventSink for CancelAt {
+    fn record(&self, event: &Event) -> agent_core::Result<()> {
+        if (self.when)(event) {
+            self.token.cancel();
+        }
+        Ok(())
+    }
+}
+
+/// A user rule for the `sh` command line of a skill's script (scripts without the executable
+/// bit run as `sh SCRIPT ARGS`).
+pub fn script_rule(
+    fixture: &Fixture,
+    skill: &str,
+    script: &str,
+    decision: tools_runtime::Decision,
+) -> tools_runtime::PrefixRule {
+    let path = fixture.skills.join(skill).join(script).canonicalize().unwrap();
+    tools_runtime::PrefixRule {
+        prefix: vec!["sh".to_owned(), path.display().to_string()],
+        decision,
+    }
 }
