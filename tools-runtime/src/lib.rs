@@ -17,9 +17,10 @@
 //! 4. **Sandbox.** The command starts through a freshly exec'd helper process
 //!    (`tools-runtime-sandbox`), never through `pre_exec` in this multi-threaded process. The
 //!    helper joins per-run cgroups (`pids`, `memory`), unshares the network, sets rlimits,
-//!    drops to the workspace owner or `nobody` when started as root (every capability set
-//!    emptied; `RLIMIT_NPROC` then counts),
-//!    re-arms the parent-death signal, sets `no_new_privs`, applies Landlock (read where
+//!    drops to the workspace owner when started as root (every capability set emptied; a
+//!    root-owned workspace keeps uid 0 with locked securebits behind a read-only host, an IPC
+//!    namespace, narrowed Landlock reads and extra seccomp rules, see the README's "Running as
+//!    root"), re-arms the parent-death signal, sets `no_new_privs`, applies Landlock (read where
 //!    needed, write only the workspace and a private tmp; TCP and signals scoped) and seccomp
 //!    (ptrace, `process_vm_*`, io_uring, mount, bpf, kexec, modules, namespaces, x32 syscall
 //!    numbers, and non-Unix sockets when the network is off), closes every inherited file

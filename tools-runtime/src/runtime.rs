@@ -30,7 +30,8 @@ use crate::supervise::{
     protected_paths,
 };
 
-/// The uid and gid commands run as when the runtime runs as root (`nobody:nogroup`).
+/// The default `sandbox_user` (`nobody:nogroup`): who commands run as when the runtime runs as
+/// root and `run_as_workspace_owner` is off.
 pub const DEFAULT_SANDBOX_USER: (u32, u32) = (65534, 65534);
 
 /// Where the sandbox helper binary is.

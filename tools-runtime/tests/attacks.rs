@@ -917,18 +917,30 @@ fn set_mode(path: &std::path::Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// Held while a test plants in `/root/.ssh`: the root- and user-owned variants run in parallel,
+/// and one removing the directory it created must not pull it from under the other.
+static ROOT_SSH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+// Each `#[tokio::test]` has its own runtime on its own thread: the variant that waits for the
+// lock blocks only itself while the other runs on.
+#[allow(clippy::await_holding_lock)]
 async fn root_private_files_stay_unreadable(owner: Owner) {
     let fixture = Fixture::owned_by(owner);
     if !is_root() {
         eprintln!("not root: there are no root-owned private files to plant");
         return;
     }
+    let _root_ssh = ROOT_SSH.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut planted = Planted(Vec::new());
     let ssh = std::path::Path::new("/root/.ssh");
-    if !ssh.exists() {
-        std::fs::create_dir(ssh).unwrap();
-        set_mode(ssh, 0o700);
-        planted.0.push(ssh.to_path_buf());
+    match std::fs::create_dir(ssh) {
+        Ok(()) => {
+            set_mode(ssh, 0o700);
+            planted.0.push(ssh.to_path_buf());
+        }
+        // There already, or planted by a concurrent run of this suite in another process.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => panic!("cannot create {}: {error}", ssh.display()),
     }
     let key = ssh.join(format!("id_test-tools-runtime-{}-{owner:?}", std::process::id()));
     std::fs::write(&key, "PLANTED PRIVATE KEY\n").unwrap();
