@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [input, contender] = args.as_slice() else {
         eprintln!(
-            "usage: contenders INPUT CONTENDER   (CONTENDER: none, size, stream_json_one_chunk, stream_json_chunks_16, serde_json_value, actson_one_chunk, struson_skip, reparse_per_chunk_16)"
+            "usage: contenders INPUT CONTENDER   (CONTENDER: none, size, stream_json_one_chunk, stream_json_chunks_N, serde_json_value, actson_one_chunk, struson_skip, reparse_per_chunk_16)"
         );
         return ExitCode::from(2);
     };
@@ -48,6 +48,15 @@ fn main() -> ExitCode {
         "size" => println!("{}", document.len()),
         "stream_json_one_chunk" => _ = black_box(common::stream_json(&document, document.len())),
         "stream_json_chunks_16" => _ = black_box(common::stream_json(&document, 16)),
+        // Any chunk size, for the per-feed cost at 1 and 4 bytes.
+        other
+            if other
+                .strip_prefix("stream_json_chunks_")
+                .is_some_and(|n| n.parse::<usize>().is_ok_and(|n| n > 0)) =>
+        {
+            let size = other["stream_json_chunks_".len()..].parse().unwrap();
+            _ = black_box(common::stream_json(&document, size));
+        }
         "serde_json_value" => {
             _ = black_box(serde_json::from_slice::<serde_json::Value>(&document).unwrap());
         }

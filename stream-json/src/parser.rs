@@ -138,8 +138,12 @@ enum State {
     Colon,
     /// After a complete value: ',' or the closer, or (at the top) the end of input.
     AfterValue,
-    /// Inside a string (a key when `string_is_key`).
+    /// Inside a string (a key when `string_is_key`), between characters.
     String,
+    /// Inside a string, in an escape (`escape`) or a UTF-8 character (`utf8_need`) that the
+    /// previous chunk cut. Kept apart from `String` so a chunk that continues plain text
+    /// checks one state at entry.
+    StringCut,
     /// Inside a number.
     Number(Num),
     /// Inside `true`, `false` or `null`.
@@ -279,8 +283,9 @@ pub struct Parser {
 
     // Strings.
     string_is_key: bool,
-    /// Whether a value string is decoded into `text` (for a capture or deltas).
-    string_decode: bool,
+    /// Whether the string's decoded text is kept: always for a key (in `keys`), for a value
+    /// string only under a capture or deltas (in `text`).
+    string_keep: bool,
     string_deltas: bool,
     escape: Escape,
     /// Continuation bytes still needed by the current UTF-8 character.
@@ -326,53 +331,132 @@ const WHITESPACE: [bool; 256] = {
     table
 };
 
-/// Bytes that end a plain run inside a string: '"', '\\' and control characters. Non-ASCII
-/// bytes stay in the run and are validated as UTF-8 with the run.
-const STRING_SPECIAL: [bool; 256] = {
+/// Bytes that end a run of ASCII text inside a string: '"', '\\', control characters and
+/// non-ASCII bytes (which start a UTF-8 character to validate).
+const STRING_STOP: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
     while b < 256 {
-        table[b] = b < 0x20 || b == b'"' as usize || b == b'\\' as usize;
+        table[b] = b < 0x20 || b >= 0x80 || b == b'"' as usize || b == b'\\' as usize;
         b += 1;
     }
     table
 };
 
-/// Skips plain string bytes from `at`; returns the position of the first '"', '\\' or
-/// control character (or the chunk's end), and whether a non-ASCII byte was skipped.
+/// For each lead byte of a UTF-8 character: its length (0 when the byte cannot start a
+/// character) and the allowed range of its second byte (RFC 3629: no overlong forms, no
+/// surrogates, nothing above U+10FFFF). Later continuation bytes are 0x80 to 0xBF.
+const UTF8_LEAD: [(u8, u8, u8); 256] = {
+    let mut table = [(0, 0, 0); 256];
+    let mut b = 0xC2;
+    while b < 0xF5 {
+        table[b] = match b {
+            0xC2..=0xDF => (2, 0x80, 0xBF),
+            0xE0 => (3, 0xA0, 0xBF),
+            0xED => (3, 0x80, 0x9F),
+            0xE1..=0xEF => (3, 0x80, 0xBF),
+            0xF0 => (4, 0x90, 0xBF),
+            0xF4 => (4, 0x80, 0x8F),
+            _ => (4, 0x80, 0xBF),
+        };
+        b += 1;
+    }
+    table
+};
+
+/// Skips plain string text from `at`, validating UTF-8 as it goes; returns the position of
+/// the first '"', '\\' or control character, of the first byte of a UTF-8 character that is
+/// invalid or cut by the chunk's end, or the chunk's end.
 ///
-/// Eight bytes at a time (Mycroft's zero-byte test): the lowest flagged byte of a word is
-/// always a true match, so its position comes straight from `trailing_zeros`.
+/// ASCII text goes eight bytes at a time (Mycroft's zero-byte test): the lowest flagged byte
+/// of a word is always a true match, so its position comes straight from `trailing_zeros`.
+/// The last bytes of a chunk of 8 bytes or more are read as the chunk's last word,
+/// overlapping bytes before `at`, which are replaced by a plain byte.
 #[inline(always)]
-fn scan_plain(chunk: &[u8], mut at: usize) -> (usize, bool) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let mut high_bits = 0;
-    while let Some(bytes) = chunk.get(at..at + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(bytes);
-        let word = u64::from_le_bytes(word);
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        let special = ((quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (word.wrapping_sub(ONES * 0x20) & !word))
-            & HIGHS;
-        if special != 0 {
-            let first = special.trailing_zeros() as usize / 8;
-            // Only the bytes before the special one count as skipped.
-            let skipped = if first == 0 { 0 } else { word & (u64::MAX >> (64 - 8 * first)) };
-            return (at + first, (high_bits | skipped) & HIGHS != 0);
+fn scan_plain(chunk: &[u8], mut at: usize) -> usize {
+    let len = chunk.len();
+    loop {
+        at = loop {
+            if let Some(bytes) = chunk.get(at..at + 8) {
+                let stop = stop_bytes(load_word(bytes));
+                if stop != 0 {
+                    break at + stop.trailing_zeros() as usize / 8;
+                }
+                at += 8;
+                continue;
+            }
+            if at == len {
+                return len;
+            }
+            if let Some(start) = len.checked_sub(8) {
+                // The bytes before `at` become 'a' (not special, no borrow into the next byte).
+                let seen = below_byte(at - start);
+                let word = (load_word(&chunk[start..]) & !seen) | ((ONES * u64::from(b'a')) & seen);
+                let stop = stop_bytes(word);
+                if stop == 0 {
+                    return len;
+                }
+                break start + stop.trailing_zeros() as usize / 8;
+            }
+            while at < len && !STRING_STOP[chunk[at] as usize] {
+                at += 1;
+            }
+            if at == len {
+                return len;
+            }
+            break at;
+        };
+        if chunk[at] < 0x80 {
+            return at;
         }
-        high_bits |= word;
-        at += 8;
+        match utf8_char_len(chunk, at) {
+            Some(char_len) => at += char_len,
+            None => return at,
+        }
     }
-    let mut high_byte = 0;
-    while at < chunk.len() && !STRING_SPECIAL[chunk[at] as usize] {
-        high_byte |= chunk[at];
-        at += 1;
+}
+
+/// The length of the UTF-8 character starting with the non-ASCII byte at `at`, when it is
+/// valid and complete in `chunk`.
+#[inline(always)]
+fn utf8_char_len(chunk: &[u8], at: usize) -> Option<usize> {
+    let (char_len, low, high) = UTF8_LEAD[chunk[at] as usize];
+    let char_len = usize::from(char_len);
+    let rest = chunk.get(at + 1..at + char_len)?;
+    let (&second, later) = rest.split_first()?;
+    if second < low || second > high || later.iter().any(|&byte| byte & 0xC0 != 0x80) {
+        return None;
     }
-    (at, high_bits & HIGHS != 0 || high_byte >= 0x80)
+    Some(char_len)
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+#[inline(always)]
+fn load_word(bytes: &[u8]) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(word)
+}
+
+/// The high bit of every byte of `word` that is '"', '\\', a control character or
+/// non-ASCII, and maybe of bytes above the first such byte.
+#[inline(always)]
+fn stop_bytes(word: u64) -> u64 {
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    (quote.wrapping_sub(ONES)
+        | backslash.wrapping_sub(ONES)
+        | word.wrapping_sub(ONES * 0x20)
+        | word)
+        & HIGHS
+}
+
+/// A mask of the bytes of a word before byte `n` (0 to 7).
+#[inline(always)]
+fn below_byte(n: usize) -> u64 {
+    (1u64 << (8 * n)).wrapping_sub(1)
 }
 
 /// Four hex digits as a number.
@@ -405,7 +489,7 @@ impl Parser {
             selected: false,
             active: Vec::new(),
             string_is_key: false,
-            string_decode: false,
+            string_keep: false,
             string_deltas: false,
             escape: Escape::None,
             utf8_need: 0,
@@ -468,21 +552,47 @@ impl Parser {
     ///
     /// Chunks may split the document anywhere (inside a string, an escape, a UTF-8 character,
     /// a number). After an error the parser stays failed and returns the same error again.
+    #[inline(always)]
     pub fn feed<H: Handler + ?Sized>(&mut self, chunk: &[u8], handler: &mut H) -> Result<()> {
-        // A failed parser is also in the `Finished` state: one check on the hot path.
+        // Most pieces of a token stream are plain text inside one string: they take this
+        // short path, inlined into the caller's loop; everything else goes through one call
+        // of `feed_general`.
+        let mut scanned = 0;
+        if self.state == State::String {
+            scanned = scan_plain(chunk, 0);
+            if scanned == chunk.len() {
+                self.push_string_bytes(chunk);
+                // At the end of a chunk inside a string, only a raw capture and deltas have
+                // work to do (see `end_chunk`).
+                if self.raw_open > 0 || self.string_deltas {
+                    self.end_chunk(chunk, handler);
+                }
+                self.offset += chunk.len() as u64;
+                return Ok(());
+            }
+        }
+        self.feed_general(chunk, scanned, handler)
+    }
+
+    /// [`feed`](Parser::feed) beyond its short path. When the parser is inside a string,
+    /// `chunk[..scanned]` is plain, valid text, already scanned.
+    #[inline(never)]
+    fn feed_general<H: Handler + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        scanned: usize,
+        handler: &mut H,
+    ) -> Result<()> {
+        // A failed parser is also in the `Finished` state.
         if self.state == State::Finished {
             return Err(self.failed.clone().unwrap_or(Error::AlreadyFinished));
         }
         self.started = true;
-        let result = if self.state == State::String
-            && self.escape == Escape::None
-            && self.utf8_need == 0
-            && let (scanned, non_ascii) = scan_plain(chunk, 0)
-            && scanned == chunk.len()
-        {
-            // Most pieces of a token stream are plain text inside one string: a short path
-            // for them, around the general state loop.
-            self.string_plain(chunk, non_ascii, handler)
+        let result = if self.state == State::String {
+            match self.string_scanned(chunk, 0, scanned, handler) {
+                Ok(at) => self.run(chunk, at, handler),
+                Err(stop) => Err(stop),
+            }
         } else {
             self.run(chunk, 0, handler)
         };
@@ -571,8 +681,10 @@ impl Parser {
             State::Key => "a string key",
             State::Colon => "':'",
             State::AfterValue => after_value,
-            State::String if self.string_is_key => "the rest of the key and its closing '\"'",
-            State::String => "the rest of the string and its closing '\"'",
+            State::String | State::StringCut if self.string_is_key => {
+                "the rest of the key and its closing '\"'"
+            }
+            State::String | State::StringCut => "the rest of the string and its closing '\"'",
             State::Number(num) if num.can_end() => after_value,
             State::Number(_) => "more digits of the number",
             State::Literal => "the rest of the literal",
@@ -588,6 +700,7 @@ impl Parser {
 
     /// Parses one chunk from `at`. `raw_mark` and `number_mark` are 0 here: `end_chunk` resets them
     /// after keeping what an open capture needs, and they are set when a capture starts.
+    #[inline(always)]
     fn run<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
@@ -598,6 +711,7 @@ impl Parser {
         while at < len {
             at = match self.state {
                 State::String => self.string(chunk, at, handler)?,
+                State::StringCut => self.string_cut(chunk, at)?,
                 State::Number(num) => self.number(chunk, at, num, handler)?,
                 State::Literal => self.literal(chunk, at, handler)?,
                 State::Value
@@ -640,11 +754,12 @@ impl Parser {
             self.number_text.extend_from_slice(&chunk[self.number_mark.min(len)..]);
         }
         self.number_mark = 0;
-        if self.state == State::String && self.string_deltas {
+        if matches!(self.state, State::String | State::StringCut) && self.string_deltas {
             self.flush_delta(handler);
         }
     }
 
+    #[inline(always)]
     fn structural<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
@@ -705,12 +820,13 @@ impl Parser {
                 }
             }
             State::Finished => Err(self.fail_syntax(chunk, at, "expected end of input")),
-            State::String | State::Number(_) | State::Literal => {
+            State::String | State::StringCut | State::Number(_) | State::Literal => {
                 Err(self.fail_syntax(chunk, at, "internal error: not a structural state"))
             }
         }
     }
 
+    #[inline(always)]
     fn start_value<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
@@ -752,7 +868,7 @@ impl Parser {
             b'"' => {
                 self.begin_value(ValueKind::String, chunk, at, handler);
                 self.string_is_key = false;
-                self.string_decode = self.string_deltas || self.building_depth.is_some();
+                self.string_keep = self.string_deltas || self.building_depth.is_some();
                 self.text.clear();
                 self.delta_from = 0;
                 self.state = State::String;
@@ -896,6 +1012,7 @@ impl Parser {
 
     fn start_key(&mut self) {
         self.string_is_key = true;
+        self.string_keep = true;
         self.string_deltas = false;
         self.key_truncated = false;
         if let Some(frame) = self.frames.last_mut() {
@@ -1071,9 +1188,16 @@ impl Parser {
         self.delta_from = end;
     }
 
-    /// Appends decoded string bytes to the key buffer or the text buffer.
-    #[inline]
+    /// Appends decoded string bytes to the key buffer or the text buffer, when the string's
+    /// text is kept.
+    #[inline(always)]
     fn push_string_bytes(&mut self, bytes: &[u8]) {
+        if self.string_keep {
+            self.keep_string_bytes(bytes);
+        }
+    }
+
+    fn keep_string_bytes(&mut self, bytes: &[u8]) {
         if self.string_is_key {
             let key_start = self.frames.last().map_or(0, |frame| frame.key_start);
             let used = self.keys.len().saturating_sub(key_start);
@@ -1084,7 +1208,7 @@ impl Parser {
             } else {
                 self.keys.extend_from_slice(bytes);
             }
-        } else if self.string_decode {
+        } else {
             self.text.extend_from_slice(bytes);
         }
     }
@@ -1095,65 +1219,62 @@ impl Parser {
     }
 
     /// Inside a string, from `at`; returns where parsing continues.
-    ///
-    /// UTF-8 is validated once per string and chunk (escapes are ASCII, so validating the raw
-    /// bytes is the same as validating the text), and before any error is reported, so the
-    /// first error in byte order is the one reported, whatever the chunking.
+    #[inline]
     fn string<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
+        at: usize,
+        handler: &mut H,
+    ) -> Result<usize, Stop> {
+        let scanned = scan_plain(chunk, at);
+        self.string_scanned(chunk, at, scanned, handler)
+    }
+
+    /// Inside a string: `chunk[from..at]` is plain, valid text, already scanned; goes on from
+    /// `at`; returns where parsing continues.
+    ///
+    /// UTF-8 is validated as the text is scanned (escapes are ASCII, so validating the raw
+    /// bytes is the same as validating the text), so the first error in byte order is the one
+    /// reported, whatever the chunking.
+    #[inline(always)]
+    fn string_scanned<H: Handler + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        from: usize,
         mut at: usize,
         handler: &mut H,
     ) -> Result<usize, Stop> {
         let len = chunk.len();
-        let mut run_start = at;
-        let mut unchecked_from = at;
-        let mut non_ascii = false;
-        while at < len {
-            if self.escape != Escape::None {
-                at = self.escape(chunk, at)?;
-                run_start = at;
-                unchecked_from = at;
-                continue;
-            }
-            if self.utf8_need > 0 {
-                // A character split by the previous chunk boundary: its remaining bytes.
-                at = self.utf8_slow(chunk, at, len.min(at + usize::from(self.utf8_need)))?;
-                unchecked_from = at;
-                continue;
-            }
-            let found_non_ascii;
-            (at, found_non_ascii) = scan_plain(chunk, at);
-            non_ascii |= found_non_ascii;
-            if at == len {
-                break;
-            }
-            if chunk[at] == b'\\' {
-                self.push_string_bytes(&chunk[run_start..at]);
-                run_start = at;
-                if let Some(after) = self.escape_in_chunk(chunk, at) {
-                    at = after;
-                    run_start = at;
-                    continue;
-                }
-            }
-            // A closing quote, an escape cut by the chunk end (or invalid), or an error.
-            self.check_utf8(chunk, unchecked_from, at, non_ascii)?;
-            non_ascii = false;
-            if self.utf8_need > 0 {
-                return Err(self.fail_syntax(chunk, at, "invalid UTF-8 in string"));
-            }
-            match chunk[at] {
+        let mut run_start = from;
+        loop {
+            let Some(&byte) = chunk.get(at) else {
+                self.push_string_bytes(&chunk[run_start..len]);
+                return Ok(len);
+            };
+            match byte {
                 b'"' => {
                     self.push_string_bytes(&chunk[run_start..at]);
                     return self.end_string(chunk, at + 1, handler);
                 }
                 b'\\' => {
                     self.push_string_bytes(&chunk[run_start..at]);
+                    if let Some(after) = self.escape_in_chunk(chunk, at) {
+                        run_start = after;
+                        at = scan_plain(chunk, after);
+                        continue;
+                    }
+                    // Cut by the chunk end (or invalid): byte by byte from here.
                     self.escape = Escape::Backslash;
-                    at += 1;
-                    run_start = at;
-                    unchecked_from = at;
+                    self.state = State::StringCut;
+                    return self.string_cut(chunk, at + 1);
+                }
+                0x80.. => {
+                    // A UTF-8 character cut by the chunk end, or invalid: byte by byte from here.
+                    self.utf8_slow(chunk, at, len)?;
+                    debug_assert!(self.utf8_need > 0, "scan_plain stopped at a whole character");
+                    self.push_string_bytes(&chunk[run_start..len]);
+                    self.state = State::StringCut;
+                    return Ok(len);
                 }
                 _ => {
                     return Err(self.fail_syntax(
@@ -1164,45 +1285,24 @@ impl Parser {
                 }
             }
         }
-        self.check_utf8(chunk, unchecked_from, len, non_ascii)?;
-        if run_start < len {
-            self.push_string_bytes(&chunk[run_start..len]);
-        }
-        Ok(len)
     }
 
-    /// The whole chunk is plain text inside a string (with a non-ASCII byte when
-    /// `non_ascii`).
-    #[inline(always)]
-    fn string_plain<H: Handler + ?Sized>(
-        &mut self,
-        chunk: &[u8],
-        non_ascii: bool,
-        handler: &mut H,
-    ) -> Result<(), Stop> {
-        self.check_utf8(chunk, 0, chunk.len(), non_ascii)?;
-        if self.string_is_key || self.string_decode {
-            self.push_string_bytes(chunk);
+    /// Inside an escape or a UTF-8 character that a chunk boundary cut, from `at`: consumes
+    /// its remaining bytes (as many as this chunk has); returns where parsing continues.
+    #[cold]
+    fn string_cut(&mut self, chunk: &[u8], at: usize) -> Result<usize, Stop> {
+        let at = if self.escape != Escape::None {
+            self.escape(chunk, at)?
+        } else {
+            let end =
+                self.utf8_slow(chunk, at, chunk.len().min(at + usize::from(self.utf8_need)))?;
+            self.push_string_bytes(&chunk[at..end]);
+            end
+        };
+        if self.escape == Escape::None && self.utf8_need == 0 {
+            self.state = State::String;
         }
-        self.end_chunk_if_capturing(chunk, handler);
-        Ok(())
-    }
-
-    /// Validates `chunk[from..to]` as UTF-8 (when it has non-ASCII bytes); a character cut
-    /// at `to` stays pending.
-    #[inline]
-    fn check_utf8(
-        &mut self,
-        chunk: &[u8],
-        from: usize,
-        to: usize,
-        non_ascii: bool,
-    ) -> Result<(), Stop> {
-        if non_ascii && let Err(error) = std::str::from_utf8(&chunk[from..to]) {
-            // Find the exact offending byte, or keep a character cut by the chunk end.
-            self.utf8_slow(chunk, from + error.valid_up_to(), to)?;
-        }
-        Ok(())
+        Ok(at)
     }
 
     /// Decodes the escape starting with the '\\' at `at` when it is complete and valid inside
@@ -1239,14 +1339,14 @@ impl Parser {
                     0xDC00..=0xDFFF => return None,
                     _ => (u32::from(code), at + 6),
                 };
-                if self.string_is_key || self.string_decode {
+                if self.string_keep {
                     self.push_string_char(char::from_u32(scalar)?);
                 }
                 return Some(after);
             }
             _ => return None,
         };
-        if self.string_is_key || self.string_decode {
+        if self.string_keep {
             self.push_string_char(decoded);
         }
         Some(at + 2)
@@ -1298,6 +1398,7 @@ impl Parser {
         }
     }
 
+    #[inline(always)]
     fn end_string<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
@@ -1437,6 +1538,7 @@ impl Parser {
     }
 
     /// Inside a number, from `at`; returns where parsing continues.
+    #[inline(always)]
     fn number<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
@@ -1512,6 +1614,7 @@ impl Parser {
     }
 
     /// Inside `true`, `false` or `null`, from `at`; returns where parsing continues.
+    #[inline(always)]
     fn literal<H: Handler + ?Sized>(
         &mut self,
         chunk: &[u8],
