@@ -49,6 +49,7 @@ fn main() -> std::process::ExitCode {
             a_model_summary_after_compaction_is_one_counted_call,
             secrets_from_env_config_and_script_output_never_reach_the_run_directory,
             events_are_numbered_enveloped_and_reach_every_sink,
+            a_runs_directory_inside_the_workspace_is_read_only_to_scripts,
         ],
         tests![redacting_child],
     )
@@ -1372,5 +1373,44 @@ async fn events_are_numbered_enveloped_and_reach_every_sink() -> anyhow::Result<
         shown.contains("completed · 3 turns · 3 model calls · 2 tool calls · 1 scripts"),
         "{shown}"
     );
+    Ok(())
+}
+
+async fn a_runs_directory_inside_the_workspace_is_read_only_to_scripts() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    // Tries to append to every file of every run, and to plant a file among the runs.
+    fixture.script(
+        "toolbox",
+        "scripts/tamper.sh",
+        "status=0\nfor file in runs/*/events.jsonl runs/*/inputs/request.txt; do\n  \
+         echo tampered >> \"$file\" || status=1\ndone\necho planted > runs/planted.txt || status=1\n\
+         exit $status",
+    );
+    let runs = fixture.workspace.join("runs");
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("tamper", &[]),
+        answer("The run directory stayed as it was."),
+    ]));
+    let builder = fixture.agent(&model, AgentConfig::default()).runs_dir(&runs);
+    let ran = fixture.run(builder, "Tamper with the runs").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.statuses(), ["ok", "failed"]);
+    let refused = &ran.observations()[1].1;
+    for target in [
+        format!("runs/{}/events.jsonl", ran.result.run_id),
+        format!("runs/{}/inputs/request.txt", ran.result.run_id),
+        "runs/planted.txt".to_owned(),
+    ] {
+        assert!(refused.contains(&format!("cannot create {target}: ")), "{refused}");
+    }
+    assert!(!runs.join("planted.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(ran.run_dir.join("inputs/request.txt"))?,
+        "Tamper with the runs"
+    );
+    let text = std::fs::read_to_string(ran.run_dir.join("events.jsonl"))?;
+    assert!(!text.contains("tampered\n"), "events.jsonl was not written to by the script");
+    assert!(ran.run_dir.join("artifacts").is_dir());
     Ok(())
 }
