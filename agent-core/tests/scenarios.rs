@@ -36,6 +36,7 @@ fn main() -> std::process::ExitCode {
             the_deterministic_answer_stands_in_when_the_degraded_call_fails,
             identical_failing_actions_end_the_run_as_stuck,
             failures_of_one_kind_past_their_cap_end_the_run,
+            each_failure_kind_has_its_own_retry_cap,
             every_failure_is_an_observation_of_its_kind,
             model_errors_past_their_cap_end_the_run_as_an_error,
             a_cancelled_run_ends_without_a_model_call,
@@ -550,6 +551,62 @@ async fn failures_of_one_kind_past_their_cap_end_the_run() -> anyhow::Result<()>
         degraded_prompt(&model)
             .starts_with("The run must stop now: 3 failed failures in a row (cap 2).")
     );
+    Ok(())
+}
+
+async fn each_failure_kind_has_its_own_retry_cap() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/deny.sh", "echo should not run");
+    let mut runtime = fixture.runtime();
+    runtime.policy.rules = tools_runtime::RuleSet {
+        rules: vec![common::script_rule(
+            &fixture,
+            "toolbox",
+            "scripts/deny.sh",
+            tools_runtime::Decision::Forbidden,
+        )],
+        default: tools_runtime::Decision::Allow,
+    };
+    let load = |path: &str| call("load_resource", json!({"skill": "notes", "path": path}));
+    // Two different failing actions of one kind in a row, each kind capped at one.
+    let cases: [(&str, [MockReply; 2]); 6] = [
+        ("invalid_action", [call("teleport", json!({})), call("fly", json!({}))]),
+        ("refused", [load("reference.md"), load("other.md")]),
+        ("denied", [tool("deny", &["a"]), tool("deny", &["b"])]),
+        ("failed", [tool("fail", &["a"]), tool("fail", &["b"])]),
+        ("timeout", [tool("sleep", &["5"]), tool("sleep", &["6"])]),
+        ("model_error", [MockReply::error("timeout", true), MockReply::error("reset", true)]),
+    ];
+    for (kind, [first, second]) in cases {
+        let model = Arc::new(MockModel::new(vec![
+            select("toolbox"),
+            first,
+            second,
+            MockReply::text(&format!("Stopped after two {kind} failures.")),
+        ]));
+        let mut config = AgentConfig::default();
+        config.scripts.timeout_ms = 200;
+        config.guard.stuck_repeats = 10;
+        config.guard.retry_caps = agent_core::RetryCaps {
+            model_error: 1,
+            invalid_action: 1,
+            refused: 1,
+            failed: 1,
+            timeout: 1,
+        };
+        let builder = fixture.agent(&model, config).runtime(runtime.clone());
+        let ran = fixture.run(builder, "Fail twice").await?;
+        let expected = if kind == "model_error" { Outcome::Error } else { Outcome::Stuck };
+        assert_eq!(ran.result.outcome, expected, "{kind}");
+        assert_eq!(ran.statuses(), ["ok", kind, kind], "{kind}");
+        assert_eq!(ran.result.final_text, format!("Stopped after two {kind} failures."));
+        assert!(
+            degraded_prompt(&model).starts_with(&format!(
+                "The run must stop now: 2 {kind} failures in a row (cap 1)."
+            )),
+            "{kind}"
+        );
+    }
     Ok(())
 }
 
