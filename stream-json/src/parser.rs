@@ -144,8 +144,8 @@ enum State {
     /// previous chunk cut. Kept apart from `String` so a chunk that continues plain text
     /// checks one state at entry.
     StringCut,
-    /// Inside a number.
-    Number(Num),
+    /// Inside a number (where in it: `num`).
+    Number,
     /// Inside `true`, `false` or `null`.
     Literal,
     /// `finish` succeeded.
@@ -301,6 +301,7 @@ pub struct Parser {
     delta_from: usize,
 
     // Numbers and literals.
+    num: Num,
     number_offset: u64,
     number_text: Vec<u8>,
     number_mark: usize,
@@ -498,6 +499,7 @@ impl Parser {
             utf8_high: 0,
             text: Vec::new(),
             delta_from: 0,
+            num: Num::Zero,
             number_offset: 0,
             number_text: Vec::new(),
             number_mark: 0,
@@ -616,8 +618,8 @@ impl Parser {
         self.started = true;
         self.raw_mark = 0;
         self.number_mark = 0;
-        if let State::Number(num) = self.state
-            && num.can_end()
+        if self.state == State::Number
+            && self.num.can_end()
             && self.frames.is_empty()
             && let Err(Stop) = self.end_number(&[], 0, handler)
         {
@@ -685,8 +687,8 @@ impl Parser {
                 "the rest of the key and its closing '\"'"
             }
             State::String | State::StringCut => "the rest of the string and its closing '\"'",
-            State::Number(num) if num.can_end() => after_value,
-            State::Number(_) => "more digits of the number",
+            State::Number if self.num.can_end() => after_value,
+            State::Number => "more digits of the number",
             State::Literal => "the rest of the literal",
             State::Finished => "nothing",
         };
@@ -712,7 +714,7 @@ impl Parser {
             at = match self.state {
                 State::String => self.string(chunk, at, handler)?,
                 State::StringCut => self.string_cut(chunk, at)?,
-                State::Number(num) => self.number(chunk, at, num, handler)?,
+                State::Number => self.number(chunk, at, handler)?,
                 State::Literal => self.literal(chunk, at, handler)?,
                 State::Value
                 | State::ValueOrArrayEnd
@@ -748,9 +750,7 @@ impl Parser {
             self.raw.extend_from_slice(&chunk[self.raw_mark.min(len)..]);
         }
         self.raw_mark = 0;
-        if let State::Number(_) = self.state
-            && self.building_depth.is_some()
-        {
+        if self.state == State::Number && self.building_depth.is_some() {
             self.number_text.extend_from_slice(&chunk[self.number_mark.min(len)..]);
         }
         self.number_mark = 0;
@@ -820,7 +820,7 @@ impl Parser {
                 }
             }
             State::Finished => Err(self.fail_syntax(chunk, at, "expected end of input")),
-            State::String | State::StringCut | State::Number(_) | State::Literal => {
+            State::String | State::StringCut | State::Number | State::Literal => {
                 Err(self.fail_syntax(chunk, at, "internal error: not a structural state"))
             }
         }
@@ -878,11 +878,12 @@ impl Parser {
                 self.number_offset = self.offset + at as u64;
                 self.number_text.clear();
                 self.number_mark = at;
-                self.state = State::Number(match byte {
+                self.num = match byte {
                     b'-' => Num::Minus,
                     b'0' => Num::Zero,
                     _ => Num::Int,
-                });
+                };
+                self.state = State::Number;
             }
             b't' | b'f' | b'n' => {
                 let (kind, literal): (ValueKind, &'static [u8]) = match byte {
@@ -1543,10 +1544,10 @@ impl Parser {
         &mut self,
         chunk: &[u8],
         mut at: usize,
-        mut num: Num,
         handler: &mut H,
     ) -> Result<usize, Stop> {
         let len = chunk.len();
+        let mut num = self.num;
         while at < len {
             let byte = chunk[at];
             num = match (num, byte) {
@@ -1581,7 +1582,7 @@ impl Parser {
             };
             at += 1;
         }
-        self.state = State::Number(num);
+        self.num = num;
         Ok(len)
     }
 
