@@ -903,7 +903,7 @@ impl Parser {
 
     /// Works out which subscriptions the next value (whose path is the current location)
     /// matches exactly, and which it is a proper prefix of.
-    #[inline]
+    #[inline(always)]
     fn select(&mut self) {
         self.pending_exact.clear();
         self.pending_prefix.clear();
@@ -952,7 +952,7 @@ impl Parser {
     }
 
     /// A value starts at `at`: emit `Started`, open its captures.
-    #[inline]
+    #[inline(always)]
     fn begin_value<H: Handler + ?Sized>(
         &mut self,
         kind: ValueKind,
@@ -1024,6 +1024,7 @@ impl Parser {
     }
 
     /// A key is complete: the location now includes it.
+    #[inline(always)]
     fn end_key<H: Handler + ?Sized>(&mut self, handler: &mut H) {
         if let Some(frame) = self.frames.last_mut() {
             frame.has_child = true;
