@@ -90,8 +90,16 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
         space.note = Some("a skill was just selected: use it or answer".to_owned());
     }
     for skill in &state.selected {
-        if !skill.resources.is_empty() {
-            space.load.push((skill.name.clone(), skill.resources.clone()));
+        // A file already read whole is in the transcript: offering it again only invites the
+        // small models' habit of repeating their last action.
+        let unread: Vec<String> = skill
+            .resources
+            .iter()
+            .filter(|path| !loaded_whole(state, &skill.name, path))
+            .cloned()
+            .collect();
+        if !unread.is_empty() {
+            space.load.push((skill.name.clone(), unread));
         }
         if !skill.scripts.is_empty() && state.counters.script_runs < config.budgets.max_script_runs
         {
@@ -100,6 +108,15 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
     }
     space.recall = state.compacted.clone();
     space
+}
+
+/// Whether `skill`'s `path` was already loaded whole (no section) with success.
+fn loaded_whole(state: &RunState, skill: &str, path: &str) -> bool {
+    state.actions.iter().any(|record| {
+        record.status == ObservationStatus::Ok
+            && matches!(&record.action, Some(Action::LoadResource { skill: loaded, path: read, section: None })
+                if loaded == skill && read == path)
+    })
 }
 
 /// What the guard says about an action.
@@ -158,6 +175,14 @@ pub(crate) fn check(
             if state.selected_skill(skill).is_none() {
                 return refused(format!(
                     "skill `{skill}` is not selected: select_skills it before using its files"
+                ));
+            }
+            if let Action::LoadResource { path, section: None, .. } = action
+                && loaded_whole(state, skill, path)
+            {
+                return refused(format!(
+                    "`{path}` of skill `{skill}` was already loaded in full (see the earlier \
+                     observation): use it or answer"
                 ));
             }
             if matches!(action, Action::RunScript { .. })

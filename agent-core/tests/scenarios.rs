@@ -27,6 +27,7 @@ fn main() -> std::process::ExitCode {
             more_skill_bodies_than_the_turn_allows_are_refused,
             files_of_an_unselected_skill_are_refused_until_it_is_selected,
             only_the_scripts_of_a_selected_skill_can_run,
+            a_file_read_in_full_is_not_offered_again,
             a_second_select_straight_after_a_select_is_outside_the_action_space,
             the_turn_limit_ends_the_run_with_a_degraded_answer,
             the_tool_call_limit_counts_refused_calls_too,
@@ -285,6 +286,41 @@ async fn only_the_scripts_of_a_selected_skill_can_run() -> anyhow::Result<()> {
         requests[1].tools[1].parameters["properties"]["script"]["enum"],
         json!(["scripts/count.py"])
     );
+    Ok(())
+}
+
+async fn a_file_read_in_full_is_not_offered_again() -> anyhow::Result<()> {
+    let fixture = csv_fixture();
+    fixture.file("csv-stats", "reference.md", "# Reference\nColumns are comma separated.\n");
+    fixture.file("csv-stats", "notes.md", "# Notes\n");
+    let load = || call("load_resource", json!({"skill": "csv-stats", "path": "reference.md"}));
+    let model = Arc::new(MockModel::new(vec![
+        select("csv-stats"),
+        load(),
+        // Small models repeat their last action verbatim.
+        load(),
+        answer("Comma separated."),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let observations = ran.observations();
+    assert_eq!(observations[1].0, "ok");
+    assert_eq!(
+        observations[2],
+        (
+            "refused".to_owned(),
+            "`reference.md` of skill `csv-stats` was already loaded in full (see the earlier \
+             observation): use it or answer"
+                .to_owned()
+        )
+    );
+    let requests = model.requests();
+    let paths = |request: &ChatRequest| {
+        let tool = request.tools.iter().find(|tool| tool.name == "load_resource");
+        tool.map(|tool| tool.parameters["properties"]["path"]["enum"].clone())
+    };
+    assert_eq!(paths(&requests[1]), Some(json!(["notes.md", "reference.md"])));
+    assert_eq!(paths(&requests[2]), Some(json!(["notes.md"])), "the read file is gone");
     Ok(())
 }
 

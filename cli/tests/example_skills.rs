@@ -58,9 +58,9 @@ fn example_skills_index_in_strict_mode_without_diagnostics() -> Result<()> {
     Ok(())
 }
 
-/// `python3 -m unittest discover` on the skill's `tests/` folder: it must run tests and pass.
+/// `python3 -m unittest discover` on `examples/skill-tests/<skill>/`: it must run tests and pass.
 fn skill_tests_pass(skill: &str) -> Result<()> {
-    let tests = examples().join("skills").join(skill).join("tests");
+    let tests = examples().join("skill-tests").join(skill);
     let Some(output) = output_unless_no_python(
         Command::new("python3")
             .args(["-m", "unittest", "discover", "-s"])

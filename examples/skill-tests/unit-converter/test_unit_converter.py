@@ -1,6 +1,6 @@
 """Tests for scripts/convert.py: the script runs as a subprocess in a temporary workspace.
 
-Run: python3 -m unittest discover -s examples/skills/unit-converter/tests
+Run: python3 -m unittest discover -s examples/skill-tests/unit-converter
 """
 
 import os
@@ -11,7 +11,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "convert.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "skills" / "unit-converter" / "scripts" / "convert.py"
 USAGE = "usage: convert.py"
 
 

@@ -1,6 +1,6 @@
 """Tests for scripts/csv_summary.py: the script runs as a subprocess in a temporary workspace.
 
-Run: python3 -m unittest discover -s examples/skills/csv-summary/tests
+Run: python3 -m unittest discover -s examples/skill-tests/csv-summary
 """
 
 import os
@@ -11,7 +11,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "csv_summary.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "skills" / "csv-summary" / "scripts" / "csv_summary.py"
 
 
 class CsvSummaryTest(unittest.TestCase):

@@ -1,6 +1,6 @@
 """Tests for scripts/find_files.py: the script runs as a subprocess in a temporary workspace.
 
-Run: python3 -m unittest discover -s examples/skills/file-finder/tests
+Run: python3 -m unittest discover -s examples/skill-tests/file-finder
 """
 
 import os
@@ -11,7 +11,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "find_files.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "skills" / "file-finder" / "scripts" / "find_files.py"
 USAGE = "usage: find_files.py"
 
 
