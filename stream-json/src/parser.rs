@@ -1296,15 +1296,29 @@ impl Parser {
         let at = if self.escape != Escape::None {
             self.escape(chunk, at)?
         } else {
-            let end =
-                self.utf8_slow(chunk, at, chunk.len().min(at + usize::from(self.utf8_need)))?;
-            self.push_string_bytes(&chunk[at..end]);
-            end
+            self.utf8_cut(chunk, at)?
         };
         if self.escape == Escape::None && self.utf8_need == 0 {
             self.state = State::String;
         }
         Ok(at)
+    }
+
+    /// The rest of a UTF-8 character that a chunk boundary cut, from `at`.
+    fn utf8_cut(&mut self, chunk: &[u8], at: usize) -> Result<usize, Stop> {
+        let need = usize::from(self.utf8_need);
+        if let Some(rest) = chunk.get(at..at + need)
+            && let Some((&next, later)) = rest.split_first()
+            && (self.utf8_low..=self.utf8_high).contains(&next)
+            && later.iter().all(|&byte| byte & 0xC0 == 0x80)
+        {
+            (self.utf8_need, self.utf8_seen) = (0, 0);
+            self.push_string_bytes(rest);
+            return Ok(at + need);
+        }
+        let end = self.utf8_slow(chunk, at, chunk.len().min(at + need))?;
+        self.push_string_bytes(&chunk[at..end]);
+        Ok(end)
     }
 
     /// Decodes the escape starting with the '\\' at `at` when it is complete and valid inside
