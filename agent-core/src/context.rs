@@ -53,6 +53,12 @@ pub(crate) struct Context {
     entries: Vec<Entry>,
     /// The body hash absorbed up to the end of the transcript (see [`Context::fingerprint`]).
     prefix_hash: Option<PrefixHash>,
+    /// The messages of the last request, handed back by [`Context::recycle`]: system, task and
+    /// the transcript as it was then. The next request appends what came since instead of
+    /// cloning the whole transcript again. Compaction drops it.
+    spare: Option<Vec<Message>>,
+    /// The transcript length when [`Context::messages`] last lent its messages out.
+    lent_at: Option<usize>,
 }
 
 /// SHA-256 state after `{"model":…,"messages":[system,task,entry…` for the first `entries`
@@ -114,7 +120,7 @@ fn whole_body_fingerprint(request: &ChatRequest) -> Result<Fingerprint> {
 
 impl Context {
     pub(crate) fn new(system: String, task: String) -> Context {
-        Context { system, task, entries: Vec::new(), prefix_hash: None }
+        Context { system, task, entries: Vec::new(), prefix_hash: None, spare: None, lent_at: None }
     }
 
     /// Appends a message that is not an observation (the model's answer).
@@ -152,16 +158,36 @@ impl Context {
         });
     }
 
-    /// The messages of a request: system, task, transcript, then `note` (if any).
-    pub(crate) fn messages(&self, note: Option<&str>) -> Vec<Message> {
-        let mut messages = Vec::with_capacity(self.entries.len() + 3);
-        messages.push(Message::system(self.system.clone()));
-        messages.push(Message::user(self.task.clone()));
-        messages.extend(self.entries.iter().map(|entry| entry.message.clone()));
+    /// The messages of a request: system, task, transcript, then `note` (if any). Hand them
+    /// back with [`Context::recycle`] after the call, so the next request reuses them.
+    pub(crate) fn messages(&mut self, note: Option<&str>) -> Vec<Message> {
+        let mut messages = match self.spare.take() {
+            Some(spare) => spare,
+            None => {
+                let mut messages = Vec::with_capacity(self.entries.len() + 3);
+                messages.push(Message::system(self.system.clone()));
+                messages.push(Message::user(self.task.clone()));
+                messages
+            }
+        };
+        let copied = messages.len() - 2;
+        messages.extend(self.entries[copied..].iter().map(|entry| entry.message.clone()));
         if let Some(note) = note {
             messages.push(Message::user(note.to_owned()));
         }
+        self.lent_at = Some(self.entries.len());
         messages
+    }
+
+    /// Takes back the messages of the last [`Context::messages`] (whatever followed the
+    /// transcript is dropped). Messages lent before a compaction are dropped whole.
+    pub(crate) fn recycle(&mut self, mut messages: Vec<Message>) {
+        if let Some(entries) = self.lent_at.take()
+            && messages.len() >= entries + 2
+        {
+            messages.truncate(entries + 2);
+            self.spare = Some(messages);
+        }
     }
 
     /// Characters of the system message, the task and the transcript.
@@ -291,6 +317,8 @@ impl Context {
             return None;
         }
         self.prefix_hash = None;
+        self.spare = None;
+        self.lent_at = None;
         Some(Compaction { before_chars, after_chars: self.chars(), compacted })
     }
 }
@@ -330,6 +358,43 @@ mod tests {
         assert!(text.contains("observations/1.txt"), "{text}");
         assert_eq!(after[9], before[9]);
         assert!(context.compact(2, 40).is_none());
+    }
+
+    #[test]
+    fn recycled_messages_equal_fresh_ones() {
+        let mut context = Context::new("system".into(), "task".into());
+        let fresh = |context: &Context, note: Option<&str>| {
+            let mut copy = context.clone();
+            copy.spare = None;
+            copy.messages(note)
+        };
+        for n in 1..=6 {
+            context.push(Message::from_response(&model_adapter::Response {
+                text: format!("step {n}"),
+                ..Default::default()
+            }));
+            context.push_observation(
+                &format!("obs-{n}"),
+                format!("[obs-{n}] load_resource → ok"),
+                &format!("first line {n}\n{}", "x".repeat(300)),
+                None,
+                None,
+                false,
+            );
+            let note = format!("note {n}");
+            let lent = context.messages(Some(&note));
+            assert_eq!(lent, fresh(&context, Some(&note)));
+            if n == 3 {
+                // Compacted while the messages were out: they are not taken back.
+                assert!(context.compact(1, 20).is_some());
+            }
+            let mut lent = lent;
+            lent.push(Message::user("an extra question"));
+            context.recycle(lent);
+            let again = context.messages(None);
+            assert_eq!(again, fresh(&context, None));
+            context.recycle(again);
+        }
     }
 
     #[test]

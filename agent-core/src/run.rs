@@ -111,10 +111,10 @@ impl Run {
     pub(crate) async fn call_model(
         &mut self,
         purpose: &str,
-        request: &ChatRequest,
+        request: ChatRequest,
         mode: Option<DecideMode>,
     ) -> Result<Answer> {
-        let fingerprint = self.context.fingerprint(request)?;
+        let fingerprint = self.context.fingerprint(&request)?;
         let request_sha256 = fingerprint.sha256;
         self.emit(
             EventKind::ModelRequest,
@@ -149,7 +149,7 @@ impl Run {
             recorded.result
         } else if let Some(model) = self.model.live.clone() {
             let streamed = tokio::select! {
-                result = stream_answer(model.as_ref(), request, &mut watcher, &self.bus) => result?,
+                result = stream_answer(model.as_ref(), &request, &mut watcher, &self.bus) => result?,
                 () = self.cancel.cancelled() => Err("cancelled".to_owned()),
             };
             streamed
@@ -160,6 +160,7 @@ impl Run {
             ))));
         };
         let duration_ms = started.elapsed().as_millis() as u64;
+        self.context.recycle(request.messages);
         match result {
             Ok(mut response) => {
                 redact_response(&self.bus, &mut response);
@@ -187,7 +188,7 @@ impl Run {
 
     /// The request of one Decide turn: the packed context, the turn's note, and the action
     /// space as tools or as a JSON Schema.
-    pub(crate) fn decide_request(&self, space: &ActionSpace, note: &str) -> ChatRequest {
+    pub(crate) fn decide_request(&mut self, space: &ActionSpace, note: &str) -> ChatRequest {
         let mut request =
             ChatRequest::new(self.config.model.model.clone(), self.context.messages(Some(note)));
         request.temperature = self.config.model.temperature;
@@ -531,7 +532,7 @@ impl Run {
         let mut request = ChatRequest::new(self.config.model.model.clone(), messages);
         request.temperature = self.config.model.temperature;
         request.max_tokens = Some(self.config.model.max_tokens.min(400));
-        match self.call_model("summary", &request, None).await? {
+        match self.call_model("summary", request, None).await? {
             Answer::Response(response) if !response.text.trim().is_empty() => {
                 let summary = response.text.trim().to_owned();
                 self.context.push(Message::user(format!(
@@ -559,7 +560,7 @@ impl Run {
             request.temperature = self.config.model.temperature;
             request.max_tokens = Some(self.config.model.max_tokens);
             if let Answer::Response(response) =
-                self.call_model("degraded_answer", &request, None).await?
+                self.call_model("degraded_answer", request, None).await?
             {
                 let text = response.text.trim();
                 if !text.is_empty() && response.tool_calls.is_empty() {

@@ -104,7 +104,7 @@ async fn react(run: &mut Run) -> Result<Ending> {
         let mode = run.config.decide;
         let mut reasoning = serde_json::Value::Null;
         let mut stop: Option<Ending> = None;
-        match run.call_model("decide", &request, Some(mode)).await? {
+        match run.call_model("decide", request, Some(mode)).await? {
             Answer::Failed(error) => {
                 run.observe(
                     None,
