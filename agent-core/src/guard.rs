@@ -22,15 +22,24 @@ pub(crate) fn user_named(task: &str, config: &AgentConfig, skill: &str) -> bool 
 }
 
 /// Lowercase words of three letters or more.
+/// Words too common to say anything about relevance.
+const STOP_WORDS: [&str; 40] = [
+    "the", "and", "for", "with", "from", "that", "this", "what", "which", "when", "where", "who",
+    "how", "are", "was", "were", "been", "has", "have", "had", "its", "his", "her", "their",
+    "them", "they", "you", "your", "our", "use", "into", "about", "there", "here", "all", "any",
+    "can", "not", "but", "one",
+];
+
 fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|word| word.chars().count() >= 3)
         .map(str::to_lowercase)
+        .filter(|word| !STOP_WORDS.contains(&word.as_str()))
         .collect()
 }
 
-/// Catalog names ranked by word overlap of name + description with the task (stable).
-pub(crate) fn ranked_skills(state: &RunState) -> Vec<String> {
+/// Catalog names with their word overlap with the task, best first (stable).
+fn scored_skills(state: &RunState) -> Vec<(usize, String)> {
     let task: std::collections::HashSet<String> = words(&state.task).into_iter().collect();
     let mut scored: Vec<(usize, usize, &str)> = state
         .catalog
@@ -47,7 +56,7 @@ pub(crate) fn ranked_skills(state: &RunState) -> Vec<String> {
         })
         .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.into_iter().map(|(_, _, name)| name.to_owned()).collect()
+    scored.into_iter().map(|(score, _, name)| (score, name.to_owned())).collect()
 }
 
 /// The actions this turn allows, derived from the state.
@@ -78,8 +87,20 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             && matches!(record.action, Some(Action::SelectSkills { .. }))
     });
     if !just_selected {
-        space.select = ranked_skills(state)
+        let scored = scored_skills(state);
+        // A small model (JSON mode) picks skills unrelated to the task when offered them: when
+        // some skill shares words with the task, only those are offered (and any the user
+        // named). Native tool callers see them all, ranked.
+        let relevant_only = config.decide == DecideMode::Json
+            && scored
+                .iter()
+                .any(|(score, name)| *score > 0 && state.selected_skill(name).is_none());
+        space.select = scored
             .into_iter()
+            .filter(|(score, name)| {
+                !relevant_only || *score > 0 || user_named(&state.task, config, name)
+            })
+            .map(|(_, name)| name)
             .filter(|name| state.selected_skill(name).is_none())
             .filter(|name| {
                 state.skill(name).is_some_and(|entry| !entry.disable_model_invocation)

@@ -28,6 +28,7 @@ fn main() -> std::process::ExitCode {
             files_of_an_unselected_skill_are_refused_until_it_is_selected,
             only_the_scripts_of_a_selected_skill_can_run,
             a_file_read_in_full_is_not_offered_again,
+            json_mode_offers_only_skills_that_share_words_with_the_task,
             a_second_select_straight_after_a_select_is_outside_the_action_space,
             the_turn_limit_ends_the_run_with_a_degraded_answer,
             the_tool_call_limit_counts_refused_calls_too,
@@ -918,6 +919,35 @@ async fn a_plan_and_its_updates_are_events_state_and_notes() -> anyhow::Result<(
     assert_eq!(properties(&requests[1]), (false, true));
     assert_eq!(fixture.workspace_text("log.txt"), "one\ntwo\n");
     Ok(())
+}
+
+async fn json_mode_offers_only_skills_that_share_words_with_the_task() -> anyhow::Result<()> {
+    let fixture = csv_fixture();
+    let select_enum = |request: &ChatRequest| {
+        common::schema_args(&schema(request), "select_skills")["properties"]["names"]["items"]
+            ["enum"]
+            .clone()
+    };
+    let model = Arc::new(MockModel::new(vec![answer_document("No.")]));
+    let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
+    fixture.run(fixture.agent(&model, config.clone()), TASK).await?;
+    assert_eq!(select_enum(&model.requests()[0]), json!(["csv-stats"]), "alpha-dates is unrelated");
+    // No skill shares a word with the task: all of them, in catalog order.
+    let model = Arc::new(MockModel::new(vec![answer_document("No.")]));
+    fixture.run(fixture.agent(&model, config), "Say hello").await?;
+    assert_eq!(select_enum(&model.requests()[0]), json!(["alpha-dates", "csv-stats"]));
+    // Native tool callers see every skill, ranked.
+    let model = Arc::new(MockModel::new(vec![answer("No.")]));
+    fixture.run(fixture.agent(&model, AgentConfig::default()), TASK).await?;
+    assert_eq!(
+        model.requests()[0].tools[0].parameters["properties"]["names"]["items"]["enum"],
+        json!(["csv-stats", "alpha-dates"])
+    );
+    Ok(())
+}
+
+fn answer_document(content: &str) -> MockReply {
+    document("final_answer", json!({"content": content}), json!({}))
 }
 
 async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Result<()> {
