@@ -397,6 +397,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         failures: Default::default(),
         next_observation: 0,
         observation_texts: Vec::new(),
+        state_json: Default::default(),
     }
 }
 

@@ -77,6 +77,8 @@ pub(crate) struct Run {
     pub(crate) next_observation: u32,
     /// Texts of observations by id (full text), for `recall_observation`.
     pub(crate) observation_texts: Vec<(String, String)>,
+    /// `state.json` with the audit trail serialised once per record.
+    pub(crate) state_json: crate::state::StateJson,
 }
 
 /// What one Decide call gave.
@@ -576,7 +578,7 @@ impl Run {
         if let Some(run_dir) = &self.run_dir
             && !self.bus.catching_up()
         {
-            let state = serde_json::to_vec_pretty(&self.state)?;
+            let state = self.state_json.render(&mut self.state)?;
             run_dir.write_file(std::path::Path::new("state.json"), &state)?;
         }
         self.bus.flush()

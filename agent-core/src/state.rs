@@ -263,6 +263,60 @@ pub struct RunState {
     pub strategy_state: Value,
 }
 
+/// The bytes of `state.json` — exactly `serde_json::to_vec_pretty` of the state — with each
+/// audit-trail record serialised once, when it is new, so that the checkpoint of turn 200
+/// costs what the checkpoint of turn 2 does. The audit trail is append-only; a shorter one
+/// (another run's state) starts the cache over.
+#[derive(Debug, Default)]
+pub(crate) struct StateJson {
+    /// The records so far, each as `\n    {…}` (pretty, at the depth of the `actions` array),
+    /// separated by commas.
+    audit: Vec<u8>,
+    records: usize,
+}
+
+/// `"actions": []` as `to_vec_pretty` writes it for the state's own field: the only key at
+/// the indentation of the top level (strings hold no raw line break, nested keys are deeper).
+const EMPTY_AUDIT_TRAIL: &[u8] = b"\n  \"actions\": []";
+
+impl StateJson {
+    pub(crate) fn render(&mut self, state: &mut RunState) -> serde_json::Result<Vec<u8>> {
+        if self.records > state.actions.len() {
+            *self = StateJson::default();
+        }
+        for record in &state.actions[self.records..] {
+            if self.records > 0 {
+                self.audit.push(b',');
+            }
+            self.audit.extend_from_slice(b"\n    ");
+            for byte in serde_json::to_vec_pretty(record)? {
+                match byte {
+                    b'\n' => self.audit.extend_from_slice(b"\n    "),
+                    byte => self.audit.push(byte),
+                }
+            }
+            self.records += 1;
+        }
+        let actions = std::mem::take(&mut state.actions);
+        let rest = serde_json::to_vec_pretty(&*state);
+        state.actions = actions;
+        let rest = rest?;
+        let found =
+            rest.windows(EMPTY_AUDIT_TRAIL.len()).position(|window| window == EMPTY_AUDIT_TRAIL);
+        let Some(at) = found else { return serde_json::to_vec_pretty(&*state) };
+        if self.records == 0 {
+            return Ok(rest);
+        }
+        let mut bytes = Vec::with_capacity(rest.len() + self.audit.len() + 8);
+        bytes.extend_from_slice(&rest[..at]);
+        bytes.extend_from_slice(b"\n  \"actions\": [");
+        bytes.extend_from_slice(&self.audit);
+        bytes.extend_from_slice(b"\n  ]");
+        bytes.extend_from_slice(&rest[at + EMPTY_AUDIT_TRAIL.len()..]);
+        Ok(bytes)
+    }
+}
+
 impl RunState {
     /// The catalog entry of `name`.
     pub fn skill(&self, name: &str) -> Option<&SkillEntry> {
@@ -272,5 +326,56 @@ impl RunState {
     /// The selected skill `name`.
     pub fn selected_skill(&self, name: &str) -> Option<&SelectedSkill> {
         self.selected.iter().find(|skill| skill.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_json_is_the_pretty_serialisation() {
+        let mut state = RunState {
+            run_id: "r".into(),
+            task: "a task with \"actions\": [] in it\nand a line break".into(),
+            catalog: Vec::new(),
+            selected: Vec::new(),
+            plan: None,
+            counters: Counters::default(),
+            reasoning: ReasoningMetrics::default(),
+            actions: Vec::new(),
+            compacted: Vec::new(),
+            outcome: None,
+            strategy_state: serde_json::json!({"actions": [], "nested": {"actions": []}}),
+        };
+        let mut json = StateJson::default();
+        let mut check = |state: &mut RunState| {
+            let want = serde_json::to_vec_pretty(&*state).unwrap();
+            assert_eq!(
+                String::from_utf8(json.render(state).unwrap()).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        };
+        check(&mut state);
+        for turn in 1..=4 {
+            state.actions.push(ActionRecord {
+                turn,
+                action: (turn != 2).then(|| Action::LoadResource {
+                    skill: "notes".into(),
+                    path: "a \"b\".md".into(),
+                    section: Some("S".into()),
+                }),
+                status: ObservationStatus::Ok,
+                observation: format!("obs-{turn}"),
+            });
+            state.counters.turns = turn;
+            check(&mut state);
+        }
+        state.compacted.push("obs-1".into());
+        state.plan = Some(Plan::default());
+        check(&mut state);
+        // Another, shorter audit trail starts over.
+        state.actions.truncate(1);
+        check(&mut state);
     }
 }
