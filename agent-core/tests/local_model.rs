@@ -1,0 +1,130 @@
+//! One whole run on the real local model: llama.cpp serving Qwen2.5-Coder-0.5B-Instruct,
+//! started by `cargo xtask local-llm start` (CI does this and sets `SKILLS_AGENT_LLM_URL`),
+//! asked in JSON mode (the per-turn schema becomes a grammar), with a real Python script run
+//! through the sandbox. Skipped, with a printed reason, when the variable is unset.
+//!
+//! It asserts structure, never wording: the run ends with a final text, `events.jsonl` is well
+//! formed, and the run replays exactly from its own record. It also prints how the wall time
+//! splits between the model, the actions (script runs in the sandbox, file reads) and the
+//! runtime itself — the figure `agent-core/BENCHMARKS.md` reports — without asserting on it.
+//!
+//! The binary doubles as tools-runtime's sandbox helper (`harness = false`, see
+//! `common::main`), so the script runs under `cargo test -p agent-core` too.
+
+mod common;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use agent_core::{AgentConfig, Budgets, DecideMode, EventKind, ModelSettings, replay_check};
+use anyhow::Context as _;
+use common::{Fixture, well_formed};
+use model_adapter::{ModelProvider, OpenAiConfig, OpenAiProvider};
+use serde_json::Value;
+
+fn main() -> ExitCode {
+    common::main(tests![a_run_on_the_local_model_ends_with_an_answer_and_replays])
+}
+
+/// The server root, or `None` (after saying why) when the test should not run.
+fn server_url() -> Option<String> {
+    match std::env::var("SKILLS_AGENT_LLM_URL") {
+        Ok(url) if !url.trim().is_empty() => Some(url.trim().trim_end_matches('/').to_owned()),
+        _ => {
+            println!(
+                "skipped: SKILLS_AGENT_LLM_URL not set (run `cargo xtask local-llm start` and \
+                 export the URL it prints)"
+            );
+            None
+        }
+    }
+}
+
+/// A skill with a real script (`word-count` counts the words of a file), an unrelated skill,
+/// and `notes.txt` in the workspace.
+fn word_count_fixture() -> anyhow::Result<Fixture> {
+    let fixture = Fixture::new();
+    fixture.skill(
+        "word-count",
+        "Counts the words of a text file.",
+        "",
+        "Run scripts/count.py with the file's path; it prints `words=N`. Answer with N.",
+    );
+    fixture.file(
+        "word-count",
+        "scripts/count.py",
+        "import sys\nwords = open(sys.argv[1]).read().split()\nprint(f'words={len(words)}')\n",
+    );
+    fixture.skill("date-format", "Formats calendar dates as ISO 8601.", "", "Use YYYY-MM-DD.");
+    std::fs::write(fixture.workspace.join("notes.txt"), "the quick brown fox jumps\n")?;
+    Ok(fixture)
+}
+
+const TASK: &str = "How many words does the file notes.txt have?";
+
+/// Milliseconds summed over the `duration_ms` of every event of `kind`.
+fn total_ms(events: &[agent_core::Event], kind: EventKind) -> (u64, usize) {
+    let durations: Vec<u64> = events
+        .iter()
+        .filter(|event| event.kind == kind)
+        .filter_map(|event| event.data.get("duration_ms").and_then(Value::as_u64))
+        .collect();
+    (durations.iter().sum(), durations.len())
+}
+
+async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::Result<()> {
+    let Some(url) = server_url() else { return Ok(()) };
+    let model: Arc<dyn ModelProvider> =
+        Arc::new(OpenAiProvider::new(OpenAiConfig::new(format!("{url}/v1")))?);
+    let config = AgentConfig {
+        decide: DecideMode::Json,
+        model: ModelSettings { model: "local".to_owned(), temperature: Some(0.0), max_tokens: 200 },
+        budgets: Budgets {
+            max_turns: 6,
+            max_tool_calls: 6,
+            max_script_runs: 3,
+            max_duration_ms: Some(240_000),
+            ..Budgets::default()
+        },
+        ..AgentConfig::default()
+    };
+    let fixture = word_count_fixture()?;
+    let agent = fixture.agent_with(model, config).build()?;
+    let started = Instant::now();
+    let result = agent.run(TASK).await?;
+    let wall = started.elapsed();
+    let run_dir = result.run_dir.clone().context("the run wrote no run directory")?;
+
+    assert!(!result.final_text.trim().is_empty(), "no final text: {result:?}");
+    let events = well_formed(&run_dir);
+    assert_eq!(events.last().map(|event| event.kind), Some(EventKind::RunFinished));
+    let report = replay_check(&run_dir).await?;
+    assert!(report.reproduced(), "the replay departed from the record: {:?}", report.divergence);
+
+    let actions: Vec<String> = events
+        .iter()
+        .filter(|event| event.kind == EventKind::ActionValidated)
+        .map(|event| match event.data["action"].get("type").and_then(Value::as_str) {
+            Some(kind) => kind.to_owned(),
+            None => "(invalid)".to_owned(),
+        })
+        .collect();
+    println!("actions: {}; final text: {:?}", actions.join(", "), result.final_text);
+    let wall_ms = wall.as_secs_f64() * 1e3;
+    let (model_ms, model_calls) = total_ms(&events, EventKind::ModelResponse);
+    let (action_ms, actions) = total_ms(&events, EventKind::ActionExecuted);
+    let runtime_ms = wall_ms - model_ms as f64 - action_ms as f64;
+    println!(
+        "local model run: {:?} after {} turns ({} scripts), {} events; wall {wall_ms:.0} ms = \
+         model {model_ms} ms ({model_calls} calls) + actions {action_ms} ms ({actions}) + \
+         runtime {runtime_ms:.0} ms ({:.2} % of wall; model excluded only: {:.2} %)",
+        result.outcome,
+        result.turns,
+        result.script_runs,
+        events.len(),
+        100.0 * runtime_ms / wall_ms,
+        100.0 * (wall_ms - model_ms as f64) / wall_ms,
+    );
+    Ok(())
+}
