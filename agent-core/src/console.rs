@@ -43,7 +43,15 @@ impl ConsoleSink {
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.options.color { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
+        if !self.options.color {
+            return text.to_owned();
+        }
+        // The reset goes before a trailing newline, so no escape code starts the next line.
+        let (body, newline) = match text.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (text, ""),
+        };
+        format!("\x1b[{code}m{body}\x1b[0m{newline}")
     }
 
     /// The lines for one event (empty for events the console does not show).
@@ -127,14 +135,18 @@ impl ConsoleSink {
             EventKind::RunFinished => {
                 let counters = data.get("counters").unwrap_or(&Value::Null);
                 let number = |key: &str| counters.get(key).and_then(Value::as_u64).unwrap_or(0);
+                let count = |key: &str, one: &str, many: &str| {
+                    let n = number(key);
+                    format!("{n} {}", if n == 1 { one } else { many })
+                };
                 format!(
-                    "{} {} · {} turns · {} model calls · {} tool calls · {} scripts · {}+{} tokens\n",
+                    "{} {} · {} · {} · {} · {} · {} prompt + {} completion tokens\n",
                     self.paint("1", "■"),
                     text("outcome"),
-                    number("turns"),
-                    number("model_calls"),
-                    number("tool_calls"),
-                    number("script_runs"),
+                    count("turns", "turn", "turns"),
+                    count("model_calls", "model call", "model calls"),
+                    count("tool_calls", "tool call", "tool calls"),
+                    count("script_runs", "script run", "script runs"),
                     number("prompt_tokens"),
                     number("completion_tokens")
                 )

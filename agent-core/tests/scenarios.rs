@@ -1493,7 +1493,7 @@ async fn events_are_numbered_enveloped_and_reach_every_sink() -> anyhow::Result<
     assert!(shown.contains(&ran.result.run_id), "{shown}");
     assert!(shown.contains("data.csv has 3 rows."), "{shown}");
     assert!(
-        shown.contains("completed · 3 turns · 3 model calls · 2 tool calls · 1 scripts"),
+        shown.contains("completed · 3 turns · 3 model calls · 2 tool calls · 1 script run"),
         "{shown}"
     );
     Ok(())
