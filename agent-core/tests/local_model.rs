@@ -5,8 +5,10 @@
 //!
 //! It asserts structure, never wording: the run ends with a final text, `events.jsonl` is well
 //! formed, and the run replays exactly from its own record. It also prints how the wall time
-//! splits between the model, the actions (script runs in the sandbox, file reads) and the
-//! runtime itself — the figure `agent-core/BENCHMARKS.md` reports — without asserting on it.
+//! splits between the model (timed by a wrapper around the provider), the actions (script runs
+//! in the sandbox, file reads; from the events) and the runtime itself — the figure
+//! `agent-core/BENCHMARKS.md` reports (run it with `--release` for that) — without asserting
+//! on it: performance belongs to benchmarks.
 //!
 //! The binary doubles as tools-runtime's sandbox helper (`harness = false`, see
 //! `common::main`), so the script runs under `cargo test -p agent-core` too.
@@ -14,13 +16,17 @@
 mod common;
 
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use agent_core::{AgentConfig, Budgets, DecideMode, EventKind, ModelSettings, replay_check};
 use anyhow::Context as _;
+use async_trait::async_trait;
 use common::{Fixture, well_formed};
-use model_adapter::{ModelProvider, OpenAiConfig, OpenAiProvider};
+use futures_util::StreamExt;
+use model_adapter::{
+    ChatRequest, DeltaStream, ModelProvider, OpenAiConfig, OpenAiProvider, Response,
+};
 use serde_json::Value;
 
 fn main() -> ExitCode {
@@ -63,7 +69,8 @@ fn word_count_fixture() -> anyhow::Result<Fixture> {
 
 const TASK: &str = "How many words does the file notes.txt have?";
 
-/// Milliseconds summed over the `duration_ms` of every event of `kind`.
+/// Milliseconds summed over the `duration_ms` of every event of `kind` (each truncated to
+/// whole milliseconds), and how many there were.
 fn total_ms(events: &[agent_core::Event], kind: EventKind) -> (u64, usize) {
     let durations: Vec<u64> = events
         .iter()
@@ -73,10 +80,59 @@ fn total_ms(events: &[agent_core::Event], kind: EventKind) -> (u64, usize) {
     (durations.iter().sum(), durations.len())
 }
 
+/// The provider, timed to the microsecond: each call counts from its start to the last delta
+/// its stream delivers (what the runtime does with a delta in between is counted as the
+/// model's, and is tiny next to the tokens it waits for).
+#[derive(Debug)]
+struct TimedModel {
+    inner: OpenAiProvider,
+    /// `(started, last delta)` of every call.
+    calls: Arc<Mutex<Vec<(Instant, Instant)>>>,
+}
+
+impl TimedModel {
+    fn start(&self) -> usize {
+        let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        calls.push((now, now));
+        calls.len() - 1
+    }
+
+    fn model_time(&self) -> (Duration, usize) {
+        let calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (calls.iter().map(|(started, ended)| *ended - *started).sum(), calls.len())
+    }
+
+    fn note_end(calls: &Mutex<Vec<(Instant, Instant)>>, index: usize) {
+        let mut calls = calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls[index].1 = Instant::now();
+    }
+}
+
+#[async_trait]
+impl ModelProvider for TimedModel {
+    async fn chat(&self, request: &ChatRequest) -> model_adapter::Result<Response> {
+        let index = self.start();
+        let response = self.inner.chat(request).await;
+        TimedModel::note_end(&self.calls, index);
+        response
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> model_adapter::Result<DeltaStream> {
+        let index = self.start();
+        let stream = self.inner.stream(request).await;
+        TimedModel::note_end(&self.calls, index);
+        let calls = Arc::clone(&self.calls);
+        Ok(Box::pin(stream?.inspect(move |_| TimedModel::note_end(&calls, index))))
+    }
+}
+
 async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::Result<()> {
     let Some(url) = server_url() else { return Ok(()) };
-    let model: Arc<dyn ModelProvider> =
-        Arc::new(OpenAiProvider::new(OpenAiConfig::new(format!("{url}/v1")))?);
+    let model = Arc::new(TimedModel {
+        inner: OpenAiProvider::new(OpenAiConfig::new(format!("{url}/v1")))?,
+        calls: Arc::default(),
+    });
     let config = AgentConfig {
         decide: DecideMode::Json,
         model: ModelSettings { model: "local".to_owned(), temperature: Some(0.0), max_tokens: 200 },
@@ -90,7 +146,7 @@ async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::R
         ..AgentConfig::default()
     };
     let fixture = word_count_fixture()?;
-    let agent = fixture.agent_with(model, config).build()?;
+    let agent = fixture.agent_with(model.clone(), config).build()?;
     let started = Instant::now();
     let result = agent.run(TASK).await?;
     let wall = started.elapsed();
@@ -111,20 +167,23 @@ async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::R
         })
         .collect();
     println!("actions: {}; final text: {:?}", actions.join(", "), result.final_text);
+    // Runtime = wall − model − actions. The actions' times are whole milliseconds rounded
+    // down, so the runtime's figure is an upper bound (by at most 1 ms per action).
     let wall_ms = wall.as_secs_f64() * 1e3;
-    let (model_ms, model_calls) = total_ms(&events, EventKind::ModelResponse);
+    let (model_time, model_calls) = model.model_time();
+    let model_ms = model_time.as_secs_f64() * 1e3;
     let (action_ms, actions) = total_ms(&events, EventKind::ActionExecuted);
-    let runtime_ms = wall_ms - model_ms as f64 - action_ms as f64;
+    let runtime_ms = wall_ms - model_ms - action_ms as f64;
     println!(
         "local model run: {:?} after {} turns ({} scripts), {} events; wall {wall_ms:.0} ms = \
-         model {model_ms} ms ({model_calls} calls) + actions {action_ms} ms ({actions}) + \
-         runtime {runtime_ms:.0} ms ({:.2} % of wall; model excluded only: {:.2} %)",
+         model {model_ms:.0} ms ({model_calls} calls) + actions {action_ms} ms ({actions}) + \
+         runtime {runtime_ms:.1} ms: {:.3} % of the wall time ({:.1} ms per turn)",
         result.outcome,
         result.turns,
         result.script_runs,
         events.len(),
         100.0 * runtime_ms / wall_ms,
-        100.0 * (wall_ms - model_ms as f64) / wall_ms,
+        runtime_ms / f64::from(result.turns.max(1)),
     );
     Ok(())
 }
