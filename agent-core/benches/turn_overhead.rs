@@ -21,12 +21,13 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_core::{Agent, AgentConfig, Budgets, DecideMode, Outcome};
 use async_trait::async_trait;
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use model_adapter::{ChatRequest, Delta, MockReply, ModelProvider, Response};
 use serde_json::json;
 use skill_registry::{RootKind, SkillRoot};
@@ -143,7 +144,7 @@ fn run_once(
         .config(config(turns, mode))
         .skill_roots(vec![SkillRoot::new(RootKind::Project, skills)])
         .workspace(skills)
-        .runs_dir(runs)
+        .runs_dir(fresh_runs_dir(runs))
         .build()
         .unwrap();
     let result = tokio.block_on(agent.run("How do we release?")).unwrap();
@@ -155,6 +156,13 @@ fn run_once(
     // fsync) and the head of turn k+1 (budgets, action space, note, packing, hashing). The
     // gap after the last call (the run's finish) is not a turn and is left out.
     calls.windows(2).map(|pair| pair[1].0 - pair[0].1).collect()
+}
+
+/// A folder of its own under `runs` for each run: run ids carry 16 random bits per second, and
+/// the bench starts thousands of runs in a few seconds.
+fn fresh_runs_dir(runs: &Path) -> std::path::PathBuf {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    runs.join(RUNS.fetch_add(1, Ordering::Relaxed).to_string())
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -226,6 +234,8 @@ fn whole_runs(
 ) {
     let mut group = criterion.benchmark_group(group_name(storage));
     group
+        // A 200-turn run on disk takes ~0.15 s: equal samples, not Criterion's growing ones.
+        .sampling_mode(SamplingMode::Flat)
         .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(6));
@@ -244,7 +254,7 @@ fn whole_runs(
                             .config(config(turns, DecideMode::Tools))
                             .skill_roots(vec![SkillRoot::new(RootKind::Project, skills)])
                             .workspace(skills)
-                            .runs_dir(runs_dir)
+                            .runs_dir(fresh_runs_dir(runs_dir))
                             .build()
                             .unwrap()
                     },
