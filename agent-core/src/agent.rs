@@ -492,7 +492,17 @@ impl Agent {
     /// [`Error::Registry`], [`Error::RunDirectory`], [`Error::Serialise`].
     pub async fn run(&self, task: &str) -> Result<RunResult> {
         let index = SkillIndex::build(&self.roots, &self.index_config)?;
-        let run_id = new_run_id();
+        // Ids carry 16 random bits per second: draw again while the folder is taken (many
+        // runs in one second, as a benchmark makes); `create` still refuses to reuse one.
+        let mut run_id = new_run_id();
+        if let Some(runs_dir) = &self.runs_dir {
+            for _ in 0..16 {
+                if !runs_dir.join(&run_id).exists() {
+                    break;
+                }
+                run_id = new_run_id();
+            }
+        }
         let task = self.redactor.redact(task).into_owned();
         let run_dir = match &self.runs_dir {
             Some(runs_dir) => Some(RunDir::create(runs_dir, &run_id)?),

@@ -128,11 +128,13 @@ impl Recording {
         let mut calls = Vec::new();
         let mut executions = Vec::new();
         let mut pending_request: Option<(String, String)> = None;
+        let mut planned: Option<Value> = None;
         let mut side_events = Vec::new();
         let mut executed: Option<(Value, ObservationStatus, Value)> = None;
         for event in &events {
             match event.kind {
                 EventKind::ModelRequest => {
+                    planned = None;
                     pending_request = Some((
                         field(event, "purpose").as_str().unwrap_or_default().to_owned(),
                         field(event, "request_sha256").as_str().unwrap_or_default().to_owned(),
@@ -158,7 +160,11 @@ impl Recording {
                             Err(field(event, "error").as_str().unwrap_or("model error").to_owned())
                         }
                     };
-                    calls.push(RecordedCall { purpose, request_sha256, result });
+                    let planned = planned.take().filter(|_| result.is_err());
+                    calls.push(RecordedCall { purpose, request_sha256, result, planned });
+                }
+                EventKind::ActionPlanned if pending_request.is_some() => {
+                    planned = Some(event.data.clone());
                 }
                 EventKind::ActionValidated => side_events.clear(),
                 EventKind::ApprovalRequired

@@ -33,6 +33,9 @@ pub(crate) struct RecordedCall {
     pub(crate) purpose: String,
     pub(crate) request_sha256: String,
     pub(crate) result: std::result::Result<Response, String>,
+    /// The `action_planned` data the live stream emitted before the call failed (a failed
+    /// call has no response to stream it from again).
+    pub(crate) planned: Option<Value>,
 }
 
 /// Where model answers come from: recorded ones first (replay, resume), then the live model.
@@ -143,10 +146,14 @@ impl Run {
                     recorded.request_sha256
                 ))));
             }
-            if let Ok(response) = &recorded.result {
-                for delta in deltas_of(response) {
-                    watcher.push(&delta, &self.bus, false)?;
+            match (&recorded.result, &recorded.planned) {
+                (Ok(response), _) => {
+                    for delta in deltas_of(response) {
+                        watcher.push(&delta, &self.bus, false)?;
+                    }
                 }
+                (Err(_), Some(planned)) => self.emit(EventKind::ActionPlanned, planned.clone())?,
+                (Err(_), None) => {}
             }
             recorded.result
         } else if let Some(model) = self.model.live.clone() {

@@ -179,6 +179,22 @@ async fn runs_in_json_mode_and_runs_that_stopped_early_replay_too() -> anyhow::R
     ]));
     recorded.push(fixture.run(fixture.agent(&model, json_mode), "Log a").await?);
 
+    // A stream that breaks after the action's name: `action_planned` came, then the error.
+    let broken = MockReply::Deltas {
+        deltas: vec![model_adapter::Delta::ToolCallStart {
+            index: 0,
+            id: "call_1".to_owned(),
+            name: "select_skills".to_owned(),
+        }],
+    };
+    let model = Arc::new(MockModel::new(vec![broken, answer("Nothing to log.")]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), "Log c").await?;
+    let kinds: Vec<EventKind> = ran.events.iter().map(|event| event.kind).collect();
+    let planned = kinds.iter().position(|kind| *kind == EventKind::ActionPlanned).unwrap();
+    assert_eq!(kinds[planned + 1], EventKind::ModelResponse);
+    assert!(ran.events[planned + 1].data.get("error").is_some(), "the stream broke");
+    recorded.push(ran);
+
     // The turn limit, with a degraded answer that fails: the deterministic text.
     let mut config = AgentConfig::default();
     config.budgets.max_turns = 2;
@@ -232,6 +248,7 @@ async fn runs_in_json_mode_and_runs_that_stopped_early_replay_too() -> anyhow::R
         outcomes,
         [
             Outcome::Completed,
+            Outcome::Completed,
             Outcome::MaxTurns,
             Outcome::Stuck,
             Outcome::MaxDuration,
@@ -239,10 +256,10 @@ async fn runs_in_json_mode_and_runs_that_stopped_early_replay_too() -> anyhow::R
             Outcome::Cancelled
         ]
     );
-    assert_eq!(recorded[4].result.turns, 1);
-    assert_eq!(recorded[5].result.turns, 2);
-    assert_eq!(recorded[5].result.script_runs, 1);
-    assert!(recorded[5].data(EventKind::ActionExecuted).len() == 1, "the script never finished");
+    assert_eq!(recorded[5].result.turns, 1);
+    assert_eq!(recorded[6].result.turns, 2);
+    assert_eq!(recorded[6].result.script_runs, 1);
+    assert!(recorded[6].data(EventKind::ActionExecuted).len() == 1, "the script never finished");
     for ran in &recorded {
         replays_exactly(ran).await;
     }
