@@ -212,7 +212,7 @@ fn take_extras(object: &mut Map<String, Value>) -> Result<Extras, InvalidAnswer>
     Ok((thought, plan, plan_update))
 }
 
-fn action_from(name: &str, args: Value) -> Result<Action, InvalidAnswer> {
+pub(crate) fn action_from(name: &str, args: Value) -> Result<Action, InvalidAnswer> {
     if !ACTION_NAMES.contains(&name) {
         return Err(invalid(format!(
             "unknown action `{name}`; the actions are {}",
@@ -227,7 +227,7 @@ fn action_from(name: &str, args: Value) -> Result<Action, InvalidAnswer> {
 }
 
 /// The text of `answer` without a surrounding Markdown code fence.
-fn strip_fence(answer: &str) -> &str {
+pub(crate) fn strip_fence(answer: &str) -> &str {
     let text = answer.trim();
     let Some(rest) = text.strip_prefix("```") else {
         return text;
@@ -374,7 +374,7 @@ impl ActionSpace {
     }
 
     /// The `args` schema of one allowed action.
-    fn args_schema(&self, name: &str) -> Value {
+    pub(crate) fn args_schema(&self, name: &str) -> Value {
         let string = |max: usize| json!({"type": "string", "maxLength": max});
         match name {
             "select_skills" => json!({

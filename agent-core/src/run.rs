@@ -221,8 +221,18 @@ impl Run {
 
     /// Records the Think-Act metrics of an acting answer.
     pub(crate) fn record_reasoning(&mut self, response: &Response, decision: &Decision) -> Value {
+        self.record_reasoning_with(response, decision.thought.as_deref())
+    }
+
+    /// Records the Think-Act metrics of an acting answer whose stated reason is `thought`
+    /// (a strategy's own field: a plan's `reasoning`, a think's `internal_analysis`).
+    pub(crate) fn record_reasoning_with(
+        &mut self,
+        response: &Response,
+        thought: Option<&str>,
+    ) -> Value {
         let calls = response.tool_calls.len().max(1) as u64;
-        let thought = decision.thought.as_deref().map_or(0, |text| text.chars().count() as u64);
+        let thought = thought.map_or(0, |text| text.chars().count() as u64);
         let visible = match self.config.decide {
             // In JSON mode the text is the action document itself.
             DecideMode::Json if response.tool_calls.is_empty() => 0,

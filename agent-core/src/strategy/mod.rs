@@ -1,0 +1,146 @@
+//! Loop strategies. A strategy decides how the model is asked and in what order; validating
+//! and executing an action, counting it and recording it happen in [`crate::run::Run`], the
+//! one place every strategy calls. A strategy adds its own events and state
+//! (`RunState::strategy_state`), never its own IO, and is deterministic given the recorded
+//! model answers, so replay and resume work for every strategy unchanged.
+//!
+//! - `react` (seed 002, the default): one Decide per turn, see [`react`].
+//! - `plan-execute-think` (seed 003): rounds of a forced plan call, a batch of actions, and a
+//!   forced think call, see [`plan_execute_think`].
+
+mod plan_execute_think;
+mod react;
+
+use serde_json::json;
+
+use model_adapter::{ChatRequest, Response};
+use serde_json::Value;
+
+use crate::action::ActionSpace;
+use crate::config::DecideMode;
+use crate::error::Result;
+use crate::event::EventKind;
+use crate::run::{Answer, Ending, Run};
+use crate::state::ObservationStatus;
+
+/// The names of the strategies this build knows (`AgentConfig::strategy`).
+pub const STRATEGIES: &[&str] = &["react", "plan-execute-think"];
+
+/// Runs `run` to its end with the strategy its configuration names (validated by the agent
+/// builder; an unknown name runs `react`).
+pub(crate) async fn drive(run: &mut Run) -> Result<Ending> {
+    match run.config.strategy.as_str() {
+        plan_execute_think::NAME => plan_execute_think::drive(run).await,
+        _ => react::drive(run).await,
+    }
+}
+
+/// The turn's note: budget, plan, selected skills, allowed actions, the task restated.
+pub(super) fn turn_note(run: &Run, space: &ActionSpace) -> String {
+    let budgets = &run.config.budgets;
+    let counters = &run.state.counters;
+    let mut note = format!(
+        "Turn {} of {} · tool calls {}/{} · script runs {}/{}\n",
+        counters.turns + 1,
+        budgets.max_turns,
+        counters.tool_calls,
+        budgets.max_tool_calls,
+        counters.script_runs,
+        budgets.max_script_runs
+    );
+    match &run.state.plan {
+        Some(plan) => {
+            note.push_str("Plan:\n");
+            note.push_str(&plan.render());
+        }
+        None => note.push_str("Plan: none yet (you may send one with your action).\n"),
+    }
+    note.push_str(&skills_lines(run));
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    note.push_str(&format!("Allowed now: {}", space.allowed().join(", ")));
+    if let Some(why) = &space.note {
+        note.push_str(&format!(" ({why})"));
+    }
+    note.push_str(match run.config.decide {
+        DecideMode::Json => ".\nReply with one JSON object holding exactly one action.",
+        DecideMode::Tools => ".\nCall exactly one tool.",
+    });
+    note
+}
+
+/// Ends a turn: `turn_finished` with the counters, then `state.json` and an fsync.
+pub(super) fn finish_turn(run: &mut Run, reasoning: &serde_json::Value) -> Result<()> {
+    run.emit(
+        EventKind::TurnFinished,
+        json!({
+            "counters": run.state.counters,
+            "context_chars": run.context.chars(),
+            "reasoning": reasoning,
+        }),
+    )?;
+    run.checkpoint()
+}
+
+/// The note's line of selected skills and their scripts (empty before a select).
+pub(super) fn skills_lines(run: &Run) -> String {
+    let mut line = String::new();
+    if !run.state.selected.is_empty() {
+        line.push_str("Selected skills:");
+        for skill in &run.state.selected {
+            line.push_str(&format!(" {}", skill.name));
+            if !skill.scripts.is_empty() {
+                line.push_str(&format!(" (scripts: {})", skill.scripts.join(", ")));
+            }
+            line.push(';');
+        }
+        line.push('\n');
+    }
+    line
+}
+
+/// Starts a turn: counts it and emits `turn_started` with the budgets (the context with a
+/// note of `note_chars`), the names the model may call, and `extra` fields of the strategy.
+pub(super) fn start_turn(
+    run: &mut Run,
+    note_chars: usize,
+    allowed: &[&str],
+    extra: Option<(&str, Value)>,
+) -> Result<()> {
+    run.state.counters.turns += 1;
+    let turn = run.state.counters.turns;
+    run.bus.set_turn(turn);
+    let mut data = json!({
+        "budget": {
+            "turns": [turn, run.config.budgets.max_turns],
+            "tool_calls": [run.state.counters.tool_calls, run.config.budgets.max_tool_calls],
+            "script_runs": [run.state.counters.script_runs, run.config.budgets.max_script_runs],
+            "context_chars": [run.context.chars() + note_chars, run.config.budgets.max_context_chars],
+        },
+        "allowed": allowed,
+    });
+    if let (Some((key, value)), Some(map)) = (extra, data.as_object_mut()) {
+        map.insert(key.to_owned(), value);
+    }
+    run.emit(EventKind::TurnStarted, data)
+}
+
+/// Asks the model once; a failed call becomes a `model_error` observation and `None`.
+pub(super) async fn ask(
+    run: &mut Run,
+    purpose: &str,
+    request: ChatRequest,
+    mode: Option<DecideMode>,
+) -> Result<Option<Response>> {
+    match run.call_model(purpose, request, mode).await? {
+        Answer::Response(response) => Ok(Some(response)),
+        Answer::Failed(error) => {
+            run.observe(
+                None,
+                ObservationStatus::ModelError,
+                &format!("the model call failed: {error}"),
+                None,
+            )?;
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! `plan-execute-think` (seed 003): rounds of
+//!
+//! 1. **Plan** — one model call forced to the named tool `plan_tool_call` (or, in
+//!    [`DecideMode::Json`], one JSON document under its schema): `{reasoning, steps: [{tool,
+//!    args}], complexity?}` with 1–8 steps, each an action the turn's action space allows
+//!    (`final_answer` is never a step). More than 8 steps, no steps, or a step that is not an
+//!    action is rejected: the round ends with an `invalid_action` observation, counted in
+//!    `strategy_state.rejected_plans` and by the failure caps.
+//! 2. **Execute** — the steps one after the other through [`Run::act`] (guardrails, budgets,
+//!    execution, observation; the action space is derived again before each step). A step
+//!    that does not end `ok` ends the batch; so does the tool-call or script-run limit.
+//! 3. **Think** — one model call forced to the named tool `think`: `{internal_analysis,
+//!    user_summary, task_completed, next_steps_preview?}`; `user_summary` must be non-empty.
+//!    `task_completed: true` ends the run `completed` with that summary.
+//!
+//! One round is one turn: `max_turns` counts rounds, and `max_rounds` by the task's complexity
+//! (the first plan's `complexity`: simple 2, medium 3, complex 5; medium until a plan says)
+//! ends the run `max_turns` too. Every way out gives a text: the last `user_summary`, else one
+//! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
+
+use model_adapter::{ChatRequest, Message, Response, ResponseFormat, Tool, ToolChoice};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::action::{Action, ActionSpace, action_from, strip_fence};
+use crate::budget::Outcome;
+use crate::config::DecideMode;
+use crate::error::Result;
+use crate::event::EventKind;
+use crate::guard;
+use crate::run::{Ending, Run};
+use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
+
+use super::{ask, finish_turn, skills_lines, start_turn};
+
+/// The strategy's name in `AgentConfig::strategy`.
+pub(super) const NAME: &str = "plan-execute-think";
+/// The forced tool of the Plan phase.
+const PLAN_TOOL: &str = "plan_tool_call";
+/// The forced tool of the Think phase.
+const THINK_TOOL: &str = "think";
+/// Steps one plan may hold.
+const MAX_STEPS: usize = 8;
+const REASONING_MAX: usize = 300;
+const ANALYSIS_MAX: usize = 600;
+const SUMMARY_MAX: usize = 4_000;
+
+/// How much work the task is, as the first plan judges it (seed 003's table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Complexity {
+    Simple,
+    Medium,
+    Complex,
+}
+
+impl Complexity {
+    fn max_rounds(self) -> u32 {
+        match self {
+            Complexity::Simple => 2,
+            Complexity::Medium => 3,
+            Complexity::Complex => 5,
+        }
+    }
+
+    fn steps_per_round(self) -> &'static str {
+        match self {
+            Complexity::Simple => "3-5",
+            Complexity::Medium => "5-8",
+            Complexity::Complex => "6-8",
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Complexity::Simple => "simple",
+            Complexity::Medium => "medium",
+            Complexity::Complex => "complex",
+        }
+    }
+}
+
+/// The strategy's state, kept in `RunState::strategy_state` (and so in `state.json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct RoundState {
+    strategy: &'static str,
+    /// Rounds started.
+    round: u32,
+    /// The first plan's judgement (`None` until a plan gave one).
+    complexity: Option<Complexity>,
+    /// The round limit that judgement sets.
+    max_rounds: u32,
+    /// Plans rejected (too many steps, no steps, a step that is no action).
+    rejected_plans: u32,
+    /// The last think's `user_summary`: the answer when the run ends without completion.
+    last_user_summary: Option<String>,
+}
+
+impl RoundState {
+    fn complexity(&self) -> Complexity {
+        self.complexity.unwrap_or(Complexity::Medium)
+    }
+}
+
+/// A valid plan.
+#[derive(Debug, Clone, PartialEq)]
+struct RoundPlan {
+    reasoning: Option<String>,
+    complexity: Option<Complexity>,
+    steps: Vec<Action>,
+}
+
+/// A valid think.
+#[derive(Debug, Clone, PartialEq)]
+struct Think {
+    internal_analysis: String,
+    user_summary: String,
+    task_completed: bool,
+}
+
+/// Plan → execute → think, round after round (seed 003).
+pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
+    let mut rounds = RoundState {
+        strategy: NAME,
+        round: 0,
+        complexity: None,
+        max_rounds: Complexity::Medium.max_rounds(),
+        rejected_plans: 0,
+        last_user_summary: None,
+    };
+    loop {
+        if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
+            return run.degrade(Outcome::Cancelled, "the run was cancelled").await;
+        }
+        if let Some((outcome, reason)) = run.budget_exhausted() {
+            return end(run, &rounds, outcome, &reason).await;
+        }
+        if rounds.round >= rounds.max_rounds {
+            let reason = format!(
+                "the round limit ({} for a {} task) was reached",
+                rounds.max_rounds,
+                rounds.complexity().as_str()
+            );
+            return end(run, &rounds, Outcome::MaxTurns, &reason).await;
+        }
+        let space = guard::action_space(&run.state, &run.config);
+        let note = plan_note(run, &rounds, &space);
+        if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+            return end(run, &rounds, outcome, &reason).await;
+        }
+        // Compaction may have made observations recallable.
+        let space = guard::action_space(&run.state, &run.config);
+        let steps_allowed = step_actions(&space);
+        let note = plan_note(run, &rounds, &space);
+        rounds.round += 1;
+        save(run, &rounds);
+        let allowed =
+            if steps_allowed.is_empty() { &[THINK_TOOL][..] } else { &[PLAN_TOOL, THINK_TOOL] };
+        start_turn(
+            run,
+            note.chars().count(),
+            allowed,
+            Some(("round", json!([rounds.round, rounds.max_rounds]))),
+        )?;
+        // Plan (skipped when no action is left: only the think can conclude).
+        let mut reasoning = Value::Null;
+        let mut stop: Option<(Outcome, String)> = None;
+        let mut executed = false;
+        if !steps_allowed.is_empty() {
+            let request = forced_request(run, &note, PLAN_TOOL, plan_schema(&space, rounds.round));
+            match ask(run, "plan", request, None).await? {
+                None => {}
+                Some(response) => {
+                    let parsed = parse_plan(&response, run.config.decide, &steps_allowed);
+                    let tool_call_id = run.push_answer(&response);
+                    match parsed {
+                        Err(message) => {
+                            rounds.rejected_plans += 1;
+                            save(run, &rounds);
+                            run.emit(
+                                EventKind::ActionValidated,
+                                json!({"action": null, "valid": false, "error": message}),
+                            )?;
+                            run.observe(
+                                None,
+                                ObservationStatus::InvalidAction,
+                                &message,
+                                tool_call_id.as_deref(),
+                            )?;
+                        }
+                        Ok(plan) => {
+                            reasoning =
+                                run.record_reasoning_with(&response, plan.reasoning.as_deref());
+                            if rounds.round == 1
+                                && let Some(complexity) = plan.complexity
+                            {
+                                rounds.complexity = Some(complexity);
+                                rounds.max_rounds = complexity.max_rounds();
+                            }
+                            if let Some(id) = tool_call_id {
+                                run.context.push(Message::Tool {
+                                    tool_call_id: id,
+                                    content: format!(
+                                        "plan accepted: {} steps; their results follow",
+                                        plan.steps.len()
+                                    ),
+                                    is_error: false,
+                                });
+                            }
+                            save(run, &rounds);
+                            match execute(run, &rounds, &plan).await? {
+                                Batch::Done => {}
+                                Batch::Stopped(outcome, reason) => stop = Some((outcome, reason)),
+                                Batch::Cancelled => {
+                                    finish_turn(run, &reasoning)?;
+                                    return run
+                                        .degrade(Outcome::Cancelled, "the run was cancelled")
+                                        .await;
+                                }
+                            }
+                            executed = true;
+                        }
+                    }
+                }
+            }
+        }
+        // Think: after an executed batch, or when no action is left.
+        if executed || steps_allowed.is_empty() {
+            let note = think_note(run, &rounds, stop.as_ref().map(|(_, reason)| reason.as_str()));
+            if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+                finish_turn(run, &reasoning)?;
+                return end(run, &rounds, outcome, &reason).await;
+            }
+            let request = forced_request(run, &note, THINK_TOOL, think_schema());
+            match ask(run, "think", request, None).await? {
+                None => {}
+                Some(response) => {
+                    let parsed = parse_think(&response, run.config.decide);
+                    let tool_call_id = run.push_answer(&response);
+                    match parsed {
+                        Err(message) => {
+                            run.observe(
+                                None,
+                                ObservationStatus::InvalidAction,
+                                &message,
+                                tool_call_id.as_deref(),
+                            )?;
+                        }
+                        Ok(think) => {
+                            let think_reasoning = run
+                                .record_reasoning_with(&response, Some(&think.internal_analysis));
+                            if reasoning.is_null() {
+                                reasoning = think_reasoning;
+                            }
+                            if let Some(id) = tool_call_id {
+                                run.context.push(Message::Tool {
+                                    tool_call_id: id,
+                                    content: "noted".to_owned(),
+                                    is_error: false,
+                                });
+                            }
+                            rounds.last_user_summary = Some(think.user_summary.clone());
+                            save(run, &rounds);
+                            if think.task_completed {
+                                finish_turn(run, &reasoning)?;
+                                return Ok(Ending {
+                                    outcome: Outcome::Completed,
+                                    final_text: think.user_summary,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        finish_turn(run, &reasoning)?;
+        if let Some((outcome, reason)) = stop {
+            return end(run, &rounds, outcome, &reason).await;
+        }
+        if let Some(reason) = run.failures.stuck(&run.config) {
+            let outcome = if run.failures.model_errors() > run.config.guard.retry_caps.model_error {
+                Outcome::Error
+            } else {
+                Outcome::Stuck
+            };
+            return end(run, &rounds, outcome, &reason).await;
+        }
+    }
+}
+
+/// The guaranteed answer when the run ends without a completing think: the last
+/// `user_summary`, else one forced summary call without tools, else a deterministic text.
+async fn end(run: &mut Run, rounds: &RoundState, outcome: Outcome, reason: &str) -> Result<Ending> {
+    match &rounds.last_user_summary {
+        Some(summary) if outcome != Outcome::Cancelled => {
+            Ok(Ending { outcome, final_text: summary.clone() })
+        }
+        Some(_) | None => run.degrade(outcome, reason).await,
+    }
+}
+
+fn save(run: &mut Run, rounds: &RoundState) {
+    run.state.strategy_state = serde_json::to_value(rounds).unwrap_or(Value::Null);
+}
+
+/// How a batch ended.
+enum Batch {
+    /// All steps ran, or a step failed (the think sees it).
+    Done,
+    /// A budget was hit: think once more, then end with this outcome.
+    Stopped(Outcome, String),
+    /// The run was cancelled: end now.
+    Cancelled,
+}
+
+/// Runs the plan's steps in order; the plan (one step per action) is recorded with
+/// `plan_created`/`plan_updated` before and after.
+async fn execute(run: &mut Run, rounds: &RoundState, plan: &RoundPlan) -> Result<Batch> {
+    let mut steps: Vec<PlanStep> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(index, action)| PlanStep {
+            id: format!("r{}s{}", rounds.round, index + 1),
+            title: action.summary(),
+            status: StepStatus::Pending,
+        })
+        .collect();
+    let goal = plan.reasoning.clone().unwrap_or_default();
+    let kind =
+        if run.state.plan.is_some() { EventKind::PlanUpdated } else { EventKind::PlanCreated };
+    let current = Plan { goal: goal.clone(), steps: steps.clone(), ..Plan::default() };
+    run.state.plan = Some(current.clone());
+    run.emit(kind, json!({"plan": current, "round": rounds.round}))?;
+    let mut batch = Batch::Done;
+    let mut ran = 0;
+    for (index, action) in plan.steps.iter().enumerate() {
+        if run.state.counters.tool_calls >= run.config.budgets.max_tool_calls {
+            batch = Batch::Stopped(
+                Outcome::MaxToolCalls,
+                format!("the tool-call limit ({}) was reached", run.config.budgets.max_tool_calls),
+            );
+            break;
+        }
+        let space = guard::action_space(&run.state, &run.config);
+        let stopped = run.act(action, &space, None).await?;
+        ran = index + 1;
+        let ok = run.state.actions.last().is_some_and(|record| {
+            record.status == ObservationStatus::Ok && record.action.as_ref() == Some(action)
+        });
+        steps[index].status = if ok { StepStatus::Done } else { StepStatus::Skipped };
+        match stopped {
+            Some(Outcome::Cancelled) => return Ok(Batch::Cancelled),
+            Some(outcome) => {
+                batch = Batch::Stopped(
+                    outcome,
+                    format!(
+                        "the script-run limit ({}) was reached",
+                        run.config.budgets.max_script_runs
+                    ),
+                );
+                break;
+            }
+            None if !ok => break,
+            None => {}
+        }
+    }
+    let current = Plan { goal, steps, ..Plan::default() };
+    run.state.plan = Some(current.clone());
+    run.emit(
+        EventKind::PlanUpdated,
+        json!({"plan": current, "round": rounds.round, "ran": ran, "not_run": plan.steps.len() - ran}),
+    )?;
+    Ok(batch)
+}
+
+/// The actions a step may be now: the turn's action space without `final_answer`.
+fn step_actions(space: &ActionSpace) -> Vec<&'static str> {
+    space.allowed().into_iter().filter(|name| *name != "final_answer").collect()
+}
+
+/// The request of a forced phase: the context, the phase's note, and exactly one tool named
+/// in `tool_choice` (or its schema as the response format).
+fn forced_request(run: &mut Run, note: &str, tool: &str, schema: Value) -> ChatRequest {
+    let mut request =
+        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
+    request.temperature = run.config.model.temperature;
+    request.max_tokens = Some(run.config.model.max_tokens);
+    match run.config.decide {
+        DecideMode::Tools => {
+            let description = if tool == PLAN_TOOL {
+                "Plan the next batch of 1-8 actions over the skills; they run in order."
+            } else {
+                "Assess the round's results and say whether the task is done."
+            };
+            request.tools = vec![Tool {
+                name: tool.to_owned(),
+                description: description.to_owned(),
+                parameters: schema,
+            }];
+            request.tool_choice = ToolChoice::Named(tool.to_owned());
+            request.parallel_tool_calls = Some(false);
+        }
+        DecideMode::Json => {
+            request.response_format =
+                ResponseFormat::JsonSchema { name: tool.to_owned(), schema, strict: true };
+        }
+    }
+    request
+}
+
+/// The schema of `plan_tool_call`: steps drawn from the actions the space allows now.
+fn plan_schema(space: &ActionSpace, round: u32) -> Value {
+    let variants: Vec<Value> = step_actions(space)
+        .into_iter()
+        .map(|name| {
+            json!({
+                "type": "object",
+                "properties": {"tool": {"const": name}, "args": space.args_schema(name)},
+                "required": ["tool", "args"],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    let mut properties = Map::new();
+    properties.insert("reasoning".into(), json!({"type": "string", "maxLength": REASONING_MAX}));
+    properties.insert(
+        "steps".into(),
+        json!({"type": "array", "items": {"anyOf": variants}, "minItems": 1, "maxItems": MAX_STEPS}),
+    );
+    let mut required = vec!["reasoning", "steps"];
+    if round == 1 {
+        properties.insert("complexity".into(), json!({"enum": ["simple", "medium", "complex"]}));
+        required.push("complexity");
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The schema of `think`.
+fn think_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "internal_analysis": {"type": "string", "maxLength": ANALYSIS_MAX},
+            "user_summary": {"type": "string", "minLength": 1, "maxLength": SUMMARY_MAX},
+            "task_completed": {"type": "boolean"},
+            "next_steps_preview": {"type": "string", "maxLength": REASONING_MAX},
+        },
+        "required": ["internal_analysis", "user_summary", "task_completed"],
+        "additionalProperties": false,
+    })
+}
+
+/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
+fn forced_arguments(
+    response: &Response,
+    mode: DecideMode,
+    tool: &str,
+) -> std::result::Result<Map<String, Value>, String> {
+    let value = if let Some(call) = response.tool_calls.first() {
+        if call.name != tool {
+            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
+        }
+        call.arguments.clone()
+    } else if let Some(bad) = response.invalid_tool_calls.first() {
+        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
+    } else if mode == DecideMode::Json {
+        serde_json::from_str(strip_fence(&response.text))
+            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
+    } else {
+        return Err(format!("expected a call to `{tool}`, got no tool call"));
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
+    }
+}
+
+fn parse_plan(
+    response: &Response,
+    mode: DecideMode,
+    allowed: &[&str],
+) -> std::result::Result<RoundPlan, String> {
+    let mut arguments = forced_arguments(response, mode, PLAN_TOOL)?;
+    let reasoning = match arguments.remove("reasoning") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text).filter(|text| !text.trim().is_empty()),
+        Some(other) => return Err(format!("`reasoning` must be a string, got {other}")),
+    };
+    let complexity = match arguments.remove("complexity") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            serde_json::from_value(value)
+                .map_err(|_| "`complexity` must be one of simple, medium, complex".to_owned())?,
+        ),
+    };
+    arguments.remove("estimated_steps");
+    let Some(Value::Array(steps)) = arguments.remove("steps") else {
+        return Err("the plan needs `steps`: an array of 1-8 {tool, args}".to_owned());
+    };
+    if let Some(key) = arguments.keys().next() {
+        return Err(format!("unexpected field `{key}` in the plan"));
+    }
+    if steps.is_empty() {
+        return Err("the plan has no steps; plan 1-8 steps".to_owned());
+    }
+    if steps.len() > MAX_STEPS {
+        return Err(format!(
+            "the plan has {} steps; at most {MAX_STEPS} steps per round",
+            steps.len()
+        ));
+    }
+    let mut actions = Vec::with_capacity(steps.len());
+    for (index, step) in steps.into_iter().enumerate() {
+        let Value::Object(mut step) = step else {
+            return Err(format!("step {} must be an object {{tool, args}}", index + 1));
+        };
+        let Some(Value::String(tool)) = step.remove("tool") else {
+            return Err(format!("step {} needs `tool`, the name of an action", index + 1));
+        };
+        if !allowed.contains(&tool.as_str()) {
+            return Err(format!(
+                "step {}: `{tool}` is not a step allowed now; allowed: {}",
+                index + 1,
+                allowed.join(", ")
+            ));
+        }
+        let args = step
+            .remove("args")
+            .or_else(|| step.remove("arguments"))
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        let action = action_from(&tool, args)
+            .map_err(|invalid| format!("step {}: {}", index + 1, invalid.message))?;
+        actions.push(action);
+    }
+    Ok(RoundPlan { reasoning, complexity, steps: actions })
+}
+
+fn parse_think(response: &Response, mode: DecideMode) -> std::result::Result<Think, String> {
+    let arguments = forced_arguments(response, mode, THINK_TOOL)?;
+    let text = |key: &str| arguments.get(key).and_then(Value::as_str).unwrap_or_default().trim();
+    let user_summary = text("user_summary");
+    if user_summary.is_empty() {
+        return Err("`think` needs a non-empty `user_summary` for the user".to_owned());
+    }
+    let task_completed = match arguments.get("task_completed") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(done)) => *done,
+        Some(other) => return Err(format!("`task_completed` must be true or false, got {other}")),
+    };
+    Ok(Think {
+        internal_analysis: text("internal_analysis").to_owned(),
+        user_summary: user_summary.to_owned(),
+        task_completed,
+    })
+}
+
+/// The Plan phase's note: round and budgets, the last plan, the skills, the task, the
+/// actions a step may be.
+fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
+    let mut note = round_line(run, rounds, rounds.round + 1);
+    if let Some(plan) = &run.state.plan {
+        note.push_str("Last round's plan:\n");
+        note.push_str(&plan.render());
+    }
+    note.push_str(&skills_lines(run));
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    note.push_str(&format!("Step actions allowed now: {}", step_actions(space).join(", ")));
+    if let Some(why) = &space.note {
+        note.push_str(&format!(" ({why})"));
+    }
+    let complexity = if rounds.round == 0 {
+        "; and judge the task's complexity (simple, medium, complex)".to_owned()
+    } else {
+        format!(" (about {} steps suit this task)", rounds.complexity().steps_per_round())
+    };
+    note.push_str(&format!(
+        ".\nPlan the next batch: call {PLAN_TOOL} with 1-{MAX_STEPS} steps {{tool, args}} that \
+         run in order{complexity}. A skill must be selected before its files or scripts are used."
+    ));
+    note
+}
+
+/// The Think phase's note.
+fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
+    let mut note = round_line(run, rounds, rounds.round);
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    if let Some(reason) = stopped {
+        note.push_str(&format!("The run stops after this think: {reason}.\n"));
+    }
+    note.push_str(&format!(
+        "Call {THINK_TOOL}: internal_analysis (what the results show), user_summary (the \
+         answer the user reads: results and facts from the observations), task_completed (true \
+         only when the task is done), next_steps_preview."
+    ));
+    note
+}
+
+fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {
+    let budgets = &run.config.budgets;
+    let counters = &run.state.counters;
+    format!(
+        "Round {round} of {} · tool calls {}/{} · script runs {}/{}\n",
+        rounds.max_rounds,
+        counters.tool_calls,
+        budgets.max_tool_calls,
+        counters.script_runs,
+        budgets.max_script_runs
+    )
+}

@@ -1,0 +1,389 @@
+//! Loop strategies other than `react`, on scripted models over real skills and real scripts:
+//! `plan-execute-think` (seed 003) — a plan run and a completing think, a batch cut short by a
+//! failing step, a plan of too many steps rejected and counted, the round limit answered with
+//! the last `user_summary`, the forced summary call and the deterministic text behind it,
+//! JSON mode, replay and resume.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_core::{
+    AgentConfig, DecideMode, EventKind, Outcome, STRATEGIES, comparable, replay_check,
+};
+use common::{call, text, toolbox};
+use model_adapter::{MockModel, MockReply, ResponseFormat, ToolChoice};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+fn main() -> ExitCode {
+    common::main(tests![
+        plan_execute_think_is_a_known_strategy,
+        a_plan_runs_and_a_completing_think_answers,
+        a_failing_step_ends_the_batch_and_think_follows,
+        a_plan_of_more_than_eight_steps_is_rejected_and_counted,
+        the_round_limit_answers_with_the_last_user_summary,
+        without_a_summary_one_forced_call_answers_then_a_deterministic_text,
+        json_mode_asks_for_one_document_under_each_phase_schema,
+        replay_reproduces_a_plan_execute_think_run,
+        a_plan_execute_think_run_resumes_from_any_point_of_its_record,
+    ])
+}
+
+const TASK: &str = "Log one and two with the toolbox";
+
+fn config() -> AgentConfig {
+    AgentConfig { strategy: "plan-execute-think".to_owned(), ..AgentConfig::default() }
+}
+
+/// A `plan_tool_call` answer with `steps` as `(tool, args)`.
+fn plan(complexity: Option<&str>, steps: &[(&str, Value)]) -> MockReply {
+    let steps: Vec<Value> =
+        steps.iter().map(|(tool, args)| json!({"tool": tool, "args": args})).collect();
+    let mut arguments = json!({"reasoning": "next batch", "steps": steps});
+    if let Some(complexity) = complexity {
+        arguments["complexity"] = json!(complexity);
+    }
+    call("plan_tool_call", arguments)
+}
+
+fn select_step() -> (&'static str, Value) {
+    ("select_skills", json!({"names": ["toolbox"]}))
+}
+
+fn script_step(script: &str, args: &[&str]) -> (&'static str, Value) {
+    (
+        "run_script",
+        json!({"skill": "toolbox", "script": format!("scripts/{script}.sh"), "args": args}),
+    )
+}
+
+fn think(summary: &str, completed: bool) -> MockReply {
+    call(
+        "think",
+        json!({
+            "internal_analysis": "looked at the observations",
+            "user_summary": summary,
+            "task_completed": completed,
+            "next_steps_preview": "",
+        }),
+    )
+}
+
+/// The purposes of the model calls, in order.
+fn purposes(events: &[agent_core::Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|event| event.kind == EventKind::ModelRequest)
+        .map(|event| text(&event.data["purpose"]))
+        .collect()
+}
+
+/// The replies of the two-round run most tests start from.
+fn two_rounds() -> Vec<MockReply> {
+    vec![
+        plan(Some("simple"), &[select_step()]),
+        think("The toolbox is selected.", false),
+        plan(None, &[script_step("log", &["one"]), script_step("log", &["two"])]),
+        think("Logged one and two.", true),
+    ]
+}
+
+async fn plan_execute_think_is_a_known_strategy() -> anyhow::Result<()> {
+    assert_eq!(STRATEGIES, ["react", "plan-execute-think"]);
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(Vec::new()));
+    let mut config = config();
+    config.strategy = "plan-thought-nothing".to_owned();
+    let error = fixture.agent(&model, config).build().unwrap_err().to_string();
+    assert!(error.contains("known: react, plan-execute-think"), "{error}");
+    Ok(())
+}
+
+async fn a_plan_runs_and_a_completing_think_answers() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(two_rounds()));
+    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "Logged one and two.");
+    assert_eq!(ran.final_md(), "Logged one and two.\n");
+    assert_eq!(
+        (ran.result.turns, ran.result.model_calls, ran.result.tool_calls, ran.result.script_runs),
+        (2, 4, 3, 2)
+    );
+    assert_eq!(fixture.workspace_text("log.txt"), "one\ntwo\n");
+    assert_eq!(purposes(&ran.events), ["plan", "think", "plan", "think"]);
+    assert_eq!(ran.statuses(), ["ok", "ok", "ok"]);
+    // Each phase offers exactly its own tool, named in tool_choice.
+    let requests = model.requests();
+    let forced: Vec<(Vec<String>, ToolChoice)> = requests
+        .iter()
+        .map(|request| (common::tool_names(request), request.tool_choice.clone()))
+        .collect();
+    let named = |tool: &str| (vec![tool.to_owned()], ToolChoice::Named(tool.to_owned()));
+    assert_eq!(
+        forced,
+        [named("plan_tool_call"), named("think"), named("plan_tool_call"), named("think")]
+    );
+    // The first plan judges complexity; later ones may not; steps are the actions allowed now.
+    let first = &requests[0].tools[0].parameters;
+    assert_eq!(first["required"], json!(["reasoning", "steps", "complexity"]));
+    let second = &requests[2].tools[0].parameters;
+    assert_eq!(second["required"], json!(["reasoning", "steps"]));
+    let step_tools: Vec<&Value> = second["properties"]["steps"]["items"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|variant| &variant["properties"]["tool"]["const"])
+        .collect();
+    assert_eq!(step_tools, [&json!("run_script")]);
+    // Each round's plan is recorded, with its steps' statuses after the batch.
+    let plans = ran.data(EventKind::PlanUpdated);
+    let last = plans.last().unwrap();
+    assert_eq!(last["round"], 2);
+    assert_eq!(last["not_run"], 0);
+    let statuses: Vec<&Value> =
+        last["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
+    assert_eq!(statuses, [&json!("done"), &json!("done")]);
+    assert_eq!(ran.data(EventKind::PlanCreated).len(), 1);
+    let turns = ran.data(EventKind::TurnStarted);
+    assert_eq!(turns[1]["round"], json!([2, 2]));
+    let state = ran.state();
+    assert_eq!(state["strategy_state"]["round"], 2);
+    assert_eq!(state["strategy_state"]["complexity"], "simple");
+    assert_eq!(state["strategy_state"]["last_user_summary"], "Logged one and two.");
+    Ok(())
+}
+
+async fn a_failing_step_ends_the_batch_and_think_follows() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        plan(Some("medium"), &[select_step()]),
+        think("Selected.", false),
+        plan(
+            None,
+            &[
+                script_step("log", &["one"]),
+                script_step("fail", &["x"]),
+                script_step("log", &["two"]),
+            ],
+        ),
+        think("Logged one; the second step failed.", true),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "Logged one; the second step failed.");
+    assert_eq!(fixture.workspace_text("log.txt"), "one\n");
+    assert_eq!(ran.statuses(), ["ok", "ok", "failed"]);
+    assert_eq!(purposes(&ran.events), ["plan", "think", "plan", "think"]);
+    let last = *ran.data(EventKind::PlanUpdated).last().unwrap();
+    assert_eq!((last["ran"].clone(), last["not_run"].clone()), (json!(2), json!(1)));
+    let statuses: Vec<&Value> =
+        last["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
+    assert_eq!(statuses, [&json!("done"), &json!("skipped"), &json!("pending")]);
+    // The think saw the failure.
+    let think_request = &model.requests()[3];
+    assert!(common::request_text(think_request).contains("cannot handle x"));
+    Ok(())
+}
+
+async fn a_plan_of_more_than_eight_steps_is_rejected_and_counted() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let nine: Vec<(&str, Value)> = (0..9).map(|_| select_step()).collect();
+    let model = Arc::new(MockModel::new(vec![
+        plan(Some("medium"), &nine),
+        plan(Some("simple"), &[select_step()]),
+        think("Selected the toolbox; nothing to log.", true),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    // The rejected round ran nothing and had no think; its complexity was not taken.
+    assert_eq!(purposes(&ran.events), ["plan", "plan", "think"]);
+    let observations = ran.observations();
+    assert_eq!(observations[0].0, "invalid_action");
+    assert!(observations[0].1.contains("the plan has 9 steps; at most 8 steps per round"));
+    assert_eq!(ran.statuses(), ["invalid_action", "ok"]);
+    assert_eq!(ran.result.tool_calls, 1);
+    let state = ran.state();
+    assert_eq!(state["strategy_state"]["rejected_plans"], 1);
+    assert_eq!(state["strategy_state"]["max_rounds"], 3);
+    Ok(())
+}
+
+async fn the_round_limit_answers_with_the_last_user_summary() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        plan(Some("simple"), &[select_step()]),
+        think("Selected the toolbox.", false),
+        plan(None, &[script_step("log", &["one"])]),
+        think("Logged one; two is left.", false),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::MaxTurns);
+    assert_eq!(ran.result.final_text, "Logged one; two is left.");
+    // No extra call: the summary is the answer.
+    assert_eq!(ran.result.model_calls, 4);
+    assert_eq!(model.remaining(), 0);
+    assert_eq!(ran.finished()["degraded"], true);
+    Ok(())
+}
+
+async fn without_a_summary_one_forced_call_answers_then_a_deterministic_text() -> anyhow::Result<()>
+{
+    for (forced, expected) in [
+        (MockReply::text("Selected the toolbox; nothing logged."), None),
+        (call("think", json!({"user_summary": "no"})), Some("The run stopped before")),
+    ] {
+        let fixture = toolbox();
+        let model = Arc::new(MockModel::new(vec![
+            plan(Some("simple"), &[select_step()]),
+            think("  ", false),
+            plan(None, &[script_step("log", &["one"])]),
+            call("think", json!({"internal_analysis": "done", "task_completed": false})),
+            forced,
+        ]));
+        let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+        assert_eq!(ran.result.outcome, Outcome::MaxTurns);
+        assert_eq!(purposes(&ran.events), ["plan", "think", "plan", "think", "degraded_answer"]);
+        let last = model.requests().pop().unwrap();
+        assert!(last.tools.is_empty(), "the forced summary offers no tools");
+        match expected {
+            None => assert_eq!(ran.result.final_text, "Selected the toolbox; nothing logged."),
+            Some(start) => {
+                assert!(ran.result.final_text.starts_with(start), "{}", ran.result.final_text);
+                assert!(ran.result.final_text.contains("run_script toolbox/scripts/log.sh one"));
+            }
+        }
+        let invalid: Vec<String> = ran
+            .observations()
+            .into_iter()
+            .filter(|(status, _)| status == "invalid_action")
+            .map(|(_, content)| content)
+            .collect();
+        assert_eq!(invalid.len(), 2);
+        assert!(invalid[0].contains("non-empty `user_summary`"));
+        assert!(ran.state()["strategy_state"]["last_user_summary"].is_null());
+    }
+    Ok(())
+}
+
+async fn json_mode_asks_for_one_document_under_each_phase_schema() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let document = |value: Value| MockReply::text(&format!("```json\n{value}\n```"));
+    let model = Arc::new(MockModel::new(vec![
+        document(json!({"complexity": "simple", "reasoning": "select first", "steps": [
+            {"tool": "select_skills", "args": {"names": ["toolbox"]}}]})),
+        document(
+            json!({"internal_analysis": "ok", "task_completed": false, "user_summary": "Selected."}),
+        ),
+        document(json!({"reasoning": "log", "steps": [
+            {"args": {"args": ["one"], "script": "scripts/log.sh", "skill": "toolbox"}, "tool": "run_script"}]})),
+        document(
+            json!({"internal_analysis": "ok", "task_completed": true, "user_summary": "Logged one."}),
+        ),
+    ]));
+    let config = AgentConfig { decide: DecideMode::Json, ..config() };
+    let ran = fixture.run(fixture.agent(&model, config), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "Logged one.");
+    assert_eq!(fixture.workspace_text("log.txt"), "one\n");
+    let names: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|request| match &request.response_format {
+            ResponseFormat::JsonSchema { name, .. } if request.tools.is_empty() => name.clone(),
+            other => panic!("not a schema-only request: {other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["plan_tool_call", "think", "plan_tool_call", "think"]);
+    Ok(())
+}
+
+async fn replay_reproduces_a_plan_execute_think_run() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let mut replies = two_rounds();
+    replies.insert(2, plan(None, &[script_step("fail", &["x"])]));
+    replies.insert(3, think("The fail script failed.", false));
+    let mut config = config();
+    config.budgets.max_turns = 2;
+    let model = Arc::new(MockModel::new(replies));
+    let ran = fixture.run(fixture.agent(&model, config), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::MaxTurns);
+    assert_eq!(ran.result.final_text, "The fail script failed.");
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    assert_eq!(report.events_compared, ran.events.len());
+    assert!(report.compliance.final_text_present);
+    assert_eq!(report.turns.len(), 2);
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for file in common::files_under(from) {
+        let target = to.join(file.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(&file, target).unwrap();
+    }
+}
+
+async fn a_plan_execute_think_run_resumes_from_any_point_of_its_record() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(two_rounds()));
+    let original = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(original.result.outcome, Outcome::Completed);
+    let lines: Vec<String> = std::fs::read_to_string(original.run_dir.join("events.jsonl"))?
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let wanted: Vec<Value> = original
+        .events
+        .iter()
+        .filter(|event| event.kind != EventKind::AssistantDelta)
+        .map(comparable)
+        .collect();
+    let scratch = tempfile::tempdir()?;
+    for kept in 1..lines.len() {
+        let case = scratch.path().join(kept.to_string());
+        let (runs, workspace) = (case.join("runs"), case.join("workspace"));
+        let run_dir = runs.join(&original.result.run_id);
+        copy_dir(&original.run_dir.join("inputs"), &run_dir.join("inputs"));
+        let text: String = lines[..kept].iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(run_dir.join("events.jsonl"), text)?;
+        // The workspace as the killed run left it: logged lines whose observation was recorded.
+        let prefix: Vec<Value> =
+            lines[..kept].iter().map(|line| serde_json::from_str(line).unwrap()).collect();
+        let mut logged = String::new();
+        for (index, event) in prefix.iter().enumerate() {
+            if event["type"] == "action_executed" && index + 1 < prefix.len() {
+                let args = &event["data"]["action"]["args"];
+                if args["script"] == "scripts/log.sh" {
+                    logged.push_str(&format!("{}\n", args["args"][0].as_str().unwrap()));
+                }
+            }
+        }
+        std::fs::create_dir_all(&workspace)?;
+        std::fs::write(workspace.join("log.txt"), &logged)?;
+        let answered = prefix.iter().filter(|event| event["type"] == "model_response").count();
+        let model = Arc::new(MockModel::new(two_rounds().split_off(answered)));
+        let agent =
+            fixture.agent(&model, config()).workspace(&workspace).runs_dir(&runs).build()?;
+        let result =
+            agent.resume(&run_dir).await.unwrap_or_else(|error| panic!("cut {kept}: {error}"));
+        assert_eq!(result.outcome, Outcome::Completed, "cut {kept}");
+        assert_eq!(result.final_text, original.result.final_text, "cut {kept}");
+        assert_eq!(result.counters, original.result.counters, "cut {kept}");
+        assert_eq!(model.remaining(), 0, "cut {kept}");
+        assert_eq!(std::fs::read_to_string(workspace.join("log.txt"))?, "one\ntwo\n", "cut {kept}");
+        let got: Vec<Value> = common::well_formed(&run_dir)
+            .iter()
+            .filter(|event| event.kind != EventKind::AssistantDelta)
+            .map(comparable)
+            .collect();
+        assert_eq!(got, wanted, "cut {kept}");
+    }
+    Ok(())
+}
