@@ -298,7 +298,15 @@ fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> St
          Use facts from observations, never invented ones. Say in `thought` why you take the \
          action. As soon as you know the answer, give final_answer.\n",
     );
-    if config.decide == DecideMode::Json {
+    if config.strategy == crate::strategy::PLAN_EXECUTE_THINK {
+        text.push_str(
+            "This run works in rounds instead: plan_tool_call plans a batch of 1-8 of the \
+             actions above (never final_answer) as steps {\"tool\", \"args\"}; the runtime \
+             runs them in order (a failing step ends the batch) and shows their results; then \
+             think says what they showed, gives user_summary (what the user reads) and \
+             task_completed.\n",
+        );
+    } else if config.decide == DecideMode::Json {
         text.push_str(
             "Reply with one JSON object: {\"thought\": \"<one sentence>\", \"action\": \
              {\"type\": \"<action>\", \"args\": {…}}}, and a \"plan\" {\"goal\", \"steps\": \

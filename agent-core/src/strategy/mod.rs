@@ -24,7 +24,10 @@ use crate::run::{Answer, Ending, Run};
 use crate::state::ObservationStatus;
 
 /// The names of the strategies this build knows (`AgentConfig::strategy`).
-pub const STRATEGIES: &[&str] = &["react", "plan-execute-think"];
+pub const STRATEGIES: &[&str] = &["react", PLAN_EXECUTE_THINK];
+
+/// The name of the `plan-execute-think` strategy.
+pub(crate) const PLAN_EXECUTE_THINK: &str = plan_execute_think::NAME;
 
 /// Runs `run` to its end with the strategy its configuration names (validated by the agent
 /// builder; an unknown name runs `react`).
