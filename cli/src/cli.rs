@@ -185,19 +185,20 @@ struct CommonArgs {
 struct RunArgs {
     #[command(flatten)]
     common: CommonArgs,
-    /// The loop strategy.
-    #[arg(long)]
+    /// The loop strategy (default: react).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(agent_core::STRATEGIES.iter().copied()))]
     strategy: Option<String>,
-    /// Maximum turns.
+    /// Maximum turns (default 12; rounds for plan-execute-think).
     #[arg(long)]
     max_turns: Option<u32>,
-    /// Maximum actions other than the final answer.
+    /// Maximum actions other than the final answer (default 30).
     #[arg(long)]
     max_tool_calls: Option<u32>,
-    /// Maximum scripts run.
+    /// Maximum scripts run (default 6).
     #[arg(long)]
     max_script_runs: Option<u32>,
-    /// Maximum characters of context sent to the model.
+    /// Maximum characters of context sent to the model (default 48,000; 22,000 for the
+    /// local 1.5B model, 11,000 for the 0.5B).
     #[arg(long)]
     max_context_chars: Option<usize>,
     /// The task.

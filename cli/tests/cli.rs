@@ -152,6 +152,7 @@ fn help_version_and_usage_errors() {
     assert_code(&fixture.run(&[]), 2);
     assert_code(&fixture.run(&["fly"]), 2);
     assert_code(&fixture.run(&["run", "--max-turns", "many", "task"]), 2);
+    assert_code(&fixture.run(&["run", "--strategy", "nope", "task"]), 2);
     let empty = fixture.run(&["run", "--model", "mock:x.json", "  "]);
     assert_code(&empty, 2);
     assert!(text(&empty.stderr).contains("the task is empty"), "{}", text(&empty.stderr));
@@ -501,4 +502,45 @@ fn model_status_says_when_nothing_runs() {
     assert_code(&stop, 0);
     assert!(text(&stop.stderr).contains("was not running"));
     assert_code(&fixture.run(&["model", "start", "--size", "7b"]), 2);
+}
+
+#[test]
+fn the_plan_execute_think_strategy_runs_from_the_command_line() {
+    let fixture = Fixture::new();
+    let plan = |steps: Value| {
+        json!({"tool_calls": [{"name": "plan_tool_call",
+            "arguments": {"reasoning": "next batch", "steps": steps, "complexity": "simple"}}]})
+    };
+    let think = |summary: &str, done: bool| {
+        json!({"tool_calls": [{"name": "think", "arguments": {"internal_analysis": "seen",
+            "user_summary": summary, "task_completed": done, "next_steps_preview": ""}}]})
+    };
+    let spec = fixture.answers(
+        "answers.json",
+        &json!([
+            plan(json!([{"tool": "select_skills", "args": {"names": ["counter"]}}])),
+            think("counter is selected", false),
+            plan(json!([{"tool": "run_script", "args":
+                {"skill": "counter", "script": "scripts/count.sh", "args": ["a", "b"]}}])),
+            think("There are 2 words.", true),
+        ]),
+    );
+    let output = fixture.run(&[
+        "run",
+        "--json",
+        "--strategy",
+        "plan-execute-think",
+        "--model",
+        &spec,
+        "Count a b",
+    ]);
+    assert_code(&output, 0);
+    let result = json_line(&output);
+    assert_eq!(
+        (&result["final_text"], &result["turns"]),
+        (&json!("There are 2 words."), &json!(2))
+    );
+    assert_eq!(std::fs::read_to_string(fixture.workspace.join("runs.log")).unwrap(), "run\n");
+    let run_dir = result["run_dir"].as_str().unwrap();
+    assert_code(&fixture.run(&["replay", "--check", run_dir]), 0);
 }
