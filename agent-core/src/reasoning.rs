@@ -1,11 +1,30 @@
-//! Think-Act metrics (seed 000): a model call that acts without saying why is a silent call.
+//! Think-Act protocol (seed 000): detecting and counting silent calls, the reasoning-level
+//! signal of the runtime metadata line, and the meta-cognition notice of the dynamic context.
 //!
-//! A call counts once per tool call it makes (a structured-JSON action counts as one). It is
-//! reasoned when it carries thinking, a non-empty `thought`, or visible text that is more than
-//! markup left around the call (whitespace or a bare code fence, as the local model writes
-//! "```json\n" before its calls).
+//! Detection. An answer that acts (tool calls, or one structured-JSON action) is *reasoned*
+//! when it carries thinking, a non-empty `thought` field, or visible text that is more than
+//! markup left around the call — whitespace or a bare code fence, as the local model writes
+//! "```json\n" before its calls. Otherwise it is *silent*. Either way it counts once per call
+//! it makes (`silent_call_count += len(tool_calls)`; a structured action is one call).
+//!
+//! Signal. The task's route — read-only, may write, cross-file or large data — gives a
+//! reasoning level (lightweight / standard / complete) appended to the turn's runtime
+//! metadata line as ` · reasoning=LEVEL`.
+//!
+//! Notice. Four conditions, in the seed's priority order (near the turn limit, consecutive
+//! failures, a refusal with nothing executed, mostly silent calls), at most two warnings, as
+//! text for the turn note: no extra turn, no message of its own in the transcript.
+// Until every strategy calls `record_answer`, `reasoning_signal`, `input_sizes` and `notice`,
+// some of them are unused outside the tests; delete this line once all four are wired.
+#![cfg_attr(not(test), expect(dead_code, reason = "the strategies wire the Think-Act helpers in"))]
 
+use std::path::Path;
+
+use model_adapter::{Response, ThinkingBlockContent};
 use serde::{Deserialize, Serialize};
+
+use crate::action::Action;
+use crate::state::{ObservationStatus, RunState};
 
 /// Per-run reasoning counters, reported in the run result and in `run_finished`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -31,13 +50,12 @@ pub struct TurnReasoning {
     pub silent: bool,
 }
 
-/// Visible text minus markup: whitespace and code-fence lines do not count as reasoning.
+/// Characters of reasoning in visible text: the text trimmed, without the lines that are only
+/// a code fence (```` ``` ```` or ```` ```json ````), so that markup around a call is not
+/// reasoning.
 pub fn reasoning_text_chars(text: &str) -> u64 {
-    text.lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !is_fence(line))
-        .map(|line| line.chars().count() as u64)
-        .sum()
+    let kept: Vec<&str> = text.lines().filter(|line| !is_fence(line.trim())).collect();
+    kept.join("\n").trim().chars().count() as u64
 }
 
 fn is_fence(line: &str) -> bool {
@@ -48,29 +66,287 @@ fn is_fence(line: &str) -> bool {
 impl ReasoningMetrics {
     /// Counts one acting answer: `calls` actions, with `reasoning_chars` of reasoning.
     pub fn record(&mut self, calls: u64, reasoning_chars: u64) -> TurnReasoning {
-        let silent = reasoning_chars == 0;
-        if silent {
-            self.silent_call_count += calls;
-        } else {
+        self.tally(calls, reasoning_chars, reasoning_chars > 0)
+    }
+
+    /// Counts one acting answer from the response itself. `thought` is the decision's
+    /// `thought` field; `text_is_action` says the visible text is the structured action
+    /// document (JSON mode without tool calls), not prose around a call.
+    ///
+    /// Thinking and `thought` count trimmed; a redacted thinking block is reasoning the
+    /// provider hid (reasoned, no characters). Invalid tool calls are calls the model made.
+    pub(crate) fn record_answer(
+        &mut self,
+        response: &Response,
+        thought: Option<&str>,
+        text_is_action: bool,
+    ) -> TurnReasoning {
+        let calls = (response.tool_calls.len() + response.invalid_tool_calls.len()).max(1) as u64;
+        let visible = if text_is_action { 0 } else { reasoning_text_chars(&response.text) };
+        let thinking = response.thinking.trim().chars().count() as u64;
+        let thought = thought.map_or(0, |text| text.trim().chars().count() as u64);
+        let chars = visible + thinking + thought;
+        let redacted = response
+            .thinking_blocks
+            .iter()
+            .any(|block| matches!(block.content, ThinkingBlockContent::RedactedThinking { .. }));
+        self.tally(calls, chars, chars > 0 || redacted)
+    }
+
+    fn tally(&mut self, calls: u64, reasoning_chars: u64, reasoned: bool) -> TurnReasoning {
+        if reasoned {
             self.reasoned_call_count += calls;
+        } else {
+            self.silent_call_count += calls;
         }
         self.reasoning_chars_total += reasoning_chars;
         let total = self.silent_call_count + self.reasoned_call_count;
         self.silent_call_rate =
             if total == 0 { 0.0 } else { self.silent_call_count as f64 / total as f64 };
-        TurnReasoning { calls, reasoning_chars, silent }
+        TurnReasoning { calls, reasoning_chars, silent: !reasoned }
     }
+}
+
+/// Whether the task's actions may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteHint {
+    /// No skill selected yet: the route is not known.
+    Unknown,
+    /// The selected skills can only be read (no script they may run).
+    ReadOnly,
+    /// A selected skill has a script it may run (scripts write to the workspace).
+    MayWrite,
+}
+
+/// What the runtime knows of the task's route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Route {
+    pub(crate) write: WriteHint,
+    /// The task names two or more files of the workspace.
+    pub(crate) cross_file: bool,
+    /// The files the task names hold [`LARGE_INPUT_BYTES`] or more together.
+    pub(crate) large_data: bool,
+}
+
+/// Input bytes from which a task counts as large-data.
+pub(crate) const LARGE_INPUT_BYTES: u64 = 1 << 20;
+
+impl Route {
+    /// The route from the run state and the sizes of the workspace files the task names
+    /// ([`input_sizes`]).
+    pub(crate) fn of(state: &RunState, input_sizes: &[u64]) -> Route {
+        let write = if state.selected.is_empty() {
+            WriteHint::Unknown
+        } else if state.selected.iter().any(|skill| {
+            !skill.scripts.is_empty()
+                && state.skill(&skill.name).is_none_or(|entry| {
+                    entry.allowed_tools.as_deref().is_none_or(|tools| {
+                        tools.iter().any(|tool| {
+                            let tool = tool.trim();
+                            tool == "Bash" || tool.starts_with("Bash(")
+                        })
+                    })
+                })
+        }) {
+            WriteHint::MayWrite
+        } else {
+            WriteHint::ReadOnly
+        };
+        Route {
+            write,
+            cross_file: input_sizes.len() >= 2,
+            large_data: input_sizes.iter().sum::<u64>() >= LARGE_INPUT_BYTES,
+        }
+    }
+}
+
+/// How much reasoning the runtime suggests before a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReasoningLevel {
+    /// Observe, then act.
+    Lightweight,
+    /// One sentence of observation and one of decision.
+    Standard,
+    /// Observation, analysis and decision.
+    Complete,
+}
+
+impl ReasoningLevel {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ReasoningLevel::Lightweight => "lightweight",
+            ReasoningLevel::Standard => "standard",
+            ReasoningLevel::Complete => "complete",
+        }
+    }
+}
+
+/// The seed's rule, in its order: read-only is lightweight; cross-file or large data is
+/// complete; may-write is standard; an unknown route is lightweight.
+pub(crate) fn reasoning_level(route: Route) -> ReasoningLevel {
+    if route.write == WriteHint::ReadOnly {
+        ReasoningLevel::Lightweight
+    } else if route.cross_file || route.large_data {
+        ReasoningLevel::Complete
+    } else if route.write == WriteHint::MayWrite {
+        ReasoningLevel::Standard
+    } else {
+        ReasoningLevel::Lightweight
+    }
+}
+
+/// The field appended to the runtime metadata line (the turn note's first line):
+/// ` · reasoning=LEVEL`.
+pub(crate) fn reasoning_signal(state: &RunState, input_sizes: &[u64]) -> String {
+    format!(" · reasoning={}", reasoning_level(Route::of(state, input_sizes)).as_str())
+}
+
+/// The sizes of the workspace files the task names (words that are relative paths of
+/// existing files; absolute paths and `..` are ignored). Reads metadata only; call it once
+/// per run.
+pub(crate) fn input_sizes(task: &str, workspace: &Path) -> Vec<u64> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut sizes = Vec::new();
+    for word in task.split_whitespace() {
+        let word = word.trim_matches(|c: char| "\"'`()[]{}<>,;:!?".contains(c));
+        let word = word.strip_suffix('.').unwrap_or(word);
+        if word.is_empty()
+            || seen.contains(&word)
+            || Path::new(word).is_absolute()
+            || word.split('/').any(|part| part == "..")
+        {
+            continue;
+        }
+        seen.push(word);
+        if let Ok(metadata) = std::fs::metadata(workspace.join(word))
+            && metadata.is_file()
+        {
+            sizes.push(metadata.len());
+        }
+    }
+    sizes
+}
+
+/// At most this many warnings in one notice.
+const MAX_WARNINGS: usize = 2;
+
+/// Consecutive failed actions from which condition 2 warns.
+const FAILURE_STREAK: usize = 3;
+
+/// The meta-cognition notice for the turn note, or `None` on the normal path. Conditions in
+/// priority order, at most [`MAX_WARNINGS`]:
+///
+/// 1. at least 60% of `max_turns` used;
+/// 2. the last three actions or more all failed (the seed's "consecutive failures ≥ 3";
+///    until a first success this is its `failures >= 3 and successes == 0`);
+/// 3. an action was refused (guardrail, policy or approver) and no script has run with
+///    success — the seed's "execution guard fired, nothing written";
+/// 4. silent calls are at least half of the calls (`silent > 0 && silent >= reasoned`).
+pub(crate) fn notice(state: &RunState, max_turns: u32) -> Option<String> {
+    let mut warnings: Vec<String> = Vec::new();
+    let turns = state.counters.turns;
+    if max_turns > 0 && u64::from(turns) * 5 >= u64::from(max_turns) * 3 {
+        warnings.push(format!(
+            "- {turns} of {max_turns} turns used: finish the current step and converge on an answer."
+        ));
+    }
+    let failures = state
+        .actions
+        .iter()
+        .rev()
+        .take_while(|record| record.status != ObservationStatus::Ok)
+        .count();
+    if warnings.len() < MAX_WARNINGS && failures >= FAILURE_STREAK {
+        warnings.push(format!(
+            "- The last {failures} actions failed: change the approach instead of retrying it."
+        ));
+    }
+    let executed = state.actions.iter().any(|record| {
+        record.status == ObservationStatus::Ok
+            && matches!(record.action, Some(Action::RunScript { .. }))
+    });
+    if warnings.len() < MAX_WARNINGS && state.counters.refusals > 0 && !executed {
+        warnings.push(
+            "- An action was refused and no script has run yet: do the work with the allowed actions, do not describe it."
+                .to_owned(),
+        );
+    }
+    let metrics = &state.reasoning;
+    let (silent, reasoned) = (metrics.silent_call_count, metrics.reasoned_call_count);
+    if warnings.len() < MAX_WARNINGS && silent > 0 && silent >= reasoned {
+        warnings.push(format!(
+            "- {silent} of {} calls came with no reasoning: before a call, say in one sentence what you saw and why this call (thinking counts).",
+            silent + reasoned
+        ));
+    }
+    if warnings.is_empty() {
+        return None;
+    }
+    Some(format!("Progress check:\n{}", warnings.join("\n")))
 }
 
 #[cfg(test)]
 mod tests {
+    use model_adapter::{InvalidToolCall, ThinkingBlock, ToolCall};
+    use pretty_assertions::assert_eq;
+    use serde_json::{Value, json};
+
     use super::*;
+    use crate::state::{ActionRecord, Counters, SelectedSkill, SkillEntry};
+
+    fn call(name: &str) -> ToolCall {
+        ToolCall { id: format!("call-{name}"), name: name.to_owned(), arguments: json!({}) }
+    }
+
+    /// The data-driven table: each case is an answer and what it must count as.
+    #[test]
+    fn detection_table() {
+        let table: Value =
+            serde_json::from_str(include_str!("../tests/data/reasoning/detection.json")).unwrap();
+        for case in table.as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let response = Response {
+                text: case["text"].as_str().unwrap_or_default().to_owned(),
+                thinking: case["thinking"].as_str().unwrap_or_default().to_owned(),
+                tool_calls: (0..case["tool_calls"].as_u64().unwrap_or(0))
+                    .map(|n| call(&format!("t{n}")))
+                    .collect(),
+                ..Response::default()
+            };
+            let mut metrics = ReasoningMetrics::default();
+            let turn = metrics.record_answer(
+                &response,
+                case["thought"].as_str(),
+                case["text_is_action"].as_bool().unwrap_or(false),
+            );
+            let want = &case["expect"];
+            assert_eq!(
+                (turn.calls, turn.reasoning_chars, turn.silent),
+                (
+                    want["calls"].as_u64().unwrap(),
+                    want["chars"].as_u64().unwrap(),
+                    want["silent"].as_bool().unwrap()
+                ),
+                "case {name}"
+            );
+            let (silent, reasoned) = if turn.silent { (turn.calls, 0) } else { (0, turn.calls) };
+            assert_eq!(
+                (metrics.silent_call_count, metrics.reasoned_call_count),
+                (silent, reasoned),
+                "case {name}"
+            );
+        }
+    }
 
     #[test]
     fn markup_around_a_call_is_not_reasoning() {
         assert_eq!(reasoning_text_chars("```json\n"), 0);
         assert_eq!(reasoning_text_chars("  \n```\n\n"), 0);
         assert_eq!(reasoning_text_chars("I will run it.\n```json"), 14);
+        // Like the seed's `len(content.strip())`, inner line breaks count.
+        assert_eq!(reasoning_text_chars("\n a\n\nb \n"), 4);
+        // A fence with more on its line is not bare.
+        assert_eq!(reasoning_text_chars("```json {\"a\": 1}"), 16);
     }
 
     #[test]
@@ -79,6 +355,262 @@ mod tests {
         metrics.record(2, 0);
         metrics.record(1, 10);
         assert_eq!((metrics.silent_call_count, metrics.reasoned_call_count), (2, 1));
+        assert_eq!(metrics.reasoning_chars_total, 10);
         assert!((metrics.silent_call_rate - 2.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn invalid_calls_count_and_redacted_thinking_is_reasoning() {
+        let mut metrics = ReasoningMetrics::default();
+        let response = Response {
+            text: "```json\n".to_owned(),
+            tool_calls: vec![call("a")],
+            invalid_tool_calls: vec![InvalidToolCall {
+                id: "b".to_owned(),
+                name: "b".to_owned(),
+                raw_arguments: "{".to_owned(),
+                error: "cut off".to_owned(),
+            }],
+            ..Response::default()
+        };
+        let turn = metrics.record_answer(&response, None, false);
+        assert_eq!((turn.calls, turn.silent), (2, true));
+        let redacted = Response {
+            thinking_blocks: vec![ThinkingBlock {
+                content: ThinkingBlockContent::RedactedThinking { data: "xyz".to_owned() },
+                text_offset: 0,
+                tool_calls_before: 0,
+            }],
+            tool_calls: vec![call("a")],
+            ..Response::default()
+        };
+        let turn = metrics.record_answer(&redacted, None, false);
+        assert_eq!((turn.calls, turn.reasoning_chars, turn.silent), (1, 0, false));
+        assert_eq!((metrics.silent_call_count, metrics.reasoned_call_count), (2, 1));
+    }
+
+    /// An empty run state (through serde, so the fixture follows the state's fields).
+    pub(super) fn state() -> RunState {
+        serde_json::from_value(json!({
+            "run_id": "r", "task": "t", "catalog": [], "selected": [], "actions": [],
+            "counters": Counters::default(), "reasoning": ReasoningMetrics::default()
+        }))
+        .unwrap()
+    }
+
+    fn select(state: &mut RunState, name: &str, scripts: &[&str], allowed: Option<&[&str]>) {
+        state.catalog.push(SkillEntry {
+            name: name.to_owned(),
+            description: "d".to_owned(),
+            source: "project".to_owned(),
+            directory: format!("/skills/{name}"),
+            disable_model_invocation: false,
+            allowed_tools: allowed.map(|tools| tools.iter().map(|t| (*t).to_owned()).collect()),
+        });
+        state.selected.push(SelectedSkill {
+            name: name.to_owned(),
+            scripts: scripts.iter().map(|s| (*s).to_owned()).collect(),
+            resources: Vec::new(),
+        });
+    }
+
+    #[test]
+    fn route_follows_the_selected_skills_and_inputs() {
+        use ReasoningLevel::{Complete, Lightweight, Standard};
+        let level = |state: &RunState, sizes: &[u64]| reasoning_level(Route::of(state, sizes));
+        let mut run = state();
+        // Nothing selected: unknown route, lightweight unless the inputs say complete.
+        assert_eq!(level(&run, &[]), Lightweight);
+        assert_eq!(level(&run, &[10, 20]), Complete);
+        assert_eq!(level(&run, &[LARGE_INPUT_BYTES]), Complete);
+        // Read-only wins over everything, as in the seed.
+        select(&mut run, "notes", &[], None);
+        assert_eq!(Route::of(&run, &[]).write, WriteHint::ReadOnly);
+        assert_eq!(level(&run, &[10, 20]), Lightweight);
+        // Scripts the skill's allowed-tools forbid do not write.
+        select(&mut run, "locked", &["scripts/a.py"], Some(&["Read"]));
+        assert_eq!(Route::of(&run, &[]).write, WriteHint::ReadOnly);
+        // A runnable script may write: standard, complete with cross-file or large data.
+        select(&mut run, "csv", &["scripts/sum.py"], Some(&["Bash(python3:*)"]));
+        assert_eq!(level(&run, &[5]), Standard);
+        assert_eq!(level(&run, &[5, 6]), Complete);
+        assert_eq!(level(&run, &[LARGE_INPUT_BYTES + 1]), Complete);
+        let mut open = state();
+        select(&mut open, "any", &["scripts/x.sh"], None);
+        assert_eq!(Route::of(&open, &[]).write, WriteHint::MayWrite);
+        assert_eq!(reasoning_signal(&open, &[]), " · reasoning=standard");
+    }
+
+    #[test]
+    fn input_sizes_are_the_named_workspace_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), "12345").unwrap();
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        std::fs::write(dir.path().join("data/b.csv"), "123").unwrap();
+        let task = "Sum `a.csv` and data/b.csv, a.csv again; ignore data, ../x and /etc/passwd.";
+        assert_eq!(input_sizes(task, dir.path()), vec![5, 3]);
+    }
+
+    pub(super) fn record(
+        turn: u32,
+        status: ObservationStatus,
+        action: Option<Action>,
+    ) -> ActionRecord {
+        ActionRecord { turn, action, status, observation: format!("obs-{turn}") }
+    }
+
+    fn script() -> Action {
+        Action::RunScript { skill: "s".into(), script: "scripts/a.py".into(), args: Vec::new() }
+    }
+
+    fn fail(state: &mut RunState, times: usize) {
+        for _ in 0..times {
+            let turn = state.actions.len() as u32 + 1;
+            state.actions.push(record(turn, ObservationStatus::Failed, Some(script())));
+        }
+    }
+
+    #[test]
+    fn normal_path_has_no_notice() {
+        let mut run = state();
+        assert_eq!(notice(&run, 10), None);
+        run.counters.turns = 5;
+        fail(&mut run, 2);
+        run.reasoning.record(1, 0);
+        run.reasoning.record(2, 30);
+        assert_eq!(notice(&run, 10), None);
+    }
+
+    #[test]
+    fn condition_1_near_the_turn_limit() {
+        let mut run = state();
+        run.counters.turns = 5;
+        assert_eq!(notice(&run, 10), None);
+        run.counters.turns = 6;
+        assert_eq!(
+            notice(&run, 10).unwrap(),
+            "Progress check:\n- 6 of 10 turns used: finish the current step and converge on an answer."
+        );
+        assert_eq!(notice(&run, 0), None);
+    }
+
+    #[test]
+    fn condition_2_consecutive_failures() {
+        let mut run = state();
+        fail(&mut run, 2);
+        assert_eq!(notice(&run, 0), None);
+        fail(&mut run, 1);
+        assert_eq!(
+            notice(&run, 0).unwrap(),
+            "Progress check:\n- The last 3 actions failed: change the approach instead of retrying it."
+        );
+        // A success breaks the streak; failures before it do not count.
+        run.actions.push(record(4, ObservationStatus::Ok, Some(script())));
+        fail(&mut run, 2);
+        assert_eq!(notice(&run, 0), None);
+    }
+
+    #[test]
+    fn condition_3_refused_with_nothing_executed() {
+        let mut run = state();
+        run.counters.refusals = 1;
+        run.actions.push(record(1, ObservationStatus::Refused, Some(script())));
+        assert!(notice(&run, 0).unwrap().contains("An action was refused and no script has run"));
+        run.actions.push(record(2, ObservationStatus::Ok, Some(script())));
+        assert_eq!(notice(&run, 0), None);
+    }
+
+    #[test]
+    fn condition_4_mostly_silent_calls() {
+        let mut run = state();
+        run.reasoning.record(1, 12);
+        run.reasoning.record(1, 0);
+        assert_eq!(
+            notice(&run, 0).unwrap(),
+            "Progress check:\n- 1 of 2 calls came with no reasoning: before a call, say in one sentence what you saw and why this call (thinking counts)."
+        );
+        run.reasoning.record(1, 5);
+        assert_eq!(notice(&run, 0), None);
+    }
+
+    #[test]
+    fn priority_order_and_two_warning_cap() {
+        let mut run = state();
+        run.counters.turns = 9;
+        run.counters.refusals = 1;
+        fail(&mut run, 3);
+        run.reasoning.record(3, 0);
+        let all = notice(&run, 10).unwrap();
+        let lines: Vec<&str> = all.lines().skip(1).collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].contains("9 of 10 turns used"));
+        assert!(lines[1].contains("The last 3 actions failed"));
+        // Without the first two, 3 and 4 show, in that order.
+        run.counters.turns = 0;
+        run.actions.clear();
+        let lines: Vec<String> =
+            notice(&run, 10).unwrap().lines().skip(1).map(str::to_owned).collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].contains("refused"));
+        assert!(lines[1].contains("came with no reasoning"));
+        // 1 and 4: the lowest still shows when a slot is free.
+        run.counters.turns = 9;
+        run.counters.refusals = 0;
+        let lines: Vec<String> =
+            notice(&run, 10).unwrap().lines().skip(1).map(str::to_owned).collect();
+        assert!(lines[0].contains("turns used") && lines[1].contains("no reasoning"));
+    }
+}
+
+/// The tokens the signal and the notice add to a turn on the normal path, with real tokenizers
+/// (`cargo test -p agent-core --lib token_overhead -- --nocapture` prints them).
+#[cfg(test)]
+mod token_overhead {
+    use super::*;
+
+    #[test]
+    fn normal_path_adds_at_most_five_tokens() {
+        let encodings = [
+            ("o200k_base", tiktoken_rs::o200k_base().unwrap()),
+            ("cl100k_base", tiktoken_rs::cl100k_base().unwrap()),
+        ];
+        let line = "Turn 3 of 12 · tool calls 2/40 · script runs 1/5";
+        for (name, bpe) in &encodings {
+            let base = bpe.encode_with_special_tokens(line).len();
+            for level in
+                [ReasoningLevel::Lightweight, ReasoningLevel::Standard, ReasoningLevel::Complete]
+            {
+                let signal = format!(" · reasoning={}", level.as_str());
+                let with = bpe.encode_with_special_tokens(&format!("{line}{signal}")).len();
+                let alone = bpe.encode_with_special_tokens(&signal).len();
+                println!(
+                    "{name}: {:<11} +{} tokens in the metadata line ({} alone); notice: 0",
+                    level.as_str(),
+                    with - base,
+                    alone
+                );
+                assert!(with - base <= 5, "{name} {}: +{}", level.as_str(), with - base);
+            }
+            // The off-normal path, for the record: each warning alone, then the longest pair.
+            let mut state = tests::state();
+            state.counters.turns = 8;
+            state.counters.refusals = 1;
+            state.reasoning.record(5, 0);
+            state.reasoning.record(2, 40);
+            for turn in 1..=3 {
+                state.actions.push(tests::record(turn, ObservationStatus::Failed, None));
+            }
+            let tokens = |state: &RunState| {
+                bpe.encode_with_special_tokens(&notice(state, 12).unwrap_or_default()).len()
+            };
+            let first_two = tokens(&state);
+            state.counters.turns = 0;
+            let second_and_third = tokens(&state);
+            state.actions.clear();
+            let last_two = tokens(&state);
+            println!(
+                "{name}: a notice with warnings 1+2: {first_two} tokens, 2+3: {second_and_third}, 3+4: {last_two}"
+            );
+        }
     }
 }
