@@ -96,7 +96,16 @@ impl ConsoleSink {
                 let title =
                     if event.kind == EventKind::PlanCreated { "plan" } else { "plan updated" };
                 let mut lines = format!("  {}\n", self.paint("36", title));
+                // An update repeats the goal: show only the steps.
+                let skip_goal = event.kind == EventKind::PlanUpdated;
                 for line in plan.render().lines() {
+                    if line.starts_with("goal: ") && skip_goal {
+                        continue;
+                    }
+                    let line = match line.char_indices().nth(120) {
+                        Some((cut, _)) => format!("{}…", &line[..cut]),
+                        None => line.to_owned(),
+                    };
                     lines.push_str(&format!("    {line}\n"));
                 }
                 lines

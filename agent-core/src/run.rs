@@ -573,7 +573,9 @@ impl Run {
             messages.push(Message::user(format!(
                 "The run must stop now: {reason}. Write the final answer for the user with three \
                  short parts: what was done (with the results obtained so far), what blocked \
-                 the task, and the next steps. Do not call tools; answer in plain text."
+                 the task, and the next steps. Report only results that appear in the \
+                 observations above; if none answers the task, say so instead of guessing. Do \
+                 not call tools; answer in plain text."
             )));
             let mut request = ChatRequest::new(self.config.model.model.clone(), messages);
             request.temperature = self.config.model.temperature;
