@@ -361,6 +361,10 @@ pub(crate) struct RunStart {
     pub(crate) workspace: String,
     #[serde(default)]
     pub(crate) diagnostics: Vec<Value>,
+    /// Sizes of the workspace files the task names (the Think-Act route), measured once at
+    /// the start so replay and resume see the same note whatever the workspace holds later.
+    #[serde(default)]
+    pub(crate) input_sizes: Vec<u64>,
 }
 
 /// What a run is made of besides its recorded start.
@@ -406,6 +410,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         next_observation: 0,
         observation_texts: Vec::new(),
         state_json: Default::default(),
+        input_sizes: start.input_sizes.clone(),
     }
 }
 
@@ -522,6 +527,7 @@ impl Agent {
         let bus =
             EventBus::new(&run_id, self.sinks_with(run_dir.as_ref())?, Arc::clone(&self.redactor));
         let start = RunStart {
+            input_sizes: crate::reasoning::input_sizes(&task, &self.workspace),
             task,
             config: self.config.clone(),
             catalog: catalog_of(&index),

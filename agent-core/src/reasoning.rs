@@ -14,9 +14,6 @@
 //! Notice. Four conditions, in the seed's priority order (near the turn limit, consecutive
 //! failures, a refusal with nothing executed, mostly silent calls), at most two warnings, as
 //! text for the turn note: no extra turn, no message of its own in the transcript.
-// Until every strategy calls `record_answer`, `reasoning_signal`, `input_sizes` and `notice`,
-// some of them are unused outside the tests; delete this line once all four are wired.
-#![cfg_attr(not(test), expect(dead_code, reason = "the strategies wire the Think-Act helpers in"))]
 
 use std::path::Path;
 

@@ -23,7 +23,6 @@ use crate::error::{Error, Result};
 use crate::event::{EventBus, EventKind};
 use crate::exec::{Divergence, Executor};
 use crate::guard;
-use crate::reasoning::reasoning_text_chars;
 use crate::rundir::{RunDir, StoredText, sha256_hex};
 use crate::state::{ActionRecord, ObservationStatus, RunState, SelectedSkill};
 
@@ -82,6 +81,8 @@ pub(crate) struct Run {
     pub(crate) observation_texts: Vec<(String, String)>,
     /// `state.json` with the audit trail serialised once per record.
     pub(crate) state_json: crate::state::StateJson,
+    /// Sizes of the files the task names, from the run's start (the reasoning level).
+    pub(crate) input_sizes: Vec<u64>,
 }
 
 /// What one Decide call gave.
@@ -231,15 +232,9 @@ impl Run {
         response: &Response,
         thought: Option<&str>,
     ) -> Value {
-        let calls = response.tool_calls.len().max(1) as u64;
-        let thought = thought.map_or(0, |text| text.chars().count() as u64);
-        let visible = match self.config.decide {
-            // In JSON mode the text is the action document itself.
-            DecideMode::Json if response.tool_calls.is_empty() => 0,
-            DecideMode::Json | DecideMode::Tools => reasoning_text_chars(&response.text),
-        };
-        let chars = response.thinking.chars().count() as u64 + thought + visible;
-        let turn = self.state.reasoning.record(calls, chars);
+        let text_is_action =
+            self.config.decide == DecideMode::Json && response.tool_calls.is_empty();
+        let turn = self.state.reasoning.record_answer(response, thought, text_is_action);
         serde_json::to_value(turn).unwrap_or(Value::Null)
     }
 

@@ -29,6 +29,7 @@ fn main() -> std::process::ExitCode {
             only_the_scripts_of_a_selected_skill_can_run,
             a_file_read_in_full_is_not_offered_again,
             json_mode_offers_only_skills_that_share_words_with_the_task,
+            the_turn_note_carries_the_reasoning_level_and_a_progress_notice,
             a_second_select_straight_after_a_select_is_outside_the_action_space,
             the_turn_limit_ends_the_run_with_a_degraded_answer,
             the_tool_call_limit_counts_refused_calls_too,
@@ -539,6 +540,46 @@ async fn the_deterministic_answer_stands_in_when_the_degraded_call_fails() -> an
         assert_eq!(model.remaining(), 0);
     }
     assert_eq!(fixture.workspace_text("log.txt"), "one\none\n", "two was never logged");
+    Ok(())
+}
+
+async fn the_turn_note_carries_the_reasoning_level_and_a_progress_notice() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("fail", &["x"]),
+        tool("fail", &["y"]),
+        tool("fail", &["z"]),
+        answer("It fails on x, y and z."),
+    ]));
+    let mut config = AgentConfig::default();
+    config.guard.retry_caps.failed = 10;
+    let ran = fixture.run(fixture.agent(&model, config), "Handle x, y and z").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let notes: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|request| message_text(request.messages.last().unwrap()))
+        .collect();
+    let first_line = notes[0].lines().next().unwrap();
+    assert!(first_line.ends_with(" · reasoning=lightweight"), "{first_line}");
+    assert!(!notes[0].contains("Progress check:"), "no notice on the normal path: {}", notes[0]);
+    // Silent calls (no text, no thinking) from the start; three failures in a row by turn 5:
+    // the failure streak comes first, and at most two warnings are shown.
+    assert!(
+        notes[1].contains("Progress check:\n- 1 of 1 calls came with no reasoning"),
+        "{}",
+        notes[1]
+    );
+    let last = &notes[4];
+    assert!(
+        last.contains("Progress check:\n- The last 3 actions failed: change the approach instead of retrying it.\n- 4 of 4 calls came with no reasoning"),
+        "{last}"
+    );
+    // The notice is never a message of its own: the transcript has no trace of it.
+    let transcript: Vec<String> =
+        model.requests()[4].messages.iter().rev().skip(1).map(message_text).collect();
+    assert!(transcript.iter().all(|text| !text.contains("Progress check")));
     Ok(())
 }
 

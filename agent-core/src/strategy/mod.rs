@@ -20,6 +20,7 @@ use crate::action::ActionSpace;
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
+use crate::reasoning;
 use crate::run::{Answer, Ending, Run};
 use crate::state::ObservationStatus;
 
@@ -38,19 +39,31 @@ pub(crate) async fn drive(run: &mut Run) -> Result<Ending> {
     }
 }
 
-/// The turn's note: budget, plan, selected skills, allowed actions, the task restated.
+/// Think-Act (seed 000): the meta-cognition notice, when one of its conditions holds, as
+/// lines of the turn's note (never a message of its own).
+pub(super) fn push_notice(run: &Run, note: &mut String) {
+    if let Some(notice) = reasoning::notice(&run.state, run.config.budgets.max_turns) {
+        note.push_str(&notice);
+        note.push('\n');
+    }
+}
+
+/// The turn's note: budget and reasoning level, any progress notice, plan, selected skills,
+/// allowed actions, the task restated.
 pub(super) fn turn_note(run: &Run, space: &ActionSpace) -> String {
     let budgets = &run.config.budgets;
     let counters = &run.state.counters;
     let mut note = format!(
-        "Turn {} of {} · tool calls {}/{} · script runs {}/{}\n",
+        "Turn {} of {} · tool calls {}/{} · script runs {}/{}{}\n",
         counters.turns + 1,
         budgets.max_turns,
         counters.tool_calls,
         budgets.max_tool_calls,
         counters.script_runs,
-        budgets.max_script_runs
+        budgets.max_script_runs,
+        reasoning::reasoning_signal(&run.state, &run.input_sizes)
     );
+    push_notice(run, &mut note);
     match &run.state.plan {
         Some(plan) => {
             note.push_str("Plan:\n");

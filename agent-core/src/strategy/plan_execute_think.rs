@@ -564,6 +564,7 @@ fn parse_think(response: &Response, mode: DecideMode) -> std::result::Result<Thi
 /// actions a step may be.
 fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
     let mut note = round_line(run, rounds, rounds.round + 1);
+    super::push_notice(run, &mut note);
     if let Some(plan) = &run.state.plan {
         note.push_str("Last round's plan:\n");
         note.push_str(&plan.render());
@@ -605,11 +606,12 @@ fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {
     let budgets = &run.config.budgets;
     let counters = &run.state.counters;
     format!(
-        "Round {round} of {} · tool calls {}/{} · script runs {}/{}\n",
+        "Round {round} of {} · tool calls {}/{} · script runs {}/{}{}\n",
         rounds.max_rounds,
         counters.tool_calls,
         budgets.max_tool_calls,
         counters.script_runs,
-        budgets.max_script_runs
+        budgets.max_script_runs,
+        crate::reasoning::reasoning_signal(&run.state, &run.input_sizes)
     )
 }
