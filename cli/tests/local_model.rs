@@ -1,6 +1,8 @@
 //! The bundled example task (`examples/task/TASK.md`) run by the built binary on the embedded
 //! local model, with the bundled skills and real scripts in the sandbox: the run completes with
 //! the expected answer, leaves a well-formed `events.jsonl`, and `replay --check` reproduces it.
+//! The `plan-execute-think` strategy runs the same task too (its structure is checked, not its
+//! answer).
 //!
 //! Needs the model: runs when `SKILLS_AGENT_LOCAL_RUN=1` (CI starts the 1.5B model first with
 //! `cargo xtask local-llm start --size 1.5b`; the binary would start it itself, but installing
@@ -50,11 +52,7 @@ fn the_example_task_is_answered_on_the_local_model() {
     }
     let (task, expected) = task();
     let dir = tempfile::tempdir().unwrap();
-    let workspace = dir.path().join("task");
-    std::fs::create_dir(&workspace).unwrap();
-    for name in ["sales.csv", "TASK.md"] {
-        std::fs::copy(repo().join("examples/task").join(name), workspace.join(name)).unwrap();
-    }
+    let workspace = example_workspace(dir.path());
     let skills = repo().join("examples/skills");
     let output = skills_agent(&[
         "run",
@@ -78,6 +76,12 @@ fn the_example_task_is_answered_on_the_local_model() {
     assert!(answer.replace(',', "").contains(&expected), "expected {expected} in: {answer}");
     assert!(result["script_runs"].as_u64().unwrap() >= 1, "{result}");
 
+    well_formed_and_replayed(&result);
+}
+
+/// The run's `events.jsonl` is well formed (envelope keys, strictly increasing `seq`) and
+/// `replay --check` reproduces it.
+fn well_formed_and_replayed(result: &Value) {
     let run_dir = PathBuf::from(result["run_dir"].as_str().unwrap());
     let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
     let mut last_seq = 0;
@@ -92,4 +96,49 @@ fn the_example_task_is_answered_on_the_local_model() {
     }
     let check = skills_agent(&["replay", "--check", run_dir.to_str().unwrap()]);
     assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
+}
+
+/// Enough of a workspace copy of the example task to run it elsewhere.
+fn example_workspace(dir: &Path) -> PathBuf {
+    let workspace = dir.join("task");
+    std::fs::create_dir(&workspace).unwrap();
+    for name in ["sales.csv", "TASK.md"] {
+        std::fs::copy(repo().join("examples/task").join(name), workspace.join(name)).unwrap();
+    }
+    workspace
+}
+
+#[test]
+fn the_plan_execute_think_strategy_completes_a_run_on_the_local_model() {
+    if std::env::var_os("SKILLS_AGENT_LOCAL_RUN").is_none() {
+        eprintln!("skipping: SKILLS_AGENT_LOCAL_RUN is not set");
+        return;
+    }
+    let (task, _) = task();
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = example_workspace(dir.path());
+    let skills = repo().join("examples/skills");
+    let output = skills_agent(&[
+        "run",
+        "--model",
+        "local",
+        "--strategy",
+        "plan-execute-think",
+        "--json",
+        "--skills",
+        skills.to_str().unwrap(),
+        "--workspace",
+        workspace.to_str().unwrap(),
+        &task,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    let result: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("no JSON result ({error}); stderr:\n{stderr}"));
+    eprintln!("result: {result}");
+    // Structure, not wording: it ends (answered or degraded) with a text for the user.
+    assert!(matches!(output.status.code(), Some(0 | 3)), "{result}");
+    assert!(!result["final_text"].as_str().unwrap().trim().is_empty(), "{result}");
+    assert!(result["model_calls"].as_u64().unwrap() >= 2, "{result}");
+    well_formed_and_replayed(&result);
 }
