@@ -790,11 +790,14 @@ fn model(command: &ModelCommand) -> Result<u8> {
         }
         _ => match model.running() {
             Some(state) => {
-                out!("running at {} (pid {})", state.url(), state.pid);
+                out!("the {} model runs at {} (pid {})", size.as_str(), state.url(), state.pid);
                 Ok(0)
             }
             None => {
-                out!("not running");
+                out!(
+                    "the {0} model is not running (`skills-agent model start --size {0}` starts it)",
+                    size.as_str()
+                );
                 Ok(1)
             }
         },

@@ -497,7 +497,10 @@ fn model_status_says_when_nothing_runs() {
     let fixture = Fixture::new();
     let status = fixture.run(&["model", "status", "--size", "0.5b"]);
     assert_code(&status, 1);
-    assert_eq!(text(&status.stdout), "not running\n");
+    assert_eq!(
+        text(&status.stdout),
+        "the 0.5b model is not running (`skills-agent model start --size 0.5b` starts it)\n"
+    );
     let stop = fixture.run(&["model", "stop"]);
     assert_code(&stop, 0);
     assert!(text(&stop.stderr).contains("was not running"));
