@@ -43,6 +43,24 @@ pub enum Action {
         /// The observation id (`obs-N`).
         id: String,
     },
+    /// The built-in to-do list in the workspace store (`add TEXT`, `done N`, `remove N`,
+    /// `list`); offered when [`GuardConfig::builtin_tools`](crate::GuardConfig) is on.
+    Todo {
+        /// The command.
+        command: String,
+    },
+    /// The built-in schedule in the workspace store (`add WHEN :: WHAT`, `remove N`, `list`).
+    Schedule {
+        /// The command.
+        command: String,
+    },
+    /// Ask the user a question; the run ends `needs_input` until the answer comes
+    /// ([`Agent::send`](crate::Agent::send)). Offered when
+    /// [`GuardConfig::ask_user`](crate::GuardConfig) is on.
+    AskUser {
+        /// The question.
+        question: String,
+    },
     /// The answer for the user; ends the run.
     FinalAnswer {
         /// The answer text.
@@ -51,8 +69,16 @@ pub enum Action {
 }
 
 /// The names of the actions, in the order they are offered.
-pub const ACTION_NAMES: [&str; 5] =
-    ["select_skills", "load_resource", "run_script", "recall_observation", "final_answer"];
+pub const ACTION_NAMES: [&str; 8] = [
+    "select_skills",
+    "load_resource",
+    "run_script",
+    "recall_observation",
+    "todo",
+    "schedule",
+    "ask_user",
+    "final_answer",
+];
 
 impl Action {
     /// The action's wire name (`run_script`, …).
@@ -62,6 +88,9 @@ impl Action {
             Action::LoadResource { .. } => "load_resource",
             Action::RunScript { .. } => "run_script",
             Action::RecallObservation { .. } => "recall_observation",
+            Action::Todo { .. } => "todo",
+            Action::Schedule { .. } => "schedule",
+            Action::AskUser { .. } => "ask_user",
             Action::FinalAnswer { .. } => "final_answer",
         }
     }
@@ -83,6 +112,11 @@ impl Action {
                 text
             }
             Action::RecallObservation { id } => format!("recall_observation {id}"),
+            Action::Todo { command } => format!("todo {command}"),
+            Action::Schedule { command } => format!("schedule {command}"),
+            Action::AskUser { question } => {
+                format!("ask_user ({} chars)", question.chars().count())
+            }
             Action::FinalAnswer { content } => {
                 format!("final_answer ({} chars)", content.chars().count())
             }
@@ -249,6 +283,12 @@ pub struct ActionSpace {
     pub run: Vec<(String, Vec<String>)>,
     /// Observations compaction shortened, which `recall_observation` may bring back.
     pub recall: Vec<String>,
+    /// Offer the built-in `todo` and `schedule` tools.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub builtins: bool,
+    /// Offer `ask_user`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ask_user: bool,
     /// Offer a `plan` (no plan yet) or a `plan_update` (a plan exists).
     pub plan_field: PlanField,
     /// Why the space is narrower than usual (shown to the model), if it is.
@@ -288,6 +328,12 @@ impl ActionSpace {
         }
         if !self.recall.is_empty() {
             names.push("recall_observation");
+        }
+        if self.builtins {
+            names.extend(["todo", "schedule"]);
+        }
+        if self.ask_user {
+            names.push("ask_user");
         }
         names.push("final_answer");
         names
@@ -363,6 +409,20 @@ impl ActionSpace {
                     ))
                 }
             }
+            Action::Todo { command } | Action::Schedule { command } => {
+                if command.trim().is_empty() {
+                    Err(format!("`{name}` needs a command (`list`, `add …`)"))
+                } else {
+                    Ok(())
+                }
+            }
+            Action::AskUser { question } => {
+                if question.trim().is_empty() {
+                    Err("`ask_user` needs a non-empty `question`".to_owned())
+                } else {
+                    Ok(())
+                }
+            }
             Action::FinalAnswer { content } => {
                 if content.trim().is_empty() {
                     Err("`final_answer` needs non-empty `content`".to_owned())
@@ -426,6 +486,18 @@ impl ActionSpace {
                 "type": "object",
                 "properties": {"id": {"enum": self.recall}},
                 "required": ["id"],
+                "additionalProperties": false,
+            }),
+            "todo" | "schedule" => json!({
+                "type": "object",
+                "properties": {"command": string(ARG_MAX)},
+                "required": ["command"],
+                "additionalProperties": false,
+            }),
+            "ask_user" => json!({
+                "type": "object",
+                "properties": {"question": string(ARG_MAX * 2)},
+                "required": ["question"],
                 "additionalProperties": false,
             }),
             _ => json!({
@@ -564,6 +636,9 @@ pub(crate) fn tool_description(name: &str) -> &'static str {
         "recall_observation" => {
             "Show again the full text of an earlier observation that was shortened."
         }
+        "todo" => "The user's to-do list: `list`, `add TEXT`, `done N`, `remove N`.",
+        "schedule" => "The user's schedule: `list`, `add WHEN :: WHAT`, `remove N`.",
+        "ask_user" => "Ask the user one question when the task cannot go on without their answer.",
         _ => "Answer the user and end the run.",
     }
 }

@@ -1,12 +1,13 @@
 //! The embedding API: [`Agent::builder`], [`Agent::run`], [`Agent::resume`], and the
 //! [`RunResult`] every run ends with.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use model_adapter::ModelProvider;
+use model_adapter::{Message, ModelProvider};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use skill_loader::{LoaderConfig, SkillLoader};
@@ -22,7 +23,7 @@ use crate::event::{EventBus, EventKind, EventSink, JsonlSink};
 use crate::exec::{Executor, LiveTools};
 use crate::reasoning::ReasoningMetrics;
 use crate::replay::Recording;
-use crate::run::{Ending, ModelSource, RecordedEnding, Run};
+use crate::run::{Ending, InputKind, ModelSource, RecordedEnding, Run};
 use crate::rundir::{Redactor, RunDir, new_run_id};
 use crate::state::{Counters, RunState, SkillEntry};
 
@@ -375,13 +376,22 @@ pub(crate) struct RunParts {
     pub(crate) executor: Executor,
     pub(crate) run_dir: Option<RunDir>,
     pub(crate) cancel: CancellationToken,
-    /// Replaying a finished run: how its record ended.
-    pub(crate) replaying: Option<RecordedEnding>,
+    /// Re-running a record: how each of its finished pieces of work ended (`run_finished`),
+    /// in order; the pieces after them run live.
+    pub(crate) endings: VecDeque<RecordedEnding>,
+}
+
+/// An input after a run's first task: recorded (a re-run: the file sizes the record measured)
+/// or live (measured now).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UserInput {
+    pub(crate) text: String,
+    pub(crate) input_sizes: Option<Vec<u64>>,
 }
 
 /// Builds a run from its recorded start; shared by `run`, `resume` and replay.
 pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
-    let RunParts { bus, model, executor, run_dir, cancel, replaying } = parts;
+    let RunParts { bus, model, executor, run_dir, cancel, endings } = parts;
     let system = system_prompt(&start.config, &start.catalog, &start.task);
     Run {
         config: start.config.clone(),
@@ -397,7 +407,12 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
             compacted: Vec::new(),
             outcome: None,
             strategy_state: Value::Null,
+            pending_question: None,
+            task_base: Counters::default(),
         },
+        endings,
+        input: InputKind::Task,
+        pending_call: None,
         context: Context::new(system, start.task.clone()),
         bus,
         model,
@@ -405,7 +420,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         run_dir,
         cancel,
         started: Instant::now(),
-        replaying,
+        replaying: None,
         failures: Default::default(),
         next_observation: 0,
         observation_texts: Vec::new(),
@@ -414,10 +429,31 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
     }
 }
 
-/// Drives a run to its end and writes `final.md`, `state.json` and `run_finished`.
-pub(crate) async fn finish_run(run: &mut Run, start: &RunStart) -> Result<RunResult> {
+/// Drives a run: its first task, then each later input in order (answers, new tasks, slash
+/// commands). Returns the result of the last piece of work.
+pub(crate) async fn finish_run(
+    run: &mut Run,
+    start: &RunStart,
+    inputs: VecDeque<UserInput>,
+) -> Result<RunResult> {
     run.emit(EventKind::RunStarted, serde_json::to_value(start)?)?;
-    let Ending { outcome, final_text } = crate::strategy::drive(run).await?;
+    let mut result = work(run, InputKind::Task).await?;
+    for input in inputs {
+        result = continue_with(run, input).await?;
+    }
+    Ok(result)
+}
+
+/// One piece of work: the strategy to its end, then `run_finished`, `final.md`, `state.json`.
+async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
+    run.input = input;
+    run.replaying = run.endings.pop_front();
+    let ending = crate::strategy::drive(run).await?;
+    end_work(run, ending)
+}
+
+fn end_work(run: &mut Run, ending: Ending) -> Result<RunResult> {
+    let Ending { outcome, final_text } = ending;
     let final_text = run.bus.redactor().redact(&final_text).into_owned();
     run.state.outcome = Some(outcome);
     run.emit(
@@ -430,7 +466,9 @@ pub(crate) async fn finish_run(run: &mut Run, start: &RunStart) -> Result<RunRes
             "reasoning_metrics": run.state.reasoning,
         }),
     )?;
-    if let Some(run_dir) = &run.run_dir {
+    if let Some(run_dir) = &run.run_dir
+        && !run.bus.catching_up()
+    {
         run_dir.write_file(Path::new("final.md"), format!("{final_text}\n").as_bytes())?;
     }
     run.checkpoint()?;
@@ -452,6 +490,83 @@ pub(crate) async fn finish_run(run: &mut Run, start: &RunStart) -> Result<RunRes
         reasoning_metrics: run.state.reasoning.clone(),
         counters,
     })
+}
+
+/// The user's next input to a finished piece of work: a slash command (run without the
+/// model; a pending question stays pending), the answer to the pending question, or a new
+/// task (its budgets start from zero; the transcript goes on).
+async fn continue_with(run: &mut Run, input: UserInput) -> Result<RunResult> {
+    let text = run.bus.redactor().redact(&input.text).into_owned();
+    run.started = Instant::now();
+    run.state.outcome = None;
+    if let Some((tool, command)) = crate::builtin::parse_slash(&text) {
+        run.replaying = run.endings.pop_front();
+        run.emit(EventKind::UserInput, json!({"text": text, "kind": "command"}))?;
+        let execution = run.executor.command(tool, &command).map_err(|divergence| {
+            let path = run.run_dir.as_ref().map(|dir| dir.path().to_owned()).unwrap_or_default();
+            Error::Resume { path, message: divergence.0 }
+        })?;
+        let output = run.bus.redactor().redact(&execution.content).into_owned();
+        run.emit(
+            EventKind::CommandExecuted,
+            json!({"command": text, "tool": tool, "status": execution.status, "output": output}),
+        )?;
+        let ending = match &run.state.pending_question {
+            Some(question) => Ending {
+                outcome: crate::budget::Outcome::NeedsInput,
+                final_text: format!(
+                    "{output}\n\n(The task still waits for your answer: {question})"
+                ),
+            },
+            None => Ending { outcome: crate::budget::Outcome::Completed, final_text: output },
+        };
+        return end_work(run, ending);
+    }
+    let kind = match run.state.pending_question.take() {
+        Some(_) => InputKind::Answer,
+        None => InputKind::Task,
+    };
+    let input_sizes = match input.input_sizes {
+        Some(sizes) => sizes,
+        None => match (kind, &run.executor.live) {
+            (InputKind::Task, Some(live)) => crate::reasoning::input_sizes(&text, &live.workspace),
+            _ => Vec::new(),
+        },
+    };
+    let mut data =
+        json!({"text": text, "kind": if kind == InputKind::Task { "task" } else { "answer" }});
+    if kind == InputKind::Task {
+        data["input_sizes"] = json!(input_sizes);
+    }
+    run.emit(EventKind::UserInput, data)?;
+    let answered = run.pending_call.take();
+    match kind {
+        InputKind::Answer => {
+            let content = format!("The user answers: {text}");
+            match answered {
+                Some(id) => {
+                    run.context.push(Message::Tool { tool_call_id: id, content, is_error: false })
+                }
+                None => run.context.push(Message::user(content)),
+            }
+        }
+        InputKind::Task => {
+            if let Some(id) = answered {
+                run.context.push(Message::Tool {
+                    tool_call_id: id,
+                    content: "delivered to the user".to_owned(),
+                    is_error: false,
+                });
+            }
+            run.context.push(Message::user(format!("New task: {text}")));
+            run.state.task = text;
+            run.state.task_base = run.state.counters.clone();
+            run.state.plan = None;
+            run.input_sizes = input_sizes;
+        }
+    }
+    run.failures = Default::default();
+    work(run, kind).await
 }
 
 impl Agent {
@@ -540,6 +655,7 @@ impl Agent {
         };
         let executor = Executor {
             recorded: Default::default(),
+            commands: Default::default(),
             live: Some(self.live_tools(index, &bus, self.runs_dir.as_deref())),
         };
         let model =
@@ -550,10 +666,10 @@ impl Agent {
             executor,
             run_dir,
             cancel: self.cancel.clone(),
-            replaying: None,
+            endings: VecDeque::new(),
         };
         let mut run = new_run(&run_id, &start, parts);
-        finish_run(&mut run, &start).await
+        finish_run(&mut run, &start, VecDeque::new()).await
     }
 
     /// Continues a run that was interrupted (killed mid-turn): the recorded events are
@@ -566,14 +682,48 @@ impl Agent {
     /// [`Error::Recording`] when the directory holds no readable run or a finished one,
     /// [`Error::Resume`] when the re-run departs from the record (changed skills, settings).
     pub async fn resume(&self, run_dir: &Path) -> Result<RunResult> {
+        self.reopen(run_dir, None).await
+    }
+
+    /// Gives a finished run the user's next input and runs it: the answer to the question the
+    /// run asked (outcome `needs_input`), a new task in the same run (a session: the
+    /// transcript goes on, budgets start again), or a slash command (`/todo …`, `/schedule
+    /// …`, `/view`, run without the model; a pending question stays pending). The record is
+    /// reproduced first, as by [`Agent::resume`]; then `user_input` and the new work are
+    /// appended to the same run directory.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Recording`] when the directory holds no readable run or an interrupted one
+    /// (resume it first), [`Error::Resume`] when the re-run departs from the record.
+    pub async fn send(&self, run_dir: &Path, input: &str) -> Result<RunResult> {
+        self.reopen(run_dir, Some(input)).await
+    }
+
+    async fn reopen(&self, run_dir: &Path, input: Option<&str>) -> Result<RunResult> {
         let directory = RunDir::open(run_dir)?;
         let recording = Recording::read(&directory.events_path(), true)?;
         recording.truncate_partial_line(&directory.events_path())?;
-        if recording.finished {
-            return Err(Error::Recording {
-                path: directory.events_path(),
-                message: "the run already finished; there is nothing to resume".to_owned(),
-            });
+        match (recording.finished, input) {
+            (true, None) => {
+                return Err(Error::Recording {
+                    path: directory.events_path(),
+                    message: match recording.endings.last().map(|ending| ending.outcome) {
+                        Some(Outcome::NeedsInput) => "the run waits for the user's answer to \
+                                                      its question: send the answer"
+                            .to_owned(),
+                        _ => "the run already finished; there is nothing to resume".to_owned(),
+                    },
+                });
+            }
+            (false, Some(_)) => {
+                return Err(Error::Recording {
+                    path: directory.events_path(),
+                    message: "the run was interrupted before it finished: resume it first"
+                        .to_owned(),
+                });
+            }
+            _ => {}
         }
         let index = SkillIndex::build(&self.roots, &self.index_config)?;
         let bus = EventBus::new(
@@ -583,7 +733,11 @@ impl Agent {
         );
         bus.expect(recording.comparable_events(), recording.last_seq, directory.path());
         let live = self.live_tools(index, &bus, directory.path().parent());
-        let executor = Executor { recorded: recording.executions.clone().into(), live: Some(live) };
+        let executor = Executor {
+            recorded: recording.executions.clone().into(),
+            commands: recording.commands.clone().into(),
+            live: Some(live),
+        };
         let model = ModelSource {
             recorded: recording.calls.clone().into(),
             live: Some(Arc::clone(&self.model)),
@@ -594,9 +748,13 @@ impl Agent {
             executor,
             run_dir: Some(directory),
             cancel: self.cancel.clone(),
-            replaying: None,
+            endings: recording.endings.clone().into(),
         };
+        let mut inputs: VecDeque<UserInput> = recording.inputs.clone().into();
+        if let Some(text) = input {
+            inputs.push_back(UserInput { text: text.to_owned(), input_sizes: None });
+        }
         let mut run = new_run(&recording.run_id, &recording.start, parts);
-        finish_run(&mut run, &recording.start).await
+        finish_run(&mut run, &recording.start, inputs).await
     }
 }

@@ -25,6 +25,9 @@ pub enum Outcome {
     Cancelled,
     /// The model kept failing (after model-adapter's retries).
     Error,
+    /// The run asked the user a question (`ask_user`) and waits for the answer; the final
+    /// text is the question. [`Agent::send`](crate::Agent::send) continues it.
+    NeedsInput,
 }
 
 impl Outcome {
@@ -40,11 +43,12 @@ impl Outcome {
             Outcome::Stuck => "stuck",
             Outcome::Cancelled => "cancelled",
             Outcome::Error => "error",
+            Outcome::NeedsInput => "needs_input",
         }
     }
 
     /// Whether the final text is a degraded answer rather than the model's own.
     pub fn is_degraded(self) -> bool {
-        self != Outcome::Completed
+        !matches!(self, Outcome::Completed | Outcome::NeedsInput)
     }
 }

@@ -80,6 +80,12 @@ pub struct GuardConfig {
     pub stuck_repeats: u32,
     /// Per-kind caps of consecutive failures.
     pub retry_caps: RetryCaps,
+    /// Offer `ask_user`: the run may stop with outcome `needs_input` and a question, and
+    /// continue with the answer (`Agent::send`). Off by default: a batch run has no one to ask.
+    pub ask_user: bool,
+    /// Offer the built-in `todo` and `schedule` tools over the workspace store
+    /// (`.skills-agent/store.json`, also what the `/todo`, `/schedule`, `/view` commands use).
+    pub builtin_tools: bool,
 }
 
 impl Default for GuardConfig {
@@ -89,6 +95,8 @@ impl Default for GuardConfig {
             user_named_skills: Vec::new(),
             stuck_repeats: 3,
             retry_caps: RetryCaps::default(),
+            ask_user: false,
+            builtin_tools: false,
         }
     }
 }

@@ -74,6 +74,13 @@ pub enum EventKind {
     Compaction,
     /// `{text}`: final-answer text as it streams in.
     AssistantDelta,
+    /// `{question}`: the run asks the user and ends this input's work `needs_input`.
+    InputRequested,
+    /// `{text, kind: "answer"|"task"|"command"}`: the user's next input to a finished run
+    /// (an answer to the pending question, a new task, or a slash command).
+    UserInput,
+    /// `{command, tool, status, output}`: a slash command, run without a model call.
+    CommandExecuted,
 }
 
 impl EventKind {
@@ -97,6 +104,9 @@ impl EventKind {
             EventKind::ApprovalDenied => "approval_denied",
             EventKind::Compaction => "compaction",
             EventKind::AssistantDelta => "assistant_delta",
+            EventKind::InputRequested => "input_requested",
+            EventKind::UserInput => "user_input",
+            EventKind::CommandExecuted => "command_executed",
         }
     }
 }

@@ -53,6 +53,8 @@ pub(crate) struct LiveTools {
 #[derive(Debug)]
 pub(crate) struct Executor {
     pub(crate) recorded: VecDeque<RecordedExecution>,
+    /// Recorded outputs of slash commands, in order.
+    pub(crate) commands: VecDeque<Execution>,
     pub(crate) live: Option<LiveTools>,
 }
 
@@ -63,6 +65,18 @@ pub(crate) struct Divergence(pub(crate) String);
 impl Executor {
     /// Runs `action` (never `final_answer`): the next recorded execution when there is one
     /// (it must be for the same action), else live.
+    /// Runs a built-in tool for a slash command: the next recorded output when replaying or
+    /// catching up (`commands`), else live over the workspace store.
+    pub(crate) fn command(&mut self, tool: &str, command: &str) -> Result<Execution, Divergence> {
+        if let Some(recorded) = self.commands.pop_front() {
+            return Ok(recorded);
+        }
+        match &self.live {
+            Some(live) => Ok(crate::builtin::run(&live.workspace, tool, command)),
+            None => Err(Divergence(format!("the record has no output for /{tool} {command}"))),
+        }
+    }
+
     pub(crate) async fn execute(
         &mut self,
         action: &Action,
@@ -102,8 +116,14 @@ impl LiveTools {
             Action::RunScript { skill, script, args } => {
                 self.run_script(skill, script, args, call_id).await
             }
-            // Recall and final answers never reach the executor.
-            Action::RecallObservation { .. } | Action::FinalAnswer { .. } => failed(
+            Action::Todo { command } => crate::builtin::run(&self.workspace, "todo", command),
+            Action::Schedule { command } => {
+                crate::builtin::run(&self.workspace, "schedule", command)
+            }
+            // Recall, questions and final answers never reach the executor.
+            Action::RecallObservation { .. }
+            | Action::AskUser { .. }
+            | Action::FinalAnswer { .. } => failed(
                 ObservationStatus::InvalidAction,
                 format!("`{}` is not executed by tools", action.name()),
             ),

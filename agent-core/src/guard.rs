@@ -122,12 +122,15 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
         if !unread.is_empty() {
             space.load.push((skill.name.clone(), unread));
         }
-        if !skill.scripts.is_empty() && state.counters.script_runs < config.budgets.max_script_runs
+        if !skill.scripts.is_empty()
+            && state.task_counters().script_runs < config.budgets.max_script_runs
         {
             space.run.push((skill.name.clone(), skill.scripts.clone()));
         }
     }
     space.recall = state.compacted.clone();
+    space.builtins = config.guard.builtin_tools;
+    space.ask_user = config.guard.ask_user;
     space
 }
 
@@ -207,7 +210,7 @@ pub(crate) fn check(
                 ));
             }
             if matches!(action, Action::RunScript { .. })
-                && state.counters.script_runs >= config.budgets.max_script_runs
+                && state.task_counters().script_runs >= config.budgets.max_script_runs
             {
                 return Verdict::OverBudget(
                     Outcome::MaxScriptRuns,
@@ -218,7 +221,11 @@ pub(crate) fn check(
                 );
             }
         }
-        Action::RecallObservation { .. } | Action::FinalAnswer { .. } => {}
+        Action::RecallObservation { .. }
+        | Action::Todo { .. }
+        | Action::Schedule { .. }
+        | Action::AskUser { .. }
+        | Action::FinalAnswer { .. } => {}
     }
     match space.check(action) {
         Ok(()) => Verdict::Allowed,

@@ -75,6 +75,7 @@
 mod action;
 mod agent;
 mod budget;
+mod builtin;
 mod config;
 mod console;
 mod context;
@@ -94,6 +95,7 @@ pub use action::{
 };
 pub use agent::{Agent, AgentBuilder, RunResult, RunUsage};
 pub use budget::Outcome;
+pub use builtin::{STORE_PATH, parse_slash};
 pub use config::{
     AgentConfig, Budgets, ContextConfig, DecideMode, GuardConfig, ModelSettings, RetryCaps,
     ScriptSettings,

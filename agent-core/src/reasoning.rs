@@ -241,7 +241,7 @@ const FAILURE_STREAK: usize = 3;
 /// 4. silent calls are at least half of the calls (`silent > 0 && silent >= reasoned`).
 pub(crate) fn notice(state: &RunState, max_turns: u32) -> Option<String> {
     let mut warnings: Vec<String> = Vec::new();
-    let turns = state.counters.turns;
+    let turns = state.task_counters().turns;
     if max_turns > 0 && u64::from(turns) * 5 >= u64::from(max_turns) * 3 {
         warnings.push(format!(
             "- {turns} of {max_turns} turns used: finish the current step and converge on an answer."

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{RunParts, RunStart, finish_run, new_run};
+use crate::agent::{RunParts, RunStart, UserInput, finish_run, new_run};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBus, EventKind, EventSink, MemorySink, comparable};
 use crate::exec::{Execution, Executor, RecordedExecution};
@@ -91,9 +91,14 @@ pub(crate) struct Recording {
     pub(crate) events: Vec<Event>,
     pub(crate) calls: Vec<RecordedCall>,
     pub(crate) executions: Vec<RecordedExecution>,
+    /// Whether the last piece of work finished (the record ends with `run_finished`).
     pub(crate) finished: bool,
-    /// How the run ended, when it did (`run_finished`).
-    pub(crate) ending: Option<RecordedEnding>,
+    /// How each piece of work ended (`run_finished`), in order.
+    pub(crate) endings: Vec<RecordedEnding>,
+    /// The inputs after the first task (`user_input`), in order.
+    pub(crate) inputs: Vec<UserInput>,
+    /// The outputs of slash commands (`command_executed`), in order.
+    pub(crate) commands: Vec<Execution>,
     pub(crate) last_seq: u64,
     valid_bytes: u64,
 }
@@ -131,8 +136,39 @@ impl Recording {
         let mut planned: Option<Value> = None;
         let mut side_events = Vec::new();
         let mut executed: Option<(Value, ObservationStatus, Value)> = None;
+        let mut endings = Vec::new();
+        let mut inputs = Vec::new();
+        let mut commands = Vec::new();
         for event in &events {
             match event.kind {
+                EventKind::RunFinished => endings.push(RecordedEnding {
+                    outcome: serde_json::from_value(field(event, "outcome").clone())
+                        .map_err(|error| bad(format!("seq {}: bad outcome: {error}", event.seq)))?,
+                    turns: field(event, "counters")
+                        .get("turns")
+                        .and_then(Value::as_u64)
+                        .and_then(|turns| u32::try_from(turns).ok())
+                        .ok_or_else(|| bad(format!("seq {}: no turn count", event.seq)))?,
+                }),
+                EventKind::UserInput => {
+                    let Some(text) = field(event, "text").as_str() else {
+                        return Err(bad(format!("seq {}: user_input without text", event.seq)));
+                    };
+                    let input_sizes = match event.data.get("input_sizes") {
+                        Some(sizes) => serde_json::from_value(sizes.clone()).map_err(|error| {
+                            bad(format!("seq {}: bad input_sizes: {error}", event.seq))
+                        })?,
+                        None => Vec::new(),
+                    };
+                    inputs
+                        .push(UserInput { text: text.to_owned(), input_sizes: Some(input_sizes) });
+                }
+                EventKind::CommandExecuted => {
+                    let status = serde_json::from_value(field(event, "status").clone())
+                        .map_err(|error| bad(format!("seq {}: bad status: {error}", event.seq)))?;
+                    let content = field(event, "output").as_str().unwrap_or_default().to_owned();
+                    commands.push(Execution { status, content, result: Value::Null });
+                }
                 EventKind::ModelRequest => {
                     planned = None;
                     pending_request = Some((
@@ -210,27 +246,17 @@ impl Recording {
                 _ => {}
             }
         }
-        let finished = events.iter().find(|event| event.kind == EventKind::RunFinished);
-        let ending = match finished {
-            Some(event) => Some(RecordedEnding {
-                outcome: serde_json::from_value(field(event, "outcome").clone())
-                    .map_err(|error| bad(format!("seq {}: bad outcome: {error}", event.seq)))?,
-                turns: field(event, "counters")
-                    .get("turns")
-                    .and_then(Value::as_u64)
-                    .and_then(|turns| u32::try_from(turns).ok())
-                    .ok_or_else(|| bad(format!("seq {}: no turn count", event.seq)))?,
-            }),
-            None => None,
-        };
+        let finished = events.last().is_some_and(|event| event.kind == EventKind::RunFinished);
         Ok(Recording {
             run_id,
             start,
             events,
             calls,
             executions,
-            finished: ending.is_some(),
-            ending,
+            finished,
+            endings,
+            inputs,
+            commands,
             last_seq,
             valid_bytes,
         })
@@ -488,17 +514,21 @@ pub async fn replay_check(run_dir: &Path) -> Result<ReplayReport> {
     let sinks: Vec<Arc<dyn EventSink>> = vec![sink.clone()];
     let bus = EventBus::new(&recording.run_id, sinks, Arc::new(Redactor::new()));
     let model = ModelSource { recorded: recording.calls.clone().into(), live: None };
-    let executor = Executor { recorded: recording.executions.clone().into(), live: None };
+    let executor = Executor {
+        recorded: recording.executions.clone().into(),
+        commands: recording.commands.clone().into(),
+        live: None,
+    };
     let parts = RunParts {
         bus,
         model,
         executor,
         run_dir: None,
         cancel: CancellationToken::new(),
-        replaying: recording.ending,
+        endings: recording.endings.clone().into(),
     };
     let mut run = new_run(&recording.run_id, &recording.start, parts);
-    let outcome = finish_run(&mut run, &recording.start).await;
+    let outcome = finish_run(&mut run, &recording.start, recording.inputs.clone().into()).await;
     let recorded: Vec<Value> = recording.comparable_events().iter().map(comparable).collect();
     let replayed: Vec<Value> = sink
         .events()

@@ -60,6 +60,15 @@ pub(crate) struct Ending {
     pub(crate) final_text: String,
 }
 
+/// What a piece of a run's work began with: its task, or the answer to its question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InputKind {
+    /// A task: the run's first, or a new one in a session.
+    Task,
+    /// The answer to the question the run asked (`ask_user`).
+    Answer,
+}
+
 /// A run in progress.
 #[derive(Debug)]
 pub(crate) struct Run {
@@ -75,6 +84,8 @@ pub(crate) struct Run {
     /// Replaying a finished run: the clock and the cancellation token do not stop it; the
     /// record says where they did.
     pub(crate) replaying: Option<RecordedEnding>,
+    /// Re-running a record: how its later finished pieces of work ended, in order.
+    pub(crate) endings: VecDeque<RecordedEnding>,
     pub(crate) failures: guard::FailureTracker,
     pub(crate) next_observation: u32,
     /// Texts of observations by id (full text), for `recall_observation`.
@@ -83,6 +94,12 @@ pub(crate) struct Run {
     pub(crate) state_json: crate::state::StateJson,
     /// Sizes of the files the task names, from the run's start (the reasoning level).
     pub(crate) input_sizes: Vec<u64>,
+    /// What the current piece of work began with (the strategies read it to go on after an
+    /// answer instead of starting over).
+    pub(crate) input: InputKind,
+    /// The tool call the last piece of work ended with (`final_answer`, `ask_user`), which the
+    /// next input's message answers (tools mode: every call needs its result).
+    pub(crate) pending_call: Option<String>,
 }
 
 /// What one Decide call gave.
@@ -456,7 +473,7 @@ impl Run {
     /// The outcome a budget check at the head of a turn imposes, if any.
     pub(crate) fn budget_exhausted(&self) -> Option<(Outcome, String)> {
         let budgets = &self.config.budgets;
-        let counters = &self.state.counters;
+        let counters = &self.state.task_counters();
         if counters.turns >= budgets.max_turns {
             return Some((
                 Outcome::MaxTurns,
@@ -585,6 +602,21 @@ impl Run {
             }
         }
         Ok(Ending { outcome, final_text: guard::fallback_answer(&self.state, reason) })
+    }
+
+    /// Ends this piece of work with a question for the user: `input_requested`, the question
+    /// kept in the state (and `state.json`), outcome `needs_input`. `tool_call_id` is the call
+    /// that asked, answered by the user's answer when it comes.
+    pub(crate) fn request_input(
+        &mut self,
+        question: &str,
+        tool_call_id: Option<String>,
+    ) -> Result<Ending> {
+        let question = question.trim().to_owned();
+        self.emit(EventKind::InputRequested, json!({"question": question}))?;
+        self.state.pending_question = Some(question.clone());
+        self.pending_call = tool_call_id;
+        Ok(Ending { outcome: Outcome::NeedsInput, final_text: question })
     }
 
     /// Writes `state.json` and fsyncs the events (end of a turn).

@@ -261,6 +261,13 @@ pub struct RunState {
     /// Free-form state a strategy keeps (persisted with the rest).
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub strategy_state: Value,
+    /// The question the run asked the user (`ask_user`) and waits to have answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_question: Option<String>,
+    /// The counters when the current task began: budgets apply to each task of a run
+    /// (a session takes several), counters add up over the run.
+    #[serde(default, skip_serializing_if = "Counters::is_zero")]
+    pub task_base: Counters,
 }
 
 /// The bytes of `state.json` — exactly `serde_json::to_vec_pretty` of the state — with each
@@ -317,7 +324,25 @@ impl StateJson {
     }
 }
 
+impl Counters {
+    /// Whether every counter is zero.
+    pub fn is_zero(&self) -> bool {
+        *self == Counters::default()
+    }
+}
+
 impl RunState {
+    /// The counters of the current task: turns, tool calls and script runs since the task
+    /// began (what the budgets limit); the other counters are the run's.
+    pub fn task_counters(&self) -> Counters {
+        let base = &self.task_base;
+        let mut used = self.counters.clone();
+        used.turns = used.turns.saturating_sub(base.turns);
+        used.tool_calls = used.tool_calls.saturating_sub(base.tool_calls);
+        used.script_runs = used.script_runs.saturating_sub(base.script_runs);
+        used
+    }
+
     /// The catalog entry of `name`.
     pub fn skill(&self, name: &str) -> Option<&SkillEntry> {
         self.catalog.iter().find(|entry| entry.name == name)
@@ -347,6 +372,8 @@ mod tests {
             compacted: Vec::new(),
             outcome: None,
             strategy_state: serde_json::json!({"actions": [], "nested": {"actions": []}}),
+            pending_question: None,
+            task_base: Counters::default(),
         };
         let mut json = StateJson::default();
         let mut check = |state: &mut RunState| {

@@ -52,7 +52,7 @@ pub(super) fn push_notice(run: &Run, note: &mut String) {
 /// allowed actions, the task restated.
 pub(super) fn turn_note(run: &Run, space: &ActionSpace) -> String {
     let budgets = &run.config.budgets;
-    let counters = &run.state.counters;
+    let counters = &run.state.task_counters();
     let mut note = format!(
         "Turn {} of {} · tool calls {}/{} · script runs {}/{}{}\n",
         counters.turns + 1,
@@ -123,13 +123,13 @@ pub(super) fn start_turn(
     extra: Option<(&str, Value)>,
 ) -> Result<()> {
     run.state.counters.turns += 1;
-    let turn = run.state.counters.turns;
-    run.bus.set_turn(turn);
+    run.bus.set_turn(run.state.counters.turns);
+    let used = run.state.task_counters();
     let mut data = json!({
         "budget": {
-            "turns": [turn, run.config.budgets.max_turns],
-            "tool_calls": [run.state.counters.tool_calls, run.config.budgets.max_tool_calls],
-            "script_runs": [run.state.counters.script_runs, run.config.budgets.max_script_runs],
+            "turns": [used.turns, run.config.budgets.max_turns],
+            "tool_calls": [used.tool_calls, run.config.budgets.max_tool_calls],
+            "script_runs": [used.script_runs, run.config.budgets.max_script_runs],
             "context_chars": [run.context.chars() + note_chars, run.config.budgets.max_context_chars],
         },
         "allowed": allowed,

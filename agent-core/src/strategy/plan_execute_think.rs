@@ -335,7 +335,7 @@ async fn execute(run: &mut Run, rounds: &RoundState, plan: &RoundPlan) -> Result
     let mut batch = Batch::Done;
     let mut ran = 0;
     for (index, action) in plan.steps.iter().enumerate() {
-        if run.state.counters.tool_calls >= run.config.budgets.max_tool_calls {
+        if run.state.task_counters().tool_calls >= run.config.budgets.max_tool_calls {
             batch = Batch::Stopped(
                 Outcome::MaxToolCalls,
                 format!("the tool-call limit ({}) was reached", run.config.budgets.max_tool_calls),
@@ -604,7 +604,7 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
 
 fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {
     let budgets = &run.config.budgets;
-    let counters = &run.state.counters;
+    let counters = &run.state.task_counters();
     format!(
         "Round {round} of {} · tool calls {}/{} · script runs {}/{}{}\n",
         rounds.max_rounds,

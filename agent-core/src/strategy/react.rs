@@ -60,6 +60,27 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
                         reasoning = run.record_reasoning(&response, &decision);
                         run.apply_plan(&decision)?;
                         match &decision.action {
+                            Action::AskUser { question } => match space.check(&decision.action) {
+                                Ok(()) => {
+                                    run.emit(
+                                        EventKind::ActionValidated,
+                                        json!({"action": decision.action, "valid": true}),
+                                    )?;
+                                    stop = Some(run.request_input(question, tool_call_id)?);
+                                }
+                                Err(message) => {
+                                    run.emit(
+                                        EventKind::ActionValidated,
+                                        json!({"action": decision.action, "valid": false, "error": message}),
+                                    )?;
+                                    run.observe(
+                                        Some(&decision.action),
+                                        ObservationStatus::InvalidAction,
+                                        &message,
+                                        tool_call_id.as_deref(),
+                                    )?;
+                                }
+                            },
                             Action::FinalAnswer { content } => {
                                 match space.check(&decision.action) {
                                     Ok(()) => {
@@ -67,6 +88,7 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
                                             EventKind::ActionValidated,
                                             json!({"action": decision.action, "valid": true}),
                                         )?;
+                                        run.pending_call = tool_call_id;
                                         stop = Some(Ending {
                                             outcome: Outcome::Completed,
                                             final_text: content.trim().to_owned(),
