@@ -378,8 +378,31 @@ pub fn compliance(events: &[Event]) -> Compliance {
     let mut policy_hits: BTreeMap<String, u64> = BTreeMap::new();
     let mut finished_at: Option<u64> = None;
     let mut final_text_present = false;
+    let limits = events
+        .first()
+        .and_then(|event| event.data.get("config"))
+        .and_then(|config| config.get("budgets"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let budget_names = [
+        ("turns", "max_turns"),
+        ("tool_calls", "max_tool_calls"),
+        ("script_runs", "max_script_runs"),
+    ];
+    // Budgets apply per task: a new task in a session starts from the counters its
+    // `user_input` found; the largest use of any task is reported.
+    let mut base = Value::Null;
     let mut counters = Value::Null;
+    let mut most_used = [0u64; 3];
+    let mut budget_overruns = Vec::new();
     for event in events {
+        if event.kind == EventKind::UserInput && finished_at.is_some() {
+            finished_at = None;
+            if field(event, "kind").as_str() == Some("task") {
+                base = counters.clone();
+            }
+            continue;
+        }
         if let Some(seq) = finished_at {
             sequence_violations.push(format!(
                 "seq {}: {} after run_finished (seq {seq})",
@@ -433,31 +456,30 @@ pub fn compliance(events: &[Event]) -> Compliance {
                 final_text_present =
                     field(event, "final_text").as_str().is_some_and(|text| !text.trim().is_empty());
                 counters = field(event, "counters").clone();
+                for (index, (name, limit_key)) in budget_names.iter().enumerate() {
+                    let count =
+                        |counters: &Value| counters.get(name).and_then(Value::as_u64).unwrap_or(0);
+                    let used = count(&counters).saturating_sub(count(&base));
+                    let limit = limits.get(limit_key).and_then(Value::as_u64).unwrap_or(u64::MAX);
+                    // A degraded answer's run ends at its limit; the turn that hit it is not run.
+                    if used > limit {
+                        budget_overruns.push(format!("{name}: {used} used, limit {limit}"));
+                    }
+                    most_used[index] = most_used[index].max(used);
+                }
             }
             _ => {}
         }
     }
-    let limits = events
-        .first()
-        .and_then(|event| event.data.get("config"))
-        .and_then(|config| config.get("budgets"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let mut budgets = Vec::new();
-    let mut budget_overruns = Vec::new();
-    for (name, limit_key) in [
-        ("turns", "max_turns"),
-        ("tool_calls", "max_tool_calls"),
-        ("script_runs", "max_script_runs"),
-    ] {
-        let used = counters.get(name).and_then(Value::as_u64).unwrap_or(0);
-        let limit = limits.get(limit_key).and_then(Value::as_u64).unwrap_or(u64::MAX);
-        // A degraded answer's run ends at its limit; the turn that hit it is not run.
-        if used > limit {
-            budget_overruns.push(format!("{name}: {used} used, limit {limit}"));
-        }
-        budgets.push(BudgetUse { name: name.to_owned(), used, limit });
-    }
+    let budgets = budget_names
+        .iter()
+        .zip(most_used)
+        .map(|((name, limit_key), used)| BudgetUse {
+            name: (*name).to_owned(),
+            used,
+            limit: limits.get(limit_key).and_then(Value::as_u64).unwrap_or(u64::MAX),
+        })
+        .collect();
     let checks = [sequence_violations.is_empty(), budget_overruns.is_empty(), final_text_present];
     let score = checks.iter().filter(|passed| **passed).count() as f64 / checks.len() as f64;
     Compliance {
