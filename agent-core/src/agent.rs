@@ -672,6 +672,12 @@ impl Agent {
         finish_run(&mut run, &start, VecDeque::new()).await
     }
 
+    /// Replaces the cancellation token later runs observe. A session gives each input its own
+    /// token, so that cancelling stops one piece of work, not the session.
+    pub fn set_cancellation(&mut self, token: CancellationToken) {
+        self.cancel = token;
+    }
+
     /// Continues a run that was interrupted (killed mid-turn): the recorded events are
     /// reproduced from the record — model answers and executed actions are not asked or run
     /// again — and the run goes on live from where the record ends. The interrupted turn is

@@ -64,8 +64,9 @@ impl ConsoleSink {
                 let config = data.get("config").unwrap_or(&Value::Null);
                 let strategy = config.get("strategy").and_then(Value::as_str).unwrap_or("react");
                 let model = config.pointer("/model/model").and_then(Value::as_str).unwrap_or("?");
+                let plural = if skills == 1 { "" } else { "s" };
                 format!(
-                    "{} run {} · {skills} skills · strategy {strategy} · model {model}\n",
+                    "{} run {} · {skills} skill{plural} · strategy {strategy} · model {model}\n",
                     self.paint("1", "▶"),
                     event.run_id
                 )
@@ -140,6 +141,22 @@ impl ConsoleSink {
             EventKind::ApprovalDenied => format!("  ✗ approval denied {}\n", text("reason")),
             EventKind::ModelResponse if data.get("error").is_some() => {
                 format!("  {} model call failed: {}\n", self.paint("31", "✗"), text("error"))
+            }
+            EventKind::InputRequested => {
+                format!("  {} asks: {}\n", self.paint("36", "?"), text("question"))
+            }
+            EventKind::UserInput => {
+                let kind = text("kind");
+                let shown: String = text("text").chars().take(100).collect();
+                format!("{} {kind}: {shown}\n", self.paint("1", "▶"))
+            }
+            EventKind::CommandExecuted => {
+                let mark = if text("status") == "ok" {
+                    self.paint("32", "✓")
+                } else {
+                    self.paint("31", "✗")
+                };
+                format!("  {mark} {} → {}\n", text("command"), text("status"))
             }
             EventKind::RunFinished => {
                 let counters = data.get("counters").unwrap_or(&Value::Null);

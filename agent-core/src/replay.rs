@@ -365,6 +365,21 @@ pub fn turns(events: &[Event]) -> Vec<TurnSummary> {
                 let valid = field(event, "valid").as_bool().unwrap_or(false);
                 turn.steps.push(format!("final_answer → {}", if valid { "ok" } else { "invalid" }));
             }
+            EventKind::InputRequested => turn.steps.push(format!(
+                "ask_user → {}",
+                field(event, "question").as_str().unwrap_or_default()
+            )),
+            // Inputs come between turns: shown at the end of the turn before them.
+            EventKind::UserInput => turn.steps.push(format!(
+                "user {} ← {}",
+                field(event, "kind").as_str().unwrap_or("input"),
+                field(event, "text").as_str().unwrap_or_default()
+            )),
+            EventKind::CommandExecuted => turn.steps.push(format!(
+                "{} → {}",
+                field(event, "command").as_str().unwrap_or_default(),
+                field(event, "status").as_str().unwrap_or("?")
+            )),
             _ => {}
         }
     }

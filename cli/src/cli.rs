@@ -1,6 +1,7 @@
-//! The commands: `run`, `resume`, `replay`, `runs list`, `skills list|show|validate`,
+//! The commands: `run`, `chat`, `resume`, `replay`, `runs list`, `skills list|show|validate`,
 //! `model start|stop|status`. Exit codes: 0 completed, 3 ended degraded (budget, stuck,
-//! cancelled), 1 error, 2 usage or configuration error.
+//! cancelled), 4 waiting for the user's answer (`needs_input`), 1 error, 2 usage or
+//! configuration error.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -53,10 +54,16 @@ struct Cli {
 enum Command {
     /// Run an agent on a task and print its answer.
     Run(RunArgs),
-    /// Continue an interrupted run from its run directory.
+    /// An interactive session: type tasks, answers and /todo, /schedule, /view commands.
+    Chat(ChatArgs),
+    /// Continue an interrupted run, answer the question a run asked (--answer), or, in a
+    /// terminal, reopen a finished run as a chat session.
     Resume {
         /// The run directory.
         run_dir: PathBuf,
+        /// The answer to the run's question (it ended `needs_input`, exit code 4).
+        #[arg(long, value_name = "TEXT")]
+        answer: Option<String>,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -185,6 +192,30 @@ struct CommonArgs {
 struct RunArgs {
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    flags: RunFlags,
+    /// The task.
+    task: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChatArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    flags: RunFlags,
+    /// Reopen this run directory's session instead of starting a new one.
+    #[arg(long, value_name = "RUN_DIR")]
+    resume: Option<PathBuf>,
+}
+
+/// Settings of new work: strategy and budgets.
+#[derive(Debug, Args, Default)]
+struct RunFlags {
+    /// Let the model ask you a question (`ask_user`): without a terminal the run then ends with
+    /// exit code 4 and `resume RUN_DIR --answer TEXT` continues it (always on in `chat`).
+    #[arg(long)]
+    ask_user: bool,
     /// The loop strategy (default: react).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(agent_core::STRATEGIES.iter().copied()))]
     strategy: Option<String>,
@@ -201,8 +232,6 @@ struct RunArgs {
     /// local 1.5B model, 11,000 for the 0.5B).
     #[arg(long)]
     max_context_chars: Option<usize>,
-    /// The task.
-    task: String,
 }
 
 /// A usage or configuration error (exit 2).
@@ -217,7 +246,7 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-fn usage(error: impl std::fmt::Display) -> anyhow::Error {
+pub(crate) fn usage(error: impl std::fmt::Display) -> anyhow::Error {
     anyhow::Error::new(UsageError(error.to_string()))
 }
 
@@ -248,7 +277,8 @@ pub fn main() -> ExitCode {
 async fn dispatch(command: Command) -> Result<u8> {
     match command {
         Command::Run(args) => run(args).await,
-        Command::Resume { run_dir, common } => resume(&run_dir, common).await,
+        Command::Chat(args) => crate::chat::chat(args).await,
+        Command::Resume { run_dir, answer, common } => resume(&run_dir, answer, common).await,
         Command::Replay { run_dir, check, json } => replay(&run_dir, check, json).await,
         Command::Runs { command: RunsCommand::List { runs_dir, workspace, json } } => {
             runs_list(runs_dir, workspace, json)
@@ -331,13 +361,26 @@ impl Approver for TerminalApprover {
     }
 }
 
-struct Prepared {
-    agent: Agent,
-    console: Option<Arc<ConsoleSink>>,
-    json: bool,
+pub(crate) struct Prepared {
+    pub(crate) agent: Agent,
+    pub(crate) console: Option<Arc<ConsoleSink>>,
+    pub(crate) json: bool,
+    pub(crate) strategy: String,
+    pub(crate) model: String,
 }
 
-fn prepare(common: &CommonArgs, run: Option<&RunArgs>) -> Result<Prepared> {
+/// What Ctrl-C does: cancel the one run (a second press quits), or, in a session, cancel the
+/// piece of work in progress (the session's current token) and nothing more.
+pub(crate) enum Interrupts {
+    OneRun,
+    Session(Arc<std::sync::Mutex<agent_core::CancellationToken>>),
+}
+
+fn prepare(
+    common: &CommonArgs,
+    run: Option<&RunFlags>,
+    interrupts: Interrupts,
+) -> Result<Prepared> {
     let env = environment();
     let workspace = workspace_of(common.workspace.clone())?;
     let Resolved { settings, mut budgets, scripts, context, guard, .. } =
@@ -369,6 +412,10 @@ fn prepare(common: &CommonArgs, run: Option<&RunArgs>) -> Result<Prepared> {
         ModelSpec::Local(_) => error,
         _ => usage(format!("{error:#}")),
     })?;
+    let mut guard = guard;
+    if run.is_some_and(|flags| flags.ask_user) || matches!(interrupts, Interrupts::Session(_)) {
+        guard.ask_user = true;
+    }
     let config = AgentConfig {
         strategy: run
             .and_then(|run| run.strategy.clone())
@@ -387,6 +434,8 @@ fn prepare(common: &CommonArgs, run: Option<&RunArgs>) -> Result<Prepared> {
         guard,
         context,
         scripts,
+        // Strategy sections (`safe`) keep their defaults until the config file learns them.
+        ..AgentConfig::default()
     };
     let mut extra = common.skills.clone();
     extra.extend(settings.skills.iter().cloned());
@@ -413,18 +462,32 @@ fn prepare(common: &CommonArgs, run: Option<&RunArgs>) -> Result<Prepared> {
         ))
     });
     let cancel = agent_core::CancellationToken::new();
-    {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\nskills-agent: cancelling (Ctrl-C again to quit at once)");
-                cancel.cancel();
+    match interrupts {
+        Interrupts::OneRun => {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
+                    eprintln!("\nskills-agent: cancelling (Ctrl-C again to quit at once)");
+                    cancel.cancel();
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(130);
+                    }
                 }
-            }
-        });
+            });
+        }
+        Interrupts::Session(current) => {
+            tokio::spawn(async move {
+                while tokio::signal::ctrl_c().await.is_ok() {
+                    if let Ok(token) = current.lock() {
+                        eprintln!("\nskills-agent: cancelling this task (the session goes on)");
+                        token.cancel();
+                    }
+                }
+            });
+        }
     }
+    let strategy = config.strategy.clone();
+    let model_name = connected.name.clone();
     let mut builder = Agent::builder()
         .model(connected.provider)
         .config(config)
@@ -439,7 +502,16 @@ fn prepare(common: &CommonArgs, run: Option<&RunArgs>) -> Result<Prepared> {
         builder = builder.sink(console.clone());
     }
     let agent = builder.build().map_err(usage)?;
-    Ok(Prepared { agent, console, json: common.json })
+    Ok(Prepared { agent, console, json: common.json, strategy, model: model_name })
+}
+
+pub(crate) fn exit_code(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Completed => 0,
+        Outcome::Error => 1,
+        Outcome::NeedsInput => 4,
+        _ => 3,
+    }
 }
 
 fn report(result: &RunResult, prepared: &Prepared) -> u8 {
@@ -465,33 +537,94 @@ fn report(result: &RunResult, prepared: &Prepared) -> u8 {
         }
         out!("{}", result.final_text);
     }
-    // The user gets a final text either way; the code says whether it is the model's answer.
-    match result.outcome {
-        Outcome::Completed => 0,
-        Outcome::Error => 1,
-        _ => 3,
+    if result.outcome == Outcome::NeedsInput
+        && let Some(dir) = &result.run_dir
+    {
+        eprintln!(
+            "the run waits for your answer: skills-agent resume {} --answer '…'",
+            dir.display()
+        );
     }
+    // The user gets a final text either way; the code says whether it is the model's answer.
+    exit_code(result.outcome)
 }
 
 async fn run(args: RunArgs) -> Result<u8> {
     if args.task.trim().is_empty() {
         return Err(usage("the task is empty"));
     }
-    let prepared = prepare(&args.common, Some(&args))?;
+    let prepared = prepare(&args.common, Some(&args.flags), Interrupts::OneRun)?;
     let result = prepared.agent.run(&args.task).await?;
     Ok(report(&result, &prepared))
 }
 
-async fn resume(run_dir: &Path, common: CommonArgs) -> Result<u8> {
-    let prepared = prepare(&common, None)?;
-    let result = prepared.agent.resume(run_dir).await?;
+async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> Result<u8> {
+    let finished = crate::chat::finished(run_dir).map_err(usage)?;
+    if let Some(answer) = &answer {
+        if answer.trim().is_empty() {
+            return Err(usage("the answer is empty"));
+        }
+        if !finished {
+            return Err(usage(format!(
+                "{} was interrupted before it finished: `skills-agent resume {}` first",
+                run_dir.display(),
+                run_dir.display()
+            )));
+        }
+        if crate::chat::pending_question(run_dir).is_none() {
+            return Err(usage(format!(
+                "{} asks no question; `skills-agent chat --resume {}` continues it with a new task",
+                run_dir.display(),
+                run_dir.display()
+            )));
+        }
+    } else if finished {
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            let args =
+                ChatArgs { common, flags: RunFlags::default(), resume: Some(run_dir.to_owned()) };
+            return crate::chat::chat(args).await;
+        }
+        return Err(usage(format!(
+            "{} already finished{}; `skills-agent chat --resume {}` reopens it as a session",
+            run_dir.display(),
+            match crate::chat::pending_question(run_dir) {
+                Some(question) =>
+                    format!(" and waits for an answer to: {question} (--answer TEXT)"),
+                None => String::new(),
+            },
+            run_dir.display()
+        )));
+    }
+    let prepared = prepare(&common, None, Interrupts::OneRun)?;
+    let result = match answer {
+        Some(answer) => prepared.agent.send(run_dir, &answer).await?,
+        None => prepared.agent.resume(run_dir).await?,
+    };
     Ok(report(&result, &prepared))
+}
+
+/// `prepare` for the chat session.
+pub(crate) fn prepare_chat(
+    args: &ChatArgs,
+    current: Arc<std::sync::Mutex<agent_core::CancellationToken>>,
+) -> Result<Prepared> {
+    prepare(&args.common, Some(&args.flags), Interrupts::Session(current))
+}
+
+impl ChatArgs {
+    pub(crate) fn resume_dir(&self) -> Option<&Path> {
+        self.resume.as_deref()
+    }
+
+    pub(crate) fn json(&self) -> bool {
+        self.common.json
+    }
 }
 
 async fn replay(run_dir: &Path, check: bool, json: bool) -> Result<u8> {
     let events = read_events(&run_dir.join("events.jsonl")).map_err(usage)?;
     let turns = turns(&events);
-    let finished = events.iter().find(|event| event.kind == EventKind::RunFinished);
+    let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
     if !check {
         if json {
             out!(
@@ -602,7 +735,9 @@ fn runs_list(runs_dir: Option<PathBuf>, workspace: Option<PathBuf>, json: bool) 
         runs.push(json!({
             "run_id": events.first().map(|event| event.run_id.clone()),
             "run_dir": directory,
-            "status": if finish.is_some() { "finished" } else { "interrupted" },
+            // A session's record ends with `run_finished` between inputs; anything after the
+            // last one is work cut short.
+            "status": if events.last().is_some_and(|event| event.kind == EventKind::RunFinished) { "finished" } else { "interrupted" },
             "outcome": finish.and_then(|event| event.data.get("outcome").cloned()),
             "turns": events.last().map(|event| event.turn),
             "model": start.and_then(|data| data.pointer("/config/model/model")).cloned(),

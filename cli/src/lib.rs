@@ -4,6 +4,7 @@
 //! Other programs (`cargo xtask local-llm`) use [`local_model`] to install and start the
 //! embedded model.
 
+mod chat;
 pub mod cli;
 pub mod config;
 pub mod local_model;

@@ -408,7 +408,9 @@ fn resume_continues_an_interrupted_run_without_redoing_what_was_done() {
     assert_code(&fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]), 0);
     let run_dir = fixture.run_dir();
     let run_dir_arg = run_dir.to_str().unwrap();
-    assert_code(&fixture.run(&["resume", run_dir_arg, "--model", &spec]), 1);
+    let finished = fixture.run(&["resume", run_dir_arg, "--model", &spec]);
+    assert_code(&finished, 2);
+    assert!(text(&finished.stderr).contains("already finished"), "{}", text(&finished.stderr));
 
     // Cut the record right after turn 2's observation: turn 3 never happened.
     let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
