@@ -95,7 +95,7 @@ impl PreparedRequest {
         body: &Value,
     ) -> Result<PreparedRequest> {
         headers.insert(0, ("content-type".to_owned(), "application/json".to_owned()));
-        let body = serde_json::to_vec(body).map_err(|error| Error::InvalidRequest {
+        let body = crate::ordered::to_vec(body).map_err(|error| Error::InvalidRequest {
             provider: provider.to_owned(),
             message: error.to_string(),
         })?;

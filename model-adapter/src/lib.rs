@@ -27,6 +27,12 @@
 //!   grammar-constrained `response_format` instead and reports the JSON as that tool's call.
 //!   Anthropic takes `{"type":"tool"}` natively; its `response_format = json_schema` is sent as a
 //!   forced tool whose input comes back as text.
+//! * **Property order is kept where a schema asks for it.** Constrained decoders (llama.cpp's
+//!   grammars, OpenAI's structured outputs) make the model write properties in the order the
+//!   schema lists them, but `serde_json` sorts keys. A schema object with a
+//!   [`PROPERTY_ORDERING`] array (`"propertyOrdering"`, the keyword Gemini defines) has its
+//!   `properties` sent in that order and the keyword left out, so `thought` can come before
+//!   `action`.
 //! * **Thinking survives a tool round trip.** Anthropic's `thinking` blocks (each with its
 //!   `signature`) and `redacted_thinking` blocks stay separate, in order, each with its place
 //!   among the text and tool calls ([`Response::thinking_blocks`], [`ThinkingBlock`]);
@@ -72,6 +78,7 @@ mod error;
 mod http;
 mod mock;
 mod openai;
+mod ordered;
 mod provider;
 mod replay;
 pub mod retry;
@@ -89,6 +96,7 @@ pub use error::{Error, Result, TimeoutPhase};
 pub use http::{DeltaStream, HttpConfig};
 pub use mock::{MockModel, MockReply};
 pub use openai::{MaxTokensField, NamedToolChoice, OpenAiConfig, OpenAiProvider};
+pub use ordered::PROPERTY_ORDERING;
 pub use provider::{ModelProvider, collect_stream};
 pub use replay::{RecordedCall, RecordingModel, ReplayModel, read_recording, write_recording};
 pub use retry::RetryPolicy;
