@@ -462,6 +462,7 @@ impl ActionSpace {
                         "section": string(120),
                     },
                     "required": ["skill", "path"],
+                    "propertyOrdering": ["skill", "path", "section"],
                     "additionalProperties": false,
                 })
             }
@@ -479,6 +480,9 @@ impl ActionSpace {
                         "args": {"type": "array", "items": string(ARG_MAX), "maxItems": 8},
                     },
                     "required": ["skill", "script", "args"],
+                    // Which script before its arguments (sorted, a small model writes the
+                    // arguments first and puts the script's path among them).
+                    "propertyOrdering": ["skill", "script", "args"],
                     "additionalProperties": false,
                 })
             }
@@ -566,6 +570,8 @@ impl ActionSpace {
                     "type": "object",
                     "properties": {"type": {"const": name}, "args": self.args_schema(name)},
                     "required": ["type", "args"],
+                    // The name first: the runtime knows the action as soon as it is written.
+                    "propertyOrdering": ["type", "args"],
                     "additionalProperties": false,
                 })
             })
@@ -578,13 +584,18 @@ impl ActionSpace {
         let mut properties = Map::new();
         properties.insert("thought".into(), json!({"type": "string", "maxLength": THOUGHT_MAX}));
         properties.insert("action".into(), action);
+        let mut order = vec!["thought", "action"];
         if let Some((name, schema)) = self.plan_property() {
             properties.insert(name.into(), schema);
+            order.push(name);
         }
+        // Think-Act: the thought is written before the action (model-adapter sends the
+        // properties in this order; a grammar then asks for the reason first).
         json!({
             "type": "object",
             "properties": properties,
-            "required": ["action"],
+            "required": ["thought", "action"],
+            "propertyOrdering": order,
             "additionalProperties": false,
         })
     }
@@ -607,6 +618,15 @@ impl ActionSpace {
                     if let Some((field, schema)) = self.plan_property() {
                         properties.insert(field.into(), schema);
                     }
+                }
+                // The thought before the arguments (native tool callers that keep order).
+                if let Some(object) = parameters.as_object_mut() {
+                    let mut order = vec![json!("thought")];
+                    if let Some(Value::Array(names)) = object.get(model_adapter::PROPERTY_ORDERING)
+                    {
+                        order.extend(names.iter().cloned());
+                    }
+                    object.insert(model_adapter::PROPERTY_ORDERING.into(), Value::Array(order));
                 }
                 Tool {
                     name: name.to_owned(),
