@@ -1,0 +1,1401 @@
+//! `plan-thought-replan` (seed 001, the 2026-02-16 revision): two loops per task.
+//!
+//! - **Outer**: `plan` once per new task (the first non-slash input), then the inner loop for
+//!   the current plan item, then `replan` — which either replaces the plan (`replanned`, the
+//!   cursor aligned to the new list) or ends the task with the answer (`done`). A replan also
+//!   follows the user's answer to a clarification.
+//! - **Inner**: `thought` → act → observe for the current plan item, as many rounds as the item
+//!   needs, items strictly in order; a thought says `continue` (one action, run through
+//!   [`Run::act`]), `ask_user` (the task is suspended, see below) or `done` (the item is
+//!   finished; its `response` goes to the replan).
+//!
+//! Each phase is one model call forced to a named tool (`plan`, `thought`, `replan`) or, in
+//! [`DecideMode::Json`], one document under the phase's schema (there the schema holds the
+//! field-rule matrix of seed §5 as one variant per status, so a grammar cannot write a
+//! document that breaks it). The contracts are checked in Rust in any case:
+//!
+//! - plan `{status: "planned", plan: [string]}` — at most [`MAX_PLAN_ITEMS`] non-empty items;
+//!   an empty plan is allowed (the next thought may then only say `done` or `ask_user`);
+//! - thought `{status, current_step, next_action, question, response}` — `continue` needs
+//!   `current_step` and `next_action {tool, args}` (an action of the turn's action space other
+//!   than `final_answer` and `ask_user`; the built-in `todo` and `schedule` are always offered;
+//!   a string `args` — the seed's `input` — is the command of `todo`/`schedule`) with
+//!   `question` and `response` empty; `ask_user` needs `current_step` and `question`, with
+//!   `next_action` and `response` empty; `done` has `next_action` and `question` empty and an
+//!   optional `response`;
+//! - replan `{status: "replanned"|"done", plan, response}` — `replanned` needs a non-empty
+//!   plan, `done` a non-empty response (the final answer).
+//!
+//! **Steps** (seed §1.1, §2.3): `max_turns` is the step limit. Every thought attempt, every
+//! replan attempt (a failed model call, an unreadable answer or a broken field rule included)
+//! and every action handed to the runtime (refused ones included) is one step; `plan` is not,
+//! nor is asking the user or waiting for the answer. The limit is checked before every step —
+//! at the head of each loop round and again before a thought's action runs — so the count never
+//! passes the limit and nothing runs once it is reached; the run then ends `max_turns` with the
+//! degraded answer of [`Run::degrade`] (done so far, the blocker, next steps — the plan items
+//! left). Turns count the thought and replan calls (the first task's plan comes before turn 1,
+//! a later task's plan before its first turn), so `counters.turns` never outruns the steps.
+//!
+//! **Failures**: after [`FAILURE_THRESHOLD`] failed steps in a row (unreadable or invalid
+//! decisions, failed model calls, actions that did not end `ok`; reset by an `ok` action, a
+//! valid replan, a finished item or the user's answer) the thought may only say `ask_user` or
+//! `done`. The shared failure caps (`guard.retry_caps`, `guard.stuck_repeats`) still end a run
+//! that keeps failing.
+//!
+//! **Clarifications**: `ask_user` (offered when `guard.ask_user` is on) keeps the pending task
+//! in `strategy_state` (`awaiting_clarification`, plan, cursor, counts) and ends the work
+//! `needs_input`; the next non-slash input is the answer ([`InputKind::Answer`]) and the task
+//! goes on with a replan. Slash commands in between are the session layer's and leave the
+//! pending task alone.
+//!
+//! **Progress** (seed §7): `plan_created.progress` ("Planning done: N steps"),
+//! `turn_started.step.progress` ("Current plan item: i/N - …", "Replanning: …"),
+//! `thought_decided.progress` ("Thought: run an action — …", "Thought: step done", "Thought:
+//! ask for clarification"), the action and its result in `action_executed`, and
+//! `plan_updated.progress` ("Replanning done: M steps", "Replanning done: the task is
+//! complete").
+
+use model_adapter::{
+    ChatRequest, ContentPart, Message, Response, ResponseFormat, Tool, ToolChoice,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::action::{Action, ActionSpace, action_from, strip_fence};
+use crate::budget::Outcome;
+use crate::config::DecideMode;
+use crate::error::Result;
+use crate::event::EventKind;
+use crate::guard;
+use crate::run::{Ending, InputKind, Run};
+use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
+
+use super::{ask, finish_turn, skills_lines, start_turn};
+
+/// The strategy's name in `AgentConfig::strategy`.
+pub(super) const NAME: &str = "plan-thought-replan";
+/// The forced tool of the plan phase.
+const PLAN_TOOL: &str = "plan";
+/// The forced tool of the thought phase.
+const THOUGHT_TOOL: &str = "thought";
+/// The forced tool of the replan phase.
+const REPLAN_TOOL: &str = "replan";
+/// Items one plan may hold.
+const MAX_PLAN_ITEMS: usize = 8;
+/// Plan calls per task before the task itself becomes the only plan item.
+const PLAN_ATTEMPTS: u32 = 2;
+/// Failed steps in a row after which a thought may only say `ask_user` or `done`.
+const FAILURE_THRESHOLD: u32 = 2;
+const ITEM_MAX: usize = 200;
+const STEP_MAX: usize = 200;
+const QUESTION_MAX: usize = 400;
+const RESPONSE_MAX: usize = 4_000;
+/// What the session layer puts before the user's answer.
+const ANSWER_PREFIX: &str = "The user answers: ";
+
+/// One question the task asked and the answer it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Clarification {
+    question: String,
+    answer: String,
+}
+
+/// The pending task (seed §4 `PendingPlanTask`), kept in `RunState::strategy_state` (and so
+/// in `state.json`) after every step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct TaskState {
+    strategy: String,
+    /// Tasks of the run so far (a session gives new ones); this is the last.
+    task: u32,
+    plan_initialized: bool,
+    plan_items: Vec<String>,
+    /// The item the thoughts work on; `plan_items.len()` when none is left.
+    current_plan_index: usize,
+    /// Items finished in this task, in order (a replan's list may repeat them).
+    completed_items: Vec<String>,
+    awaiting_clarification: bool,
+    needs_replan: bool,
+    /// Why the next replan comes (shown to the model).
+    replan_trigger: Option<String>,
+    /// The last valid thought, in short (progress).
+    last_thought_snapshot: Option<String>,
+    /// Steps of this task: thoughts, replans and actions.
+    step_count: u32,
+    successful_steps: u32,
+    failed_steps: u32,
+    consecutive_failures: u32,
+    replans: u32,
+    clarification_history: Vec<Clarification>,
+    last_ask_user_question: Option<String>,
+    /// The last finished item's result, for the replan.
+    pending_final_response: Option<String>,
+    /// The observation of the last step when it was an action that worked (a hint that the
+    /// item may be finished).
+    last_ok_observation: Option<String>,
+}
+
+impl TaskState {
+    fn new(task: u32) -> TaskState {
+        TaskState {
+            strategy: NAME.to_owned(),
+            task,
+            plan_initialized: false,
+            plan_items: Vec::new(),
+            current_plan_index: 0,
+            completed_items: Vec::new(),
+            awaiting_clarification: false,
+            needs_replan: false,
+            replan_trigger: None,
+            last_thought_snapshot: None,
+            step_count: 0,
+            successful_steps: 0,
+            failed_steps: 0,
+            consecutive_failures: 0,
+            replans: 0,
+            clarification_history: Vec::new(),
+            last_ask_user_question: None,
+            pending_final_response: None,
+            last_ok_observation: None,
+        }
+    }
+
+    /// The state's own rules; a broken one ends the run (`error`) rather than going on.
+    fn check_invariants(&self) -> std::result::Result<(), String> {
+        if self.current_plan_index > self.plan_items.len() {
+            return Err(format!(
+                "current_plan_index {} is past the plan's {} items",
+                self.current_plan_index,
+                self.plan_items.len()
+            ));
+        }
+        if self.successful_steps + self.failed_steps != self.step_count {
+            return Err(format!(
+                "{} successful and {} failed steps do not add up to {} steps",
+                self.successful_steps, self.failed_steps, self.step_count
+            ));
+        }
+        if !self.plan_initialized {
+            return Err("the task has no plan".to_owned());
+        }
+        if self.awaiting_clarification {
+            return Err("the task still waits for the user's answer".to_owned());
+        }
+        Ok(())
+    }
+
+    fn current_item(&self) -> Option<&str> {
+        self.plan_items.get(self.current_plan_index).map(String::as_str)
+    }
+
+    fn failed(&mut self) {
+        self.failed_steps += 1;
+        self.consecutive_failures += 1;
+    }
+
+    /// The statuses a thought may have now, and why fewer than all, if so.
+    /// `answer_now` is the guard's reason when it leaves no skill action but the answer (an
+    /// identical successful script run repeated).
+    fn thought_statuses(
+        &self,
+        ask_user: bool,
+        answer_now: Option<&str>,
+    ) -> (Vec<&'static str>, Option<String>) {
+        let (mut statuses, why) = if self.current_item().is_none() {
+            (vec!["ask_user", "done"], Some("the plan has no item to work on".to_owned()))
+        } else if self.consecutive_failures >= FAILURE_THRESHOLD {
+            (
+                vec!["ask_user", "done"],
+                Some(format!("{} steps failed in a row", self.consecutive_failures)),
+            )
+        } else if let Some(why) = answer_now {
+            (vec!["ask_user", "done"], Some(why.to_owned()))
+        } else {
+            (vec!["continue", "ask_user", "done"], None)
+        };
+        if !ask_user {
+            statuses.retain(|status| *status != "ask_user");
+        }
+        (statuses, why)
+    }
+
+    /// Replaces the plan: leading items already finished in this task are skipped (a replan
+    /// may give the whole list again or only what is left).
+    fn replace_plan(&mut self, items: Vec<String>) {
+        let done = items
+            .iter()
+            .take_while(|item| self.completed_items.iter().any(|finished| finished == *item))
+            .count();
+        self.plan_items = items;
+        self.current_plan_index = done;
+        self.needs_replan = false;
+        self.replan_trigger = None;
+        self.replans += 1;
+    }
+}
+
+/// A valid thought.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Thought {
+    current_step: String,
+    decision: ThoughtDecision,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ThoughtDecision {
+    Continue(Action),
+    AskUser(String),
+    Done(Option<String>),
+}
+
+impl ThoughtDecision {
+    fn status(&self) -> &'static str {
+        match self {
+            ThoughtDecision::Continue(_) => "continue",
+            ThoughtDecision::AskUser(_) => "ask_user",
+            ThoughtDecision::Done(_) => "done",
+        }
+    }
+}
+
+/// A valid replan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Replan {
+    Replanned(Vec<String>),
+    Done(String),
+}
+
+/// What one round of the loop led to.
+enum Round {
+    Next,
+    End(Ending),
+    Stop(Outcome, String),
+}
+
+/// Plan once, then thought/act/observe per item and a replan after each (seed 001).
+pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
+    let previous: Option<TaskState> = serde_json::from_value(run.state.strategy_state.clone()).ok();
+    let mut task = match (run.input, previous) {
+        (InputKind::Answer, Some(mut task)) if task.awaiting_clarification => {
+            let answer = last_input_text(run);
+            let question = task.last_ask_user_question.clone().unwrap_or_default();
+            task.clarification_history.push(Clarification { question, answer });
+            task.awaiting_clarification = false;
+            task.needs_replan = true;
+            task.replan_trigger = Some("the user answered the question".to_owned());
+            task.consecutive_failures = 0;
+            save(run, &task);
+            task
+        }
+        (InputKind::Answer | InputKind::Task, previous) => {
+            let mut task = TaskState::new(previous.map_or(1, |previous| previous.task + 1));
+            if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
+                return run.degrade(Outcome::Cancelled, "the run was cancelled").await;
+            }
+            if let Some((outcome, reason)) = plan_once(run, &mut task).await? {
+                return run.degrade(outcome, &reason).await;
+            }
+            task
+        }
+    };
+    loop {
+        if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
+            return run.degrade(Outcome::Cancelled, "the run was cancelled").await;
+        }
+        if let Some((outcome, reason)) = limit(run, &task) {
+            return run.degrade(outcome, &reason).await;
+        }
+        if let Err(broken) = task.check_invariants() {
+            return run
+                .degrade(Outcome::Error, &format!("the task state is broken: {broken}"))
+                .await;
+        }
+        let round = if task.needs_replan {
+            replan(run, &mut task).await?
+        } else {
+            thought(run, &mut task).await?
+        };
+        match round {
+            Round::Next => {}
+            Round::End(ending) => return Ok(ending),
+            Round::Stop(outcome, reason) => return run.degrade(outcome, &reason).await,
+        }
+        if let Some(reason) = run.failures.stuck(&run.config) {
+            let outcome = if run.failures.model_errors() > run.config.guard.retry_caps.model_error {
+                Outcome::Error
+            } else {
+                Outcome::Stuck
+            };
+            return run.degrade(outcome, &reason).await;
+        }
+    }
+}
+
+/// The limit a step would pass now: the step limit (`max_turns`), then the run's budgets.
+fn limit(run: &Run, task: &TaskState) -> Option<(Outcome, String)> {
+    let max = run.config.budgets.max_turns;
+    if task.step_count >= max {
+        return Some((
+            Outcome::MaxTurns,
+            format!("the step limit ({max} steps: thoughts, replans and actions) was reached"),
+        ));
+    }
+    run.budget_exhausted()
+}
+
+fn save(run: &mut Run, task: &TaskState) {
+    run.state.strategy_state = serde_json::to_value(task).unwrap_or(Value::Null);
+}
+
+/// The text of the input the work began with: the last message of the transcript, which the
+/// session layer wrote (the tool result of the asking call, or a user message).
+fn last_input_text(run: &mut Run) -> String {
+    let messages = run.context.messages(None);
+    let text = match messages.last() {
+        Some(Message::Tool { content, .. }) => content.clone(),
+        Some(Message::User { content }) => content
+            .iter()
+            .filter_map(|part| match part {
+                ContentPart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(Message::System { .. } | Message::Assistant { .. }) | None => String::new(),
+    };
+    run.context.recycle(messages);
+    text.strip_prefix(ANSWER_PREFIX).unwrap_or(&text).trim().to_owned()
+}
+
+/// The guard's reason when it leaves no skill action but the answer (an identical successful
+/// script run repeated, a skill without files just selected).
+fn answer_now(run: &Run) -> Option<String> {
+    let space = guard::action_space(&run.state, &run.config);
+    let skill_actions = space
+        .allowed()
+        .into_iter()
+        .any(|name| !matches!(name, "final_answer" | "ask_user" | "todo" | "schedule"));
+    space.note.filter(|_| !skill_actions)
+}
+
+/// The thought's action space: the turn's, with the built-in tools.
+fn thought_space(run: &Run) -> ActionSpace {
+    let mut space = guard::action_space(&run.state, &run.config);
+    space.builtins = true;
+    space
+}
+
+/// The actions a thought's `next_action` may name: the space's, without `final_answer` and
+/// `ask_user` (the thought's own statuses).
+fn step_tools(space: &ActionSpace) -> Vec<&'static str> {
+    space
+        .allowed()
+        .into_iter()
+        .filter(|name| *name != "final_answer" && *name != "ask_user")
+        .collect()
+}
+
+/// The run's plan from the task's items: finished ones done, the current one in progress.
+fn mirror_plan(run: &mut Run, task: &TaskState, finished: bool) -> Plan {
+    let steps = task
+        .plan_items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| PlanStep {
+            id: format!("s{}", index + 1),
+            title: item.clone(),
+            status: if index < task.current_plan_index {
+                StepStatus::Done
+            } else if finished {
+                StepStatus::Skipped
+            } else if index == task.current_plan_index {
+                StepStatus::InProgress
+            } else {
+                StepStatus::Pending
+            },
+        })
+        .collect();
+    let plan = Plan { goal: run.state.task.clone(), steps, ..Plan::default() };
+    run.state.plan = Some(plan.clone());
+    plan
+}
+
+/// The task's plan, asked once. Not a step and not a turn. An unusable answer is asked again
+/// once; then the task itself is the only item. Returns a limit that stopped it, if any.
+async fn plan_once(run: &mut Run, task: &mut TaskState) -> Result<Option<(Outcome, String)>> {
+    let mut items = None;
+    for attempt in 1..=PLAN_ATTEMPTS {
+        let space = thought_space(run);
+        let note = plan_note(run, &space, attempt);
+        if let Some(stop) = run.fit_context(note.chars().count()).await? {
+            return Ok(Some(stop));
+        }
+        let space = thought_space(run);
+        let note = plan_note(run, &space, attempt);
+        let request = forced_request(run, &note, PLAN_TOOL, plan_schema());
+        let Some(response) = ask(run, "plan", request, None).await? else { continue };
+        let parsed = parse_plan(&response, run.config.decide);
+        let tool_call_id = run.push_answer(&response);
+        match parsed {
+            Err(message) => invalid(run, "plan", &message, tool_call_id.as_deref())?,
+            Ok(plan) => {
+                run.record_reasoning_with(&response, None);
+                if let Some(id) = tool_call_id {
+                    run.context.push(Message::Tool {
+                        tool_call_id: id,
+                        content: format!(
+                            "plan accepted: {} steps; the thought for the first one comes next",
+                            plan.len()
+                        ),
+                        is_error: false,
+                    });
+                }
+                items = Some(plan);
+                break;
+            }
+        }
+    }
+    let fallback = items.is_none();
+    task.plan_items = items.unwrap_or_else(|| vec![clip(&run.state.task, ITEM_MAX)]);
+    task.plan_initialized = true;
+    save(run, task);
+    // A new task starts without a plan (the session layer clears it).
+    let kind =
+        if run.state.plan.is_none() { EventKind::PlanCreated } else { EventKind::PlanUpdated };
+    let plan = mirror_plan(run, task, false);
+    let mut data = json!({
+        "plan": plan,
+        "items": task.plan_items,
+        "task": task.task,
+        "progress": format!("Planning done: {} steps", task.plan_items.len()),
+    });
+    if fallback {
+        data["fallback"] = json!("no valid plan: the task is the only item");
+    }
+    run.emit(kind, data)?;
+    run.checkpoint()?;
+    Ok(None)
+}
+
+/// An answer that breaks its contract: `action_validated` (invalid) and an `invalid_action`
+/// observation answering the call.
+fn invalid(run: &mut Run, phase: &str, message: &str, tool_call_id: Option<&str>) -> Result<()> {
+    run.emit(
+        EventKind::ActionValidated,
+        json!({"action": null, "valid": false, "error": message, "phase": phase}),
+    )?;
+    run.observe(None, ObservationStatus::InvalidAction, message, tool_call_id)?;
+    Ok(())
+}
+
+/// One inner round: a thought for the current item and, for `continue`, its action.
+async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Round> {
+    let answer_now = answer_now(run);
+    let (statuses, narrowed) =
+        task.thought_statuses(run.config.guard.ask_user, answer_now.as_deref());
+    let space = thought_space(run);
+    let note = thought_note(run, task, &space, &statuses, narrowed.as_deref());
+    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+        return Ok(Round::Stop(outcome, reason));
+    }
+    // Compaction may have made observations recallable.
+    let space = thought_space(run);
+    let tools = step_tools(&space);
+    let note = thought_note(run, task, &space, &statuses, narrowed.as_deref());
+    let item = plan_item(task);
+    start_turn(
+        run,
+        note.chars().count(),
+        &[THOUGHT_TOOL],
+        Some((
+            "step",
+            json!({
+                "phase": "thought",
+                "steps": [task.step_count, run.config.budgets.max_turns],
+                "plan_item": item.as_ref().map(|(index, total, _)| json!([index, total])),
+                "statuses": statuses,
+                "progress": match &item {
+                    Some((index, total, text)) => format!("Current plan item: {index}/{total} - {text}"),
+                    None => "Current plan item: none (no item left)".to_owned(),
+                },
+            }),
+        )),
+    )?;
+    task.step_count += 1;
+    task.last_ok_observation = None;
+    save(run, task);
+    let schema = thought_schema(run.config.decide, &statuses, &space, &tools);
+    let request = forced_request(run, &note, THOUGHT_TOOL, schema);
+    let mut reasoning = Value::Null;
+    let Some(response) = ask(run, "thought", request, None).await? else {
+        task.failed();
+        save(run, task);
+        finish_turn(run, &reasoning)?;
+        return Ok(Round::Next);
+    };
+    let parsed =
+        parse_thought(&response, run.config.decide, &statuses, narrowed.as_deref(), &tools);
+    let tool_call_id = run.push_answer(&response);
+    let thought = match parsed {
+        Err(message) => {
+            task.failed();
+            save(run, task);
+            invalid(run, "thought", &message, tool_call_id.as_deref())?;
+            finish_turn(run, &reasoning)?;
+            return Ok(Round::Next);
+        }
+        Ok(thought) => thought,
+    };
+    reasoning = run.record_reasoning_with(&response, Some(&thought.current_step));
+    task.successful_steps += 1;
+    task.last_thought_snapshot =
+        Some(format!("{}: {}", thought.decision.status(), clip(&thought.current_step, 120)));
+    let mut data = json!({
+        "status": thought.decision.status(),
+        "current_step": thought.current_step,
+        "plan_item": item.as_ref().map(|(index, total, _)| json!([index, total])),
+    });
+    match &thought.decision {
+        ThoughtDecision::Continue(action) => {
+            data["action"] = json!(action);
+            data["progress"] = json!(format!("Thought: run an action — {}", action.summary()));
+        }
+        ThoughtDecision::AskUser(question) => {
+            data["question"] = json!(question);
+            data["progress"] = json!("Thought: ask for clarification");
+        }
+        ThoughtDecision::Done(response) => {
+            data["response"] = json!(response);
+            data["progress"] = json!("Thought: step done");
+        }
+    }
+    run.emit(EventKind::ThoughtDecided, data)?;
+    match thought.decision {
+        ThoughtDecision::Continue(action) => {
+            save(run, task);
+            // The action is a step of its own: no step left, nothing runs.
+            if let Some((outcome, reason)) = limit(run, task) {
+                if let Some(id) = tool_call_id {
+                    run.context.push(Message::Tool {
+                        tool_call_id: id,
+                        content: format!("not run: {reason}"),
+                        is_error: true,
+                    });
+                }
+                finish_turn(run, &reasoning)?;
+                let reason = format!("{reason} before `{}` could run", action.summary());
+                return Ok(Round::Stop(outcome, reason));
+            }
+            task.step_count += 1;
+            let stopped = run.act(&action, &space, tool_call_id.as_deref()).await?;
+            let ok_observation = run.state.actions.last().and_then(|record| {
+                (record.status == ObservationStatus::Ok && record.action.as_ref() == Some(&action))
+                    .then(|| record.observation.clone())
+            });
+            let ok = ok_observation.is_some();
+            task.last_ok_observation = ok_observation;
+            if ok {
+                task.successful_steps += 1;
+                task.consecutive_failures = 0;
+            } else {
+                task.failed();
+            }
+            save(run, task);
+            finish_turn(run, &reasoning)?;
+            Ok(match stopped {
+                None => Round::Next,
+                Some(Outcome::Cancelled) => {
+                    Round::Stop(Outcome::Cancelled, "the run was cancelled".to_owned())
+                }
+                Some(outcome) => Round::Stop(
+                    outcome,
+                    format!(
+                        "the script-run limit ({}) was reached",
+                        run.config.budgets.max_script_runs
+                    ),
+                ),
+            })
+        }
+        ThoughtDecision::AskUser(question) => {
+            task.awaiting_clarification = true;
+            task.last_ask_user_question = Some(question.clone());
+            save(run, task);
+            let ending = run.request_input(&question, tool_call_id)?;
+            finish_turn(run, &reasoning)?;
+            Ok(Round::End(ending))
+        }
+        ThoughtDecision::Done(response) => {
+            let finished = task.current_item().map(str::to_owned);
+            let position = format!(
+                "{}/{}",
+                (task.current_plan_index + 1).min(task.plan_items.len()),
+                task.plan_items.len()
+            );
+            if let Some(item) = finished {
+                task.completed_items.push(item);
+                task.current_plan_index += 1;
+            }
+            task.pending_final_response = response;
+            task.needs_replan = true;
+            task.replan_trigger = Some(match task.plan_items.is_empty() {
+                true => "the plan was empty".to_owned(),
+                false => format!("plan item {position} is finished"),
+            });
+            task.consecutive_failures = 0;
+            mirror_plan(run, task, false);
+            save(run, task);
+            if let Some(id) = tool_call_id {
+                run.context.push(Message::Tool {
+                    tool_call_id: id,
+                    content: "noted: the item is finished; the plan is reviewed next".to_owned(),
+                    is_error: false,
+                });
+            }
+            finish_turn(run, &reasoning)?;
+            Ok(Round::Next)
+        }
+    }
+}
+
+/// `(index from 1, total, text)` of the current item.
+fn plan_item(task: &TaskState) -> Option<(usize, usize, String)> {
+    task.current_item()
+        .map(|item| (task.current_plan_index + 1, task.plan_items.len(), item.to_owned()))
+}
+
+/// One outer round: the replan after a finished item or the user's answer.
+async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Round> {
+    let note = replan_note(run, task);
+    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+        return Ok(Round::Stop(outcome, reason));
+    }
+    let note = replan_note(run, task);
+    let trigger = task.replan_trigger.clone().unwrap_or_else(|| "the plan is reviewed".to_owned());
+    start_turn(
+        run,
+        note.chars().count(),
+        &[REPLAN_TOOL],
+        Some((
+            "step",
+            json!({
+                "phase": "replan",
+                "steps": [task.step_count, run.config.budgets.max_turns],
+                "progress": format!("Replanning: {trigger}"),
+            }),
+        )),
+    )?;
+    task.step_count += 1;
+    task.last_ok_observation = None;
+    save(run, task);
+    let request = forced_request(run, &note, REPLAN_TOOL, replan_schema(run.config.decide));
+    let reasoning = Value::Null;
+    let Some(response) = ask(run, "replan", request, None).await? else {
+        task.failed();
+        save(run, task);
+        finish_turn(run, &reasoning)?;
+        return Ok(Round::Next);
+    };
+    let parsed = parse_replan(&response, run.config.decide);
+    let tool_call_id = run.push_answer(&response);
+    let decision = match parsed {
+        Err(message) => {
+            task.failed();
+            save(run, task);
+            invalid(run, "replan", &message, tool_call_id.as_deref())?;
+            finish_turn(run, &reasoning)?;
+            return Ok(Round::Next);
+        }
+        Ok(decision) => decision,
+    };
+    let reasoning = run.record_reasoning_with(&response, None);
+    task.successful_steps += 1;
+    task.consecutive_failures = 0;
+    match decision {
+        Replan::Replanned(items) => {
+            task.replace_plan(items);
+            task.pending_final_response = None;
+            save(run, task);
+            let plan = mirror_plan(run, task, false);
+            run.emit(
+                EventKind::PlanUpdated,
+                json!({
+                    "plan": plan,
+                    "items": task.plan_items,
+                    "status": "replanned",
+                    "current_plan_index": task.current_plan_index,
+                    "progress": format!("Replanning done: {} steps", task.plan_items.len()),
+                }),
+            )?;
+            if let Some(id) = tool_call_id {
+                let next = match plan_item(task) {
+                    Some((index, total, text)) => format!("item {index}/{total} ({text}) is next"),
+                    None => "no item is left".to_owned(),
+                };
+                run.context.push(Message::Tool {
+                    tool_call_id: id,
+                    content: format!("plan updated: {} steps; {next}", task.plan_items.len()),
+                    is_error: false,
+                });
+            }
+            finish_turn(run, &reasoning)?;
+            Ok(Round::Next)
+        }
+        Replan::Done(answer) => {
+            task.needs_replan = false;
+            task.replan_trigger = None;
+            task.replans += 1;
+            save(run, task);
+            let plan = mirror_plan(run, task, true);
+            run.emit(
+                EventKind::PlanUpdated,
+                json!({
+                    "plan": plan,
+                    "items": task.plan_items,
+                    "status": "done",
+                    "current_plan_index": task.current_plan_index,
+                    "progress": "Replanning done: the task is complete",
+                }),
+            )?;
+            run.pending_call = tool_call_id;
+            finish_turn(run, &reasoning)?;
+            Ok(Round::End(Ending { outcome: Outcome::Completed, final_text: answer }))
+        }
+    }
+}
+
+/// `text` cut to `max` characters.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => text[..cut].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// The request of a forced phase: the context, the phase's note, and exactly one tool named
+/// in `tool_choice` (or its schema as the response format).
+fn forced_request(run: &mut Run, note: &str, tool: &str, schema: Value) -> ChatRequest {
+    let mut request =
+        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
+    request.temperature = run.config.model.temperature;
+    request.max_tokens = Some(run.config.model.max_tokens);
+    match run.config.decide {
+        DecideMode::Tools => {
+            let description = match tool {
+                PLAN_TOOL => "Plan the task once: the steps to do, in order, as short sentences.",
+                THOUGHT_TOOL => {
+                    "Decide for the current plan item: continue with one action, ask_user, or \
+                     done when the item is finished."
+                }
+                _ => {
+                    "Review the plan after a finished item or the user's answer: replanned with \
+                     the steps left, or done with the final answer."
+                }
+            };
+            request.tools = vec![Tool {
+                name: tool.to_owned(),
+                description: description.to_owned(),
+                parameters: schema,
+            }];
+            request.tool_choice = ToolChoice::Named(tool.to_owned());
+            request.parallel_tool_calls = Some(false);
+        }
+        DecideMode::Json => {
+            request.response_format =
+                ResponseFormat::JsonSchema { name: tool.to_owned(), schema, strict: true };
+        }
+    }
+    request
+}
+
+fn text_schema(max: usize) -> Value {
+    json!({"type": "string", "maxLength": max})
+}
+
+fn items_schema(min: usize) -> Value {
+    json!({
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": ITEM_MAX},
+        "minItems": min,
+        "maxItems": MAX_PLAN_ITEMS,
+    })
+}
+
+fn object_schema(properties: Map<String, Value>) -> Value {
+    let required: Vec<Value> = properties.keys().cloned().map(Value::String).collect();
+    let mut schema = Map::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert("required".into(), Value::Array(required));
+    schema.insert("additionalProperties".into(), json!(false));
+    Value::Object(schema)
+}
+
+fn one_of(mut variants: Vec<Value>) -> Value {
+    if variants.len() == 1 {
+        return variants.pop().unwrap_or(Value::Null);
+    }
+    json!({"anyOf": variants})
+}
+
+/// The schema of `plan`.
+fn plan_schema() -> Value {
+    let mut properties = Map::new();
+    properties.insert("status".into(), json!({"enum": ["planned"]}));
+    properties.insert("plan".into(), items_schema(0));
+    object_schema(properties)
+}
+
+/// The schema of `thought` with these statuses. Tools mode: one object with nullable fields
+/// (providers want an object at the top). JSON mode: one variant per status, so the field-rule
+/// matrix is in the grammar.
+fn thought_schema(
+    mode: DecideMode,
+    statuses: &[&str],
+    space: &ActionSpace,
+    tools: &[&str],
+) -> Value {
+    let action = one_of(
+        tools
+            .iter()
+            .map(|name| {
+                let mut properties = Map::new();
+                properties.insert("tool".into(), json!({"const": name}));
+                properties.insert("args".into(), space.args_schema(name));
+                object_schema(properties)
+            })
+            .collect(),
+    );
+    let null = json!({"type": "null"});
+    let nullable = |max: usize| json!({"type": ["string", "null"], "maxLength": max});
+    let required_text = |max: usize| json!({"type": "string", "minLength": 1, "maxLength": max});
+    match mode {
+        DecideMode::Tools => {
+            let has = |status: &str| statuses.contains(&status);
+            let mut properties = Map::new();
+            properties.insert("status".into(), json!({"enum": statuses}));
+            properties.insert("current_step".into(), text_schema(STEP_MAX));
+            properties.insert(
+                "next_action".into(),
+                if has("continue") { json!({"anyOf": [null, action]}) } else { null.clone() },
+            );
+            properties.insert(
+                "question".into(),
+                if has("ask_user") { nullable(QUESTION_MAX) } else { null.clone() },
+            );
+            properties
+                .insert("response".into(), if has("done") { nullable(RESPONSE_MAX) } else { null });
+            object_schema(properties)
+        }
+        DecideMode::Json => one_of(
+            statuses
+                .iter()
+                .map(|status| {
+                    let mut properties = Map::new();
+                    properties.insert("status".into(), json!({"const": status}));
+                    let (step, next_action, question, response) = match *status {
+                        "continue" => {
+                            (required_text(STEP_MAX), action.clone(), null.clone(), null.clone())
+                        }
+                        "ask_user" => (
+                            required_text(STEP_MAX),
+                            null.clone(),
+                            required_text(QUESTION_MAX),
+                            null.clone(),
+                        ),
+                        _ => (
+                            text_schema(STEP_MAX),
+                            null.clone(),
+                            null.clone(),
+                            nullable(RESPONSE_MAX),
+                        ),
+                    };
+                    properties.insert("current_step".into(), step);
+                    properties.insert("next_action".into(), next_action);
+                    properties.insert("question".into(), question);
+                    properties.insert("response".into(), response);
+                    object_schema(properties)
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The schema of `replan` (as `thought_schema`: flat for tools, one variant per status in JSON
+/// mode).
+fn replan_schema(mode: DecideMode) -> Value {
+    match mode {
+        DecideMode::Tools => {
+            let mut properties = Map::new();
+            properties.insert("status".into(), json!({"enum": ["replanned", "done"]}));
+            properties.insert("plan".into(), items_schema(0));
+            properties.insert(
+                "response".into(),
+                json!({"type": ["string", "null"], "maxLength": RESPONSE_MAX}),
+            );
+            object_schema(properties)
+        }
+        DecideMode::Json => {
+            let mut replanned = Map::new();
+            replanned.insert("status".into(), json!({"const": "replanned"}));
+            replanned.insert("plan".into(), items_schema(1));
+            replanned.insert("response".into(), json!({"type": "null"}));
+            let mut done = Map::new();
+            done.insert("status".into(), json!({"const": "done"}));
+            done.insert("plan".into(), items_schema(0));
+            done.insert(
+                "response".into(),
+                json!({"type": "string", "minLength": 1, "maxLength": RESPONSE_MAX}),
+            );
+            json!({"anyOf": [object_schema(replanned), object_schema(done)]})
+        }
+    }
+}
+
+/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
+fn forced_arguments(
+    response: &Response,
+    mode: DecideMode,
+    tool: &str,
+) -> std::result::Result<Map<String, Value>, String> {
+    let value = if let Some(call) = response.tool_calls.first() {
+        if call.name != tool {
+            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
+        }
+        call.arguments.clone()
+    } else if let Some(bad) = response.invalid_tool_calls.first() {
+        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
+    } else if mode == DecideMode::Json {
+        serde_json::from_str(strip_fence(&response.text))
+            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
+    } else {
+        return Err(format!("expected a call to `{tool}`, got no tool call"));
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
+    }
+}
+
+/// A string field that may be empty: absent, `null`, or blank is `None`.
+fn optional_text(
+    arguments: &mut Map<String, Value>,
+    key: &str,
+    max: usize,
+) -> std::result::Result<Option<String>, String> {
+    match arguments.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => {
+            let text = text.trim();
+            if text.chars().count() > max {
+                return Err(format!("`{key}` is longer than {max} characters"));
+            }
+            Ok(Some(text.to_owned()).filter(|text| !text.is_empty()))
+        }
+        Some(other) => Err(format!("`{key}` must be a string or null, got {other}")),
+    }
+}
+
+/// `status`, a string one of `allowed`.
+fn status(
+    arguments: &mut Map<String, Value>,
+    allowed: &[&str],
+    narrowed: Option<&str>,
+) -> std::result::Result<String, String> {
+    let why = narrowed.map(|why| format!(" ({why})")).unwrap_or_default();
+    match arguments.remove("status") {
+        Some(Value::String(status)) if allowed.contains(&status.as_str()) => Ok(status),
+        Some(Value::String(status)) => Err(format!(
+            "status `{status}` is not allowed now{why}; allowed: {}",
+            allowed.join(", ")
+        )),
+        Some(other) => Err(format!("`status` must be one of {}, got {other}", allowed.join(", "))),
+        None => Err(format!("`status` is required: one of {}", allowed.join(", "))),
+    }
+}
+
+/// A plan list: non-empty strings, at most [`MAX_PLAN_ITEMS`].
+fn plan_items(value: Option<Value>) -> std::result::Result<Vec<String>, String> {
+    let Some(Value::Array(values)) = value else {
+        return Err("`plan` must be an array of steps (strings)".to_owned());
+    };
+    if values.len() > MAX_PLAN_ITEMS {
+        return Err(format!(
+            "the plan has {} steps; at most {MAX_PLAN_ITEMS} are allowed",
+            values.len()
+        ));
+    }
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(index, value)| match value {
+            Value::String(text) if text.trim().is_empty() => {
+                Err(format!("plan step {} is empty", index + 1))
+            }
+            Value::String(text) if text.trim().chars().count() > ITEM_MAX => {
+                Err(format!("plan step {} is longer than {ITEM_MAX} characters", index + 1))
+            }
+            Value::String(text) => Ok(text.trim().to_owned()),
+            other => Err(format!("plan step {} must be a string, got {other}", index + 1)),
+        })
+        .collect()
+}
+
+fn no_other_fields(arguments: &Map<String, Value>, what: &str) -> std::result::Result<(), String> {
+    match arguments.keys().next() {
+        Some(key) => Err(format!("unexpected field `{key}` in the {what}")),
+        None => Ok(()),
+    }
+}
+
+fn parse_plan(response: &Response, mode: DecideMode) -> std::result::Result<Vec<String>, String> {
+    let mut arguments = forced_arguments(response, mode, PLAN_TOOL)?;
+    status(&mut arguments, &["planned"], None)?;
+    let items = plan_items(arguments.remove("plan"))?;
+    no_other_fields(&arguments, "plan")?;
+    Ok(items)
+}
+
+/// A thought, checked against the field-rule matrix (seed §5.2).
+fn parse_thought(
+    response: &Response,
+    mode: DecideMode,
+    statuses: &[&str],
+    narrowed: Option<&str>,
+    tools: &[&str],
+) -> std::result::Result<Thought, String> {
+    let mut arguments = forced_arguments(response, mode, THOUGHT_TOOL)?;
+    let status = status(&mut arguments, statuses, narrowed)?;
+    let current_step = optional_text(&mut arguments, "current_step", STEP_MAX)?;
+    let question = optional_text(&mut arguments, "question", QUESTION_MAX)?;
+    let answer = optional_text(&mut arguments, "response", RESPONSE_MAX)?;
+    let next_action = match arguments.remove("next_action") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(value),
+    };
+    no_other_fields(&arguments, "thought")?;
+    let must_be_empty = |field: &str, present: bool| match present {
+        true => Err(format!("status `{status}` needs `{field}` to be null")),
+        false => Ok(()),
+    };
+    let required = |field: &str| format!("status `{status}` needs `{field}`");
+    let decision = match status.as_str() {
+        "continue" => {
+            must_be_empty("question", question.is_some())?;
+            must_be_empty("response", answer.is_some())?;
+            let Some(next_action) = next_action else {
+                return Err(required("next_action {tool, args}"));
+            };
+            ThoughtDecision::Continue(next_action_of(next_action, tools)?)
+        }
+        "ask_user" => {
+            must_be_empty("next_action", next_action.is_some())?;
+            must_be_empty("response", answer.is_some())?;
+            ThoughtDecision::AskUser(question.ok_or_else(|| required("question"))?)
+        }
+        _ => {
+            must_be_empty("next_action", next_action.is_some())?;
+            must_be_empty("question", question.is_some())?;
+            ThoughtDecision::Done(answer)
+        }
+    };
+    let current_step = match (&decision, current_step) {
+        (ThoughtDecision::Done(_), step) => step.unwrap_or_default(),
+        (_, Some(step)) => step,
+        (_, None) => return Err(required("current_step")),
+    };
+    Ok(Thought { current_step, decision })
+}
+
+/// `next_action`: `{tool, args}` naming one of `tools`.
+fn next_action_of(value: Value, tools: &[&str]) -> std::result::Result<Action, String> {
+    let Value::Object(mut map) = value else {
+        return Err(format!("`next_action` must be an object {{tool, args}}, got {value}"));
+    };
+    let Some(Value::String(tool)) = map.remove("tool") else {
+        return Err("`next_action.tool` must name an action".to_owned());
+    };
+    let args = match (map.remove("args"), map.remove("input")) {
+        (Some(args), None) | (None, Some(args)) => args,
+        (None, None) => return Err("`next_action` needs `args`".to_owned()),
+        (Some(_), Some(_)) => {
+            return Err("`next_action` takes `args` or `input`, not both".to_owned());
+        }
+    };
+    no_other_fields(&map, "next_action")?;
+    if !tools.contains(&tool.as_str()) {
+        return Err(format!(
+            "`{tool}` is not an action a step can take now; allowed: {}",
+            tools.join(", ")
+        ));
+    }
+    // The seed's `input` is a string: the command of the built-in tools.
+    let args = match args {
+        Value::String(command) if tool == "todo" || tool == "schedule" => {
+            json!({"command": command})
+        }
+        args => args,
+    };
+    action_from(&tool, args).map_err(|invalid| format!("next_action: {}", invalid.message))
+}
+
+/// A replan, checked against its rules (seed §5.3).
+fn parse_replan(response: &Response, mode: DecideMode) -> std::result::Result<Replan, String> {
+    let mut arguments = forced_arguments(response, mode, REPLAN_TOOL)?;
+    let status = status(&mut arguments, &["replanned", "done"], None)?;
+    let plan = arguments.remove("plan");
+    let answer = optional_text(&mut arguments, "response", RESPONSE_MAX)?;
+    no_other_fields(&arguments, "replan")?;
+    if status == "done" {
+        if let Some(plan) = plan.filter(|plan| !plan.is_null()) {
+            plan_items(Some(plan))?;
+        }
+        return answer
+            .map(Replan::Done)
+            .ok_or_else(|| "status `done` needs `response`: the final answer".to_owned());
+    }
+    let items = plan_items(plan)?;
+    if items.is_empty() {
+        return Err("status `replanned` needs a non-empty `plan` (or say done)".to_owned());
+    }
+    Ok(Replan::Replanned(items))
+}
+
+/// The step line of a note: step, budgets and the reasoning level.
+fn step_line(run: &Run, task: &TaskState) -> String {
+    let budgets = &run.config.budgets;
+    let counters = run.state.task_counters();
+    format!(
+        "Step {} of {} · tool calls {}/{} · script runs {}/{}{}\n",
+        task.step_count + 1,
+        budgets.max_turns,
+        counters.tool_calls,
+        budgets.max_tool_calls,
+        counters.script_runs,
+        budgets.max_script_runs,
+        crate::reasoning::reasoning_signal(&run.state, &run.input_sizes)
+    )
+}
+
+fn plan_lines(task: &TaskState) -> String {
+    if task.plan_items.is_empty() {
+        return "Plan: empty\n".to_owned();
+    }
+    let mut text = String::from("Plan:\n");
+    for (index, item) in task.plan_items.iter().enumerate() {
+        let mark = if index < task.current_plan_index {
+            "[x]"
+        } else if index == task.current_plan_index {
+            "[>]"
+        } else {
+            "[ ]"
+        };
+        text.push_str(&format!("{mark} {}. {item}\n", index + 1));
+    }
+    text
+}
+
+fn clarification_lines(task: &TaskState) -> String {
+    let mut text = String::new();
+    for clarification in &task.clarification_history {
+        text.push_str(&format!(
+            "You asked: {} — the user answered: {}\n",
+            clarification.question, clarification.answer
+        ));
+    }
+    text
+}
+
+fn plan_note(run: &Run, space: &ActionSpace, attempt: u32) -> String {
+    let mut note = format!("Task: {}\n", run.state.task);
+    note.push_str(&format!("Actions a step can use: {}.\n", step_tools(space).join(", ")));
+    if attempt > 1 {
+        note.push_str("Your last plan was not valid (see above): send a valid one.\n");
+    }
+    note.push_str(&format!(
+        "Call {PLAN_TOOL} with status \"planned\" and plan: the steps of this task, in order, each \
+         a short sentence in the task's own words saying what to find out or do (not the names \
+         of actions); at most {MAX_PLAN_ITEMS}, [] when nothing needs doing. For example, for \
+         \"How many lines does notes.txt have?\": [\"count the lines of notes.txt with a skill's \
+         script\", \"answer with the count\"]. Only plan: do not answer the task here."
+    ));
+    note
+}
+
+fn thought_note(
+    run: &Run,
+    task: &TaskState,
+    space: &ActionSpace,
+    statuses: &[&str],
+    narrowed: Option<&str>,
+) -> String {
+    let mut note = step_line(run, task);
+    super::push_notice(run, &mut note);
+    note.push_str(&plan_lines(task));
+    note.push_str(&skills_lines(run));
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    note.push_str(&clarification_lines(task));
+    match plan_item(task) {
+        Some((index, total, item)) => {
+            note.push_str(&format!("Current plan item {index}/{total}: {item}\n"));
+        }
+        None => note.push_str("There is no plan item to work on.\n"),
+    }
+    if let Some(id) = &task.last_ok_observation {
+        note.push_str(&format!(
+            "The last action worked ({id}): if its result completes this item, say done with \
+             that result as response.\n"
+        ));
+    }
+    note.push_str(&format!("Call {THOUGHT_TOOL} with one status:\n"));
+    for status in statuses {
+        let line = match *status {
+            "continue" => {
+                let mut line = format!(
+                    "- continue: current_step (what you do now for this item) and next_action \
+                     {{\"tool\", \"args\"}} with tool one of: {}",
+                    step_tools(space).join(", ")
+                );
+                if let Some(why) = &space.note {
+                    line.push_str(&format!(" ({why})"));
+                }
+                line.push_str("; question and response null\n");
+                line
+            }
+            "ask_user" => "- ask_user: current_step and question (only when the task lacks \
+                           information only the user has); next_action and response null\n"
+                .to_owned(),
+            _ => "- done: this item is finished; response: its result in a sentence (or null); \
+                  next_action and question null\n"
+                .to_owned(),
+        };
+        note.push_str(&line);
+    }
+    if let Some(why) = narrowed {
+        note.push_str(&format!("Only {} now: {why}.", statuses.join(" or ")));
+    }
+    note.trim_end().to_owned()
+}
+
+fn replan_note(run: &Run, task: &TaskState) -> String {
+    let mut note = step_line(run, task);
+    super::push_notice(run, &mut note);
+    note.push_str(&plan_lines(task));
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    note.push_str(&clarification_lines(task));
+    if let Some(trigger) = &task.replan_trigger {
+        note.push_str(&format!("Review the plan: {trigger}.\n"));
+    }
+    if let Some(result) = &task.pending_final_response {
+        note.push_str(&format!("Result of the finished item: {result}\n"));
+    }
+    note.push_str(&format!(
+        "Call {REPLAN_TOOL}: status \"replanned\" with plan: the steps still to do, in order (not \
+         empty), response null; or status \"done\" with response: the final answer for the user, \
+         with the results from the observations."
+    ));
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use model_adapter::ToolCall;
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn call(name: &str, arguments: Value) -> Response {
+        Response {
+            tool_calls: vec![ToolCall { id: "c".into(), name: name.into(), arguments }],
+            ..Response::default()
+        }
+    }
+
+    /// The contract table (`tests/data/ptr/contracts.json`): each case is an answer to one
+    /// phase and what it must parse as, or the start of the error it must give.
+    #[test]
+    fn contracts_table() {
+        let table: Value =
+            serde_json::from_str(include_str!("../../tests/data/ptr/contracts.json")).unwrap();
+        let tools = ["select_skills", "todo", "schedule"];
+        for case in table.as_array().unwrap() {
+            let name = case["name"].as_str().unwrap();
+            let phase = case["phase"].as_str().unwrap();
+            let statuses: Vec<&str> = case
+                .get("statuses")
+                .and_then(Value::as_array)
+                .map(|list| list.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_else(|| vec!["continue", "ask_user", "done"]);
+            let response = call(phase, case["arguments"].clone());
+            let got: std::result::Result<Value, String> = match phase {
+                "plan" => parse_plan(&response, DecideMode::Tools).map(|items| json!(items)),
+                "thought" => parse_thought(&response, DecideMode::Tools, &statuses, None, &tools)
+                    .map(|thought| {
+                        let detail = match &thought.decision {
+                            ThoughtDecision::Continue(action) => json!(action),
+                            ThoughtDecision::AskUser(question) => json!(question),
+                            ThoughtDecision::Done(response) => json!(response),
+                        };
+                        json!([thought.decision.status(), thought.current_step, detail])
+                    }),
+                _ => parse_replan(&response, DecideMode::Tools).map(|replan| match replan {
+                    Replan::Replanned(items) => json!(["replanned", items]),
+                    Replan::Done(answer) => json!(["done", answer]),
+                }),
+            };
+            match (case.get("expect"), case.get("error").and_then(Value::as_str), got) {
+                (Some(want), None, Ok(got)) => assert_eq!(&got, want, "case {name}"),
+                (None, Some(start), Err(message)) => {
+                    assert!(message.starts_with(start), "case {name}: {message}");
+                }
+                (_, _, got) => panic!("case {name}: got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_replan_skips_the_items_already_finished() {
+        let mut task = TaskState::new(1);
+        task.plan_initialized = true;
+        task.completed_items = vec!["a".into()];
+        task.replace_plan(vec!["a".into(), "b".into()]);
+        assert_eq!((task.current_plan_index, task.current_item()), (1, Some("b")));
+        task.replace_plan(vec!["b".into(), "a".into()]);
+        assert_eq!(task.current_plan_index, 0);
+        task.replace_plan(vec!["a".into()]);
+        assert_eq!((task.current_plan_index, task.current_item()), (1, None));
+        assert_eq!(task.check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn broken_invariants_are_named() {
+        let mut task = TaskState::new(1);
+        task.plan_initialized = true;
+        task.plan_items = vec!["a".into()];
+        task.current_plan_index = 2;
+        assert!(task.check_invariants().unwrap_err().contains("current_plan_index 2 is past"));
+        task.current_plan_index = 1;
+        task.step_count = 1;
+        assert!(task.check_invariants().unwrap_err().contains("do not add up"));
+        task.failed_steps = 1;
+        assert_eq!(task.check_invariants(), Ok(()));
+    }
+
+    #[test]
+    fn failures_and_an_empty_plan_narrow_the_statuses() {
+        let mut task = TaskState::new(1);
+        assert_eq!(task.thought_statuses(true, None).0, ["ask_user", "done"]);
+        task.plan_items = vec!["a".into()];
+        assert_eq!(task.thought_statuses(true, None), (vec!["continue", "ask_user", "done"], None));
+        assert_eq!(task.thought_statuses(false, None).0, ["continue", "done"]);
+        task.consecutive_failures = FAILURE_THRESHOLD;
+        assert_eq!(
+            task.thought_statuses(true, None),
+            (vec!["ask_user", "done"], Some("2 steps failed in a row".to_owned()))
+        );
+        assert_eq!(task.thought_statuses(false, None).0, ["done"]);
+        task.consecutive_failures = 0;
+        assert_eq!(
+            task.thought_statuses(true, Some("answer now")),
+            (vec!["ask_user", "done"], Some("answer now".to_owned()))
+        );
+    }
+}
