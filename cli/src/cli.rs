@@ -455,10 +455,12 @@ fn prepare(
         redactor.add(name, value);
     }
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    // A session prints each answer once, after the work (a streamed answer would repeat).
+    let stream_answer = matches!(interrupts, Interrupts::OneRun);
     let console = (!common.quiet).then(|| {
         Arc::new(ConsoleSink::new(
             Box::new(std::io::stderr()),
-            ConsoleOptions { color: std::io::stderr().is_terminal(), stream_answer: true },
+            ConsoleOptions { color: std::io::stderr().is_terminal(), stream_answer },
         ))
     });
     let cancel = agent_core::CancellationToken::new();

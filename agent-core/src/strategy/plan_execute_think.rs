@@ -231,7 +231,7 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
                 finish_turn(run, &reasoning)?;
                 return end(run, &rounds, outcome, &reason).await;
             }
-            let request = forced_request(run, &note, THINK_TOOL, think_schema());
+            let request = forced_request(run, &note, THINK_TOOL, think_schema(may_complete(run)));
             match ask(run, "think", request, None).await? {
                 None => {}
                 Some(response) => {
@@ -261,7 +261,7 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
                             }
                             rounds.last_user_summary = Some(think.user_summary.clone());
                             save(run, &rounds);
-                            if think.task_completed {
+                            if think.task_completed && may_complete(run) {
                                 finish_turn(run, &reasoning)?;
                                 return Ok(Ending {
                                     outcome: Outcome::Completed,
@@ -418,6 +418,7 @@ fn plan_schema(space: &ActionSpace, round: u32) -> Value {
                 "type": "object",
                 "properties": {"tool": {"const": name}, "args": space.args_schema(name)},
                 "required": ["tool", "args"],
+                "propertyOrdering": ["tool", "args"],
                 "additionalProperties": false,
             })
         })
@@ -433,25 +434,30 @@ fn plan_schema(space: &ActionSpace, round: u32) -> Value {
         properties.insert("complexity".into(), json!({"enum": ["simple", "medium", "complex"]}));
         required.push("complexity");
     }
+    // Sent in this order (model-adapter): the reasoning first, the judgement, then the steps.
     json!({
         "type": "object",
         "properties": properties,
         "required": required,
+        "propertyOrdering": ["reasoning", "complexity", "steps"],
         "additionalProperties": false,
     })
 }
 
 /// The schema of `think`.
-fn think_schema() -> Value {
+fn think_schema(may_complete: bool) -> Value {
+    let completed = if may_complete { json!({"type": "boolean"}) } else { json!({"const": false}) };
     json!({
         "type": "object",
         "properties": {
             "internal_analysis": {"type": "string", "maxLength": ANALYSIS_MAX},
             "user_summary": {"type": "string", "minLength": 1, "maxLength": SUMMARY_MAX},
-            "task_completed": {"type": "boolean"},
+            "task_completed": completed,
             "next_steps_preview": {"type": "string", "maxLength": REASONING_MAX},
         },
         "required": ["internal_analysis", "user_summary", "task_completed"],
+        // What the results showed and what the user reads come before the verdict.
+        "propertyOrdering": ["internal_analysis", "user_summary", "task_completed", "next_steps_preview"],
         "additionalProperties": false,
     })
 }
@@ -594,12 +600,55 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
     if let Some(reason) = stopped {
         note.push_str(&format!("The run stops after this think: {reason}.\n"));
     }
+    let unrun = unrun_scripts(run);
+    if !unrun.is_empty() {
+        note.push_str(&format!("Scripts selected but not run yet: {}.\n", unrun.join(", ")));
+    }
+    if !may_complete(run) {
+        note.push_str(
+            "task_completed must be false this round: it only loaded instructions, and their \
+             scripts have not run.\n",
+        );
+    }
     note.push_str(&format!(
         "Call {THINK_TOOL}: internal_analysis (what the results show), user_summary (the \
          answer the user reads: results and facts from the observations), task_completed (true \
-         only when the task is done), next_steps_preview."
+         only when an observation above holds the answer; loaded instructions are not a \
+         result), next_steps_preview."
     ));
     note
+}
+
+/// The scripts of selected skills that no action of the run has run.
+fn unrun_scripts(run: &Run) -> Vec<String> {
+    let ran = |skill: &str, script: &str| {
+        run.state.actions.iter().any(|record| {
+            matches!(&record.action, Some(Action::RunScript { skill: s, script: p, .. })
+                if s == skill && p == script)
+        })
+    };
+    run.state
+        .selected
+        .iter()
+        .flat_map(|skill| skill.scripts.iter().map(move |script| (skill, script)))
+        .filter(|(skill, script)| !ran(&skill.name, script))
+        .map(|(skill, script)| format!("{}/{script}", skill.name))
+        .collect()
+}
+
+/// Whether this round's think may say the task is done. Not when the round's batch only
+/// selected skills while their scripts wait to run: loaded instructions are no result, and a
+/// small model otherwise "completes" with a number it never computed (the action automaton of
+/// `notes/small-models.md`: the state narrows what may be written).
+fn may_complete(run: &Run) -> bool {
+    let turn = run.state.counters.turns;
+    let mut batch = run.state.actions.iter().filter(|record| record.turn == turn).peekable();
+    if batch.peek().is_none() {
+        return true;
+    }
+    let only_selected =
+        batch.all(|record| matches!(record.action, Some(Action::SelectSkills { .. })));
+    !(only_selected && !unrun_scripts(run).is_empty())
 }
 
 fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {
