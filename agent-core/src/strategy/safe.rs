@@ -1,0 +1,1635 @@
+//! `safe` (seed 004): the SAFE think-execute cycle of one agent (`main`), with peer agents on
+//! an in-process message bus.
+//!
+//! # The cycle
+//!
+//! Each task (the run's first, or a new one in a session) goes through:
+//!
+//! 1. **Judge** — one model call forced to `judge_complexity` (`{complexity: simple|complex,
+//!    reasoning}`). An answer that is no judgement is an `invalid_action` observation and the
+//!    task is taken as complex.
+//! 2. **SOP lookup** (complex tasks only) — the SOP candidates are the workflow skills of the
+//!    run's catalog (a name or description that says `workflow`, `sop`, `procedure`,
+//!    `runbook`, `playbook` or `checklist`, or a skill listed in `SafeConfig::sop_skills`) that
+//!    share words with the task (the guard's relevance score) and may be selected now, best
+//!    first, at most `max_sop_candidates`. With none, nothing is asked. Otherwise one call
+//!    forced to `choose_sop` (`{sop: <candidate>|"none", reasoning}`); the chosen SOP is
+//!    loaded by a real `select_skills` through [`Run::act`], so its body is in the context for
+//!    planning.
+//! 3. **Plan** — one call forced to `make_plan` (`{reasoning, steps: [{tool, args}]}`, 1–8
+//!    steps). A step is a function call — one of the run's actions, checked against the
+//!    turn's action space (a skill selected by an earlier step of the same plan may be used
+//!    by later steps; the guardrails check those when they run) — or `request_collaboration`
+//!    (`{agent, request}`) to a peer of `SafeConfig::peers`. A plan that is not that
+//!    (unreadable, no steps, more than 8, an unknown tool or agent, a step the space refuses)
+//!    is a **planning failure**: an `invalid_action` observation, counted in
+//!    `strategy_state.rejected_plans` and by the failure caps; the next turn plans again, and
+//!    after the `invalid_action` retry cap the run ends `stuck` with a degraded answer. A step
+//!    that repeats an earlier step of the same plan is left out (small models fill plans with
+//!    copies; a copy would only be refused or redo its original).
+//! 4. **Execute** — the steps in order. Function steps go through [`Run::act`] (guardrails,
+//!    budgets, execution, observation); collaboration steps go on the bus (below). Each
+//!    step's status is recorded on the external plan (`plan_created`, then `plan_updated`
+//!    when a step starts — `in_progress` — and when it ends — `done`, or `skipped` when it
+//!    failed). A step that does not end `ok` stops the plan; the steps after it stay
+//!    `pending`.
+//! 5. **Report** — one call forced to `report` (`{answer, task_completed}`): `answer` is the
+//!    text the user reads; `task_completed: true` ends the task `completed` with it, `false`
+//!    plans again next turn. In JSON mode, after a plan that stopped at a failing step, the
+//!    schema allows only `false` (small models report success with invented results there). A plan whose steps only selected skills (loading instructions
+//!    cannot finish a task) goes straight to the next plan without a report.
+//!
+//! In [`DecideMode::Json`] each forced call is one JSON document under the tool's schema
+//! (`response_format = json_schema`); the schemas are small and their enums come from the
+//! state (the candidates, the action space, the peers), as `small-models.md` asks.
+//!
+//! # Collaboration
+//!
+//! The agents of a run — `main` and the peers — have inboxes on a bus of tokio `mpsc`
+//! channels; a message is a request or a response and carries the request id (`collab-N`,
+//! numbered over the run). A collaboration step:
+//!
+//! - counts as one tool call (it is a function call of the seed's agent, like an action);
+//! - posts the request to the peer's inbox (`collaboration_requested`), records
+//!   `pending_collaboration_id` in the strategy state and writes `state.json` at once;
+//! - gives the peer its message cycle: it takes what is in its inbox
+//!   (`collaboration_received`) and answers its queue oldest first, each answer one model
+//!   call through [`Run::call_model`] with the peer's own context (its role as system prompt,
+//!   the requests it got and its answers) and purpose `collaborate:<peer id>`; each answer
+//!   goes back to the requester's inbox (`collaboration_responded`);
+//! - takes the requester's inbox: the response to the pending id continues the plan (an `ok`
+//!   observation with the answer, or `failed` when the peer could not answer); any other
+//!   response is dropped (`collaboration_dropped`, `late` for a request that timed out) and
+//!   never applied.
+//!
+//! The wait is bounded by `collaboration_timeout_ms`: the peer's model calls run under
+//! `tokio::time::timeout_at` of the request's deadline (a wrapper around the live model).
+//! Everything else on the bus is immediate — the agents share the run's task, and the only
+//! thing that waits is a model call — so when the deadline cuts the peer's call nothing can
+//! answer any more: the requester records `collaboration_timed_out`, a `timeout` observation,
+//! and the step fails. The cut call is recorded (its `model_response` carries the deadline
+//! error), so replay and resume reproduce the timeout from the record without a clock. A peer
+//! keeps a request whose answer was cut at the head of its queue and answers it at its next
+//! message cycle; that answer arrives late and is dropped.
+//!
+//! # Budgets
+//!
+//! - `max_turns` counts the main agent's turns: the judgement, the SOP choice, and each plan
+//!   cycle (make_plan, its steps and the report).
+//! - `max_tool_calls` counts the function steps, the SOP's `select_skills`, and collaboration
+//!   requests; `max_script_runs` the scripts. Both are checked before every step.
+//! - Every model call — the peers' included — counts in `model_calls`.
+//!
+//! Every way out gives a text: a completing report's answer; else (budget, stuck) the last
+//! report's answer; else one forced summary without tools ([`Run::degrade`]); else a
+//! deterministic text.
+//!
+//! # Events and state
+//!
+//! Turns start with `turn_started.safe = {agent: "main", phase: judge|sop|plan, cycle?}`; a
+//! new plan's event carries `{agent: "main", plan, cycle, complexity, sop, repeats_dropped}`
+//! and each step's `plan_updated` `{agent: "main", plan, cycle, step, status}`; the
+//! collaboration events (documented on [`EventKind`]) carry the `agent` that acted. The
+//! peers' model calls are tagged by their purpose, `collaborate:<peer id>`.
+//!
+//! `RunState::strategy_state` (and so `state.json`) holds `{strategy: "safe", tasks, task,
+//! phase, complexity, complexity_by_model, sop_candidates, sop, cycle, rejected_plans,
+//! internal_plan: [{id, step: {function: <action>} | {collaboration: {agent, request}},
+//! status}], current_step, pending_collaboration_id, collaborations: [{id, to, request,
+//! status}], last_answer, peers: [{id, role, handled, transcript, queue}]}`. The peers'
+//! transcripts and queues survive from one task of a session to the next.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use model_adapter::{
+    ChatRequest, DeltaStream, Message, ModelProvider, Response, ResponseFormat, TimeoutPhase, Tool,
+    ToolChoice,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::action::{Action, ActionSpace, action_from, strip_fence};
+use crate::budget::Outcome;
+use crate::config::{DecideMode, PeerAgent, SafeConfig};
+use crate::context::Context;
+use crate::error::Result;
+use crate::event::EventKind;
+use crate::guard;
+use crate::run::{Answer, Ending, Run};
+use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
+
+use super::{ask, finish_turn, skills_lines, start_turn};
+
+/// The strategy's name in `AgentConfig::strategy`.
+pub(super) const NAME: &str = "safe";
+/// The run's own agent on the bus.
+const MAIN: &str = "main";
+const JUDGE_TOOL: &str = "judge_complexity";
+const SOP_TOOL: &str = "choose_sop";
+const PLAN_TOOL: &str = "make_plan";
+const REPORT_TOOL: &str = "report";
+/// The plan step that asks a peer.
+const COLLABORATE: &str = "request_collaboration";
+/// The `choose_sop` answer for no SOP.
+const NO_SOP: &str = "none";
+/// Steps one plan may hold.
+const MAX_STEPS: usize = 8;
+const REASONING_MAX: usize = 300;
+const REQUEST_MAX: usize = 1_000;
+const ANSWER_MAX: usize = 4_000;
+/// Messages of a peer's transcript sent with its next answer: its latest exchanges.
+const PEER_MEMORY: usize = 6;
+/// Words that make a skill a workflow skill (an SOP).
+const WORKFLOW_WORDS: [&str; 6] =
+    ["workflow", "sop", "procedure", "runbook", "playbook", "checklist"];
+
+/// What the main agent's system prompt says about this strategy.
+pub(crate) const PROTOCOL: &str = "This run follows the SAFE cycle instead of one action per \
+     turn: judge_complexity says whether the task is simple or complex; for a complex task \
+     choose_sop may pick a workflow skill (an SOP) whose instructions are then loaded; \
+     make_plan lists 1-8 steps {\"tool\", \"args\"} — actions above (never final_answer) or \
+     request_collaboration to ask another agent — that the runtime runs in order (a failing \
+     step stops the plan); report gives the answer the user reads and task_completed (false \
+     plans again).\n";
+
+/// Checks the `safe` settings: peer ids are unique, not `main`, lowercase letters, digits,
+/// `-` and `_`; roles are not empty; the timeout is at least 1 ms.
+pub(crate) fn check_config(config: &SafeConfig) -> std::result::Result<(), String> {
+    if config.collaboration_timeout_ms == 0 {
+        return Err("safe.collaboration_timeout_ms must be at least 1".to_owned());
+    }
+    for (index, peer) in config.peers.iter().enumerate() {
+        if !valid_peer(peer) {
+            return Err(format!(
+                "safe.peers: `{}` is not a peer id (lowercase letters, digits, - and _; not \
+                 `{MAIN}`) with a role",
+                peer.id
+            ));
+        }
+        if config.peers[..index].iter().any(|earlier| earlier.id == peer.id) {
+            return Err(format!("safe.peers: `{}` is named twice", peer.id));
+        }
+    }
+    Ok(())
+}
+
+fn valid_peer(peer: &PeerAgent) -> bool {
+    !peer.id.is_empty()
+        && peer.id != MAIN
+        && peer.id.len() <= 64
+        && peer
+            .id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && !peer.role.trim().is_empty()
+}
+
+/// How much thinking the task needs (seed 004 step 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Complexity {
+    Simple,
+    Complex,
+}
+
+impl Complexity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Complexity::Simple => "simple",
+            Complexity::Complex => "complex",
+        }
+    }
+}
+
+/// Where the current task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Phase {
+    Judge,
+    Sop,
+    Plan,
+    Done,
+}
+
+/// What a step of the internal plan does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Step {
+    /// One of the run's actions, through [`Run::act`].
+    Function(Action),
+    /// A request to a peer on the bus.
+    Collaboration { agent: String, request: String },
+}
+
+impl Step {
+    fn title(&self) -> String {
+        match self {
+            Step::Function(action) => action.summary(),
+            Step::Collaboration { agent, request } => {
+                let short: String = request.chars().take(80).collect();
+                let more = if request.chars().count() > 80 { "…" } else { "" };
+                format!("ask {agent}: {short}{more}")
+            }
+        }
+    }
+}
+
+/// One step of the internal plan (seed: `internal_plan`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct InternalStep {
+    id: String,
+    step: Step,
+    status: StepStatus,
+}
+
+/// How a collaboration request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum CollaborationStatus {
+    Pending,
+    Answered,
+    Failed,
+    TimedOut,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Collaboration {
+    id: String,
+    to: String,
+    request: String,
+    status: CollaborationStatus,
+}
+
+/// A request waiting in a peer's queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Queued {
+    id: String,
+    from: String,
+    request: String,
+    /// Already in the peer's transcript (its answer was cut by a deadline).
+    asked: bool,
+}
+
+/// A peer agent's state: what it was asked and answered, and what waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PeerState {
+    id: String,
+    role: String,
+    /// Requests answered (or failed).
+    handled: u32,
+    /// Its conversation: requests (user) and its answers (assistant).
+    transcript: Vec<Message>,
+    queue: VecDeque<Queued>,
+}
+
+/// The strategy's state, kept in `RunState::strategy_state` (and so in `state.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct SafeState {
+    strategy: String,
+    /// Tasks taken so far (a session gives more than one).
+    tasks: u32,
+    /// The current task (seed: `current_task_info`).
+    task: String,
+    phase: Phase,
+    complexity: Option<Complexity>,
+    /// Whether the model judged it (else the default after a failed judgement).
+    complexity_by_model: bool,
+    sop_candidates: Vec<String>,
+    /// The SOP loaded for planning.
+    sop: Option<String>,
+    /// Plan cycles of the current task.
+    cycle: u32,
+    rejected_plans: u32,
+    internal_plan: Vec<InternalStep>,
+    /// The step being executed (seed: `plan_execution_status`).
+    current_step: Option<String>,
+    pending_collaboration_id: Option<String>,
+    collaborations: Vec<Collaboration>,
+    /// The last report's answer: the text when the task ends without completion.
+    last_answer: Option<String>,
+    peers: Vec<PeerState>,
+}
+
+impl SafeState {
+    /// The state of the run so far (a session's earlier tasks), set up for the current task.
+    fn begin(run: &Run) -> SafeState {
+        let earlier = serde_json::from_value::<SafeState>(run.state.strategy_state.clone())
+            .ok()
+            .filter(|state| state.strategy == NAME);
+        let (tasks, collaborations, known) = match earlier {
+            Some(state) => (state.tasks, state.collaborations, state.peers),
+            None => (0, Vec::new(), Vec::new()),
+        };
+        // The configured peers (checked by the builder; anything invalid is left out), with
+        // what they kept from earlier tasks.
+        let mut peers: Vec<PeerState> = Vec::new();
+        for peer in &run.config.safe.peers {
+            if !valid_peer(peer) || peers.iter().any(|taken| taken.id == peer.id) {
+                continue;
+            }
+            peers.push(known.iter().find(|state| state.id == peer.id).cloned().unwrap_or_else(
+                || PeerState {
+                    id: peer.id.clone(),
+                    role: peer.role.trim().to_owned(),
+                    handled: 0,
+                    transcript: Vec::new(),
+                    queue: VecDeque::new(),
+                },
+            ));
+        }
+        SafeState {
+            strategy: NAME.to_owned(),
+            tasks: tasks + 1,
+            task: run.state.task.clone(),
+            phase: Phase::Judge,
+            complexity: None,
+            complexity_by_model: false,
+            sop_candidates: Vec::new(),
+            sop: None,
+            cycle: 0,
+            rejected_plans: 0,
+            internal_plan: Vec::new(),
+            current_step: None,
+            pending_collaboration_id: None,
+            collaborations,
+            last_answer: None,
+            peers,
+        }
+    }
+
+    fn peer_ids(&self) -> Vec<String> {
+        self.peers.iter().map(|peer| peer.id.clone()).collect()
+    }
+}
+
+fn save(run: &mut Run, safe: &SafeState) {
+    run.state.strategy_state = serde_json::to_value(safe).unwrap_or(Value::Null);
+}
+
+/// A message on the bus.
+#[derive(Debug, Clone, PartialEq)]
+struct Envelope {
+    /// The request id (`collab-N`), on the request and on its response.
+    id: String,
+    from: String,
+    to: String,
+    body: Body,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Body {
+    Request(String),
+    Response { ok: bool, text: String },
+}
+
+/// The agents' inboxes: one unbounded tokio channel per agent id.
+#[derive(Debug)]
+struct Bus {
+    inboxes: Vec<(String, mpsc::UnboundedSender<Envelope>)>,
+}
+
+impl Bus {
+    /// A bus for `ids`, with the receiving end of each inbox in the same order.
+    fn open(ids: &[String]) -> (Bus, Vec<mpsc::UnboundedReceiver<Envelope>>) {
+        let mut inboxes = Vec::with_capacity(ids.len());
+        let mut receivers = Vec::with_capacity(ids.len());
+        for id in ids {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            inboxes.push((id.clone(), sender));
+            receivers.push(receiver);
+        }
+        (Bus { inboxes }, receivers)
+    }
+
+    /// Puts `envelope` in its addressee's inbox; `false` when there is no such agent.
+    fn post(&self, envelope: Envelope) -> bool {
+        match self.inboxes.iter().find(|(id, _)| *id == envelope.to) {
+            Some((_, inbox)) => inbox.send(envelope).is_ok(),
+            None => false,
+        }
+    }
+}
+
+/// The bus and the inboxes of this piece of work.
+#[derive(Debug)]
+struct Agents {
+    bus: Bus,
+    main: mpsc::UnboundedReceiver<Envelope>,
+    /// The peers' inboxes, in the order of `SafeState::peers`.
+    peers: Vec<mpsc::UnboundedReceiver<Envelope>>,
+}
+
+/// What a turn left the cycle with.
+enum Flow {
+    Continue,
+    End(Ending),
+    /// A budget or the context stopped the task.
+    Stop(Outcome, String),
+    Cancelled,
+}
+
+/// Judge → SOP → plan, execute, report (seed 004), until a report completes the task or a
+/// budget, the failure caps or a cancellation end it.
+pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
+    let mut safe = SafeState::begin(run);
+    let mut ids = vec![MAIN.to_owned()];
+    ids.extend(safe.peer_ids());
+    let (bus, mut receivers) = Bus::open(&ids);
+    let main = receivers.remove(0);
+    let mut agents = Agents { bus, main, peers: receivers };
+    save(run, &safe);
+    loop {
+        if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
+            return end(run, &mut safe, Outcome::Cancelled, "the run was cancelled").await;
+        }
+        if let Some((outcome, reason)) = run.budget_exhausted() {
+            return end(run, &mut safe, outcome, &reason).await;
+        }
+        let flow = match safe.phase {
+            Phase::Judge => judge_turn(run, &mut safe).await?,
+            Phase::Sop => sop_turn(run, &mut safe).await?,
+            Phase::Plan | Phase::Done => plan_turn(run, &mut safe, &mut agents).await?,
+        };
+        match flow {
+            Flow::Continue => {}
+            Flow::End(ending) => return Ok(ending),
+            Flow::Stop(outcome, reason) => return end(run, &mut safe, outcome, &reason).await,
+            Flow::Cancelled => {
+                return end(run, &mut safe, Outcome::Cancelled, "the run was cancelled").await;
+            }
+        }
+        if let Some(reason) = run.failures.stuck(&run.config) {
+            let outcome = if run.failures.model_errors() > run.config.guard.retry_caps.model_error {
+                Outcome::Error
+            } else {
+                Outcome::Stuck
+            };
+            return end(run, &mut safe, outcome, &reason).await;
+        }
+    }
+}
+
+/// The text when the task ends without a completing report: the last report's answer, else
+/// one forced summary call without tools, else a deterministic text.
+async fn end(
+    run: &mut Run,
+    safe: &mut SafeState,
+    outcome: Outcome,
+    reason: &str,
+) -> Result<Ending> {
+    safe.phase = Phase::Done;
+    safe.current_step = None;
+    safe.pending_collaboration_id = None;
+    save(run, safe);
+    match &safe.last_answer {
+        Some(answer) if outcome != Outcome::Cancelled => {
+            Ok(Ending { outcome, final_text: answer.clone() })
+        }
+        Some(_) | None => run.degrade(outcome, reason).await,
+    }
+}
+
+/// Turn 1 of a task: simple or complex.
+async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
+    let note = judge_note(run);
+    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+        return Ok(Flow::Stop(outcome, reason));
+    }
+    start_turn(
+        run,
+        note.chars().count(),
+        &[JUDGE_TOOL],
+        Some(("safe", json!({"agent": MAIN, "phase": "judge"}))),
+    )?;
+    let request = forced_request(run, &note, JUDGE_TOOL, judge_schema());
+    let mut reasoning = Value::Null;
+    let mut judged = None;
+    if let Some(response) = ask(run, JUDGE_TOOL, request, None).await? {
+        let parsed = parse_judge(&response, run.config.decide);
+        let tool_call_id = run.push_answer(&response);
+        match parsed {
+            Ok((complexity, why)) => {
+                reasoning = run.record_reasoning_with(&response, why.as_deref());
+                judged = Some(complexity);
+                answer_call(run, tool_call_id, &format!("noted: a {} task", complexity.as_str()));
+            }
+            Err(message) => {
+                run.observe(
+                    None,
+                    ObservationStatus::InvalidAction,
+                    &format!("{message}; the task is taken as complex"),
+                    tool_call_id.as_deref(),
+                )?;
+            }
+        }
+    }
+    let complexity = judged.unwrap_or(Complexity::Complex);
+    safe.complexity = Some(complexity);
+    safe.complexity_by_model = judged.is_some();
+    safe.phase = Phase::Plan;
+    if complexity == Complexity::Complex {
+        let space = guard::action_space(&run.state, &run.config);
+        safe.sop_candidates = sop_candidates(run, &space);
+        if !safe.sop_candidates.is_empty() {
+            safe.phase = Phase::Sop;
+        }
+    }
+    save(run, safe);
+    finish_turn(run, &reasoning)?;
+    Ok(Flow::Continue)
+}
+
+/// The workflow skills that match the task and may be selected now, best first.
+fn sop_candidates(run: &Run, space: &ActionSpace) -> Vec<String> {
+    guard::scored_skills(&run.state)
+        .into_iter()
+        .filter(|(score, name)| *score > 0 && space.select.contains(name))
+        .filter(|(_, name)| {
+            run.config.safe.sop_skills.contains(name)
+                || run.state.skill(name).is_some_and(|entry| {
+                    format!("{} {}", entry.name, entry.description)
+                        .to_lowercase()
+                        .split(|c: char| !c.is_alphanumeric())
+                        .any(|word| WORKFLOW_WORDS.contains(&word))
+                })
+        })
+        .map(|(_, name)| name)
+        .take(run.config.safe.max_sop_candidates)
+        .collect()
+}
+
+/// Turn 2 of a complex task: the model picks an SOP, which is loaded.
+async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
+    let space = guard::action_space(&run.state, &run.config);
+    let candidates: Vec<String> =
+        safe.sop_candidates.iter().filter(|name| space.select.contains(name)).cloned().collect();
+    safe.phase = Phase::Plan;
+    save(run, safe);
+    if candidates.is_empty() {
+        return Ok(Flow::Continue);
+    }
+    let note = sop_note(run, &candidates);
+    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+        return Ok(Flow::Stop(outcome, reason));
+    }
+    start_turn(
+        run,
+        note.chars().count(),
+        &[SOP_TOOL],
+        Some(("safe", json!({"agent": MAIN, "phase": "sop"}))),
+    )?;
+    let request = forced_request(run, &note, SOP_TOOL, sop_schema(&candidates));
+    let mut reasoning = Value::Null;
+    let mut flow = Flow::Continue;
+    if let Some(response) = ask(run, SOP_TOOL, request, None).await? {
+        let parsed = parse_sop(&response, run.config.decide, &candidates);
+        let tool_call_id = run.push_answer(&response);
+        match parsed {
+            Ok((Some(sop), why)) => {
+                reasoning = run.record_reasoning_with(&response, why.as_deref());
+                let action = Action::SelectSkills { names: vec![sop.clone()] };
+                let space = guard::action_space(&run.state, &run.config);
+                let stopped = run.act(&action, &space, tool_call_id.as_deref()).await?;
+                if last_ok(run, &action) {
+                    safe.sop = Some(sop);
+                }
+                flow = match stopped {
+                    None => Flow::Continue,
+                    Some(Outcome::Cancelled) => Flow::Cancelled,
+                    Some(outcome) => Flow::Stop(outcome, stop_reason(run, outcome)),
+                };
+            }
+            Ok((None, why)) => {
+                reasoning = run.record_reasoning_with(&response, why.as_deref());
+                answer_call(run, tool_call_id, "noted: no SOP; plan without one");
+            }
+            Err(message) => {
+                run.observe(
+                    None,
+                    ObservationStatus::InvalidAction,
+                    &format!("{message}; planning goes on without an SOP"),
+                    tool_call_id.as_deref(),
+                )?;
+            }
+        }
+    }
+    save(run, safe);
+    finish_turn(run, &reasoning)?;
+    Ok(flow)
+}
+
+/// The action space of plans and their steps: the guard's, except that loading the SOP —
+/// the strategy's own `select_skills`, not the model's — does not count as a select made
+/// straight before (which would forbid selecting the skills the SOP names).
+fn step_space(run: &Run, safe: &SafeState) -> ActionSpace {
+    let space = guard::action_space(&run.state, &run.config);
+    let sop_loaded_last = run.state.actions.last().is_some_and(|record| {
+        record.status == ObservationStatus::Ok
+            && matches!(&record.action, Some(Action::SelectSkills { names })
+                if safe.sop.as_ref().is_some_and(|sop| names == std::slice::from_ref(sop)))
+    });
+    if !sop_loaded_last {
+        return space;
+    }
+    let mut state = run.state.clone();
+    state.actions.pop();
+    guard::action_space(&state, &run.config)
+}
+
+/// A plan cycle: make_plan, its steps, the report.
+async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> Result<Flow> {
+    let space = step_space(run, safe);
+    let note = plan_note(run, safe, &space);
+    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+        return Ok(Flow::Stop(outcome, reason));
+    }
+    // Compaction may have made observations recallable.
+    let space = step_space(run, safe);
+    let functions = step_functions(&space);
+    let can_plan = !functions.is_empty() || !safe.peers.is_empty();
+    let note = plan_note(run, safe, &space);
+    safe.cycle += 1;
+    safe.phase = Phase::Plan;
+    save(run, safe);
+    let allowed = if can_plan { &[PLAN_TOOL, REPORT_TOOL][..] } else { &[REPORT_TOOL][..] };
+    start_turn(
+        run,
+        note.chars().count(),
+        allowed,
+        Some(("safe", json!({"agent": MAIN, "phase": "plan", "cycle": safe.cycle}))),
+    )?;
+    let mut reasoning = Value::Null;
+    let mut stop: Option<(Outcome, String)> = None;
+    let mut report = !can_plan;
+    // The plan stopped at a failing step (JSON mode: the report may not complete the task).
+    let mut failed_step = false;
+    if can_plan {
+        let schema = plan_schema(&space, &functions, &safe.peer_ids());
+        let request = forced_request(run, &note, PLAN_TOOL, schema);
+        if let Some(response) = ask(run, PLAN_TOOL, request, None).await? {
+            let parsed = parse_plan(&response, run.config.decide, &space, &safe.peer_ids());
+            let tool_call_id = run.push_answer(&response);
+            match parsed {
+                Err(message) => {
+                    safe.rejected_plans += 1;
+                    save(run, safe);
+                    run.emit(
+                        EventKind::ActionValidated,
+                        json!({"action": null, "valid": false, "error": message}),
+                    )?;
+                    run.observe(
+                        None,
+                        ObservationStatus::InvalidAction,
+                        &message,
+                        tool_call_id.as_deref(),
+                    )?;
+                }
+                Ok(plan) => {
+                    reasoning = run.record_reasoning_with(&response, plan.reasoning.as_deref());
+                    answer_call(
+                        run,
+                        tool_call_id,
+                        &match plan.repeats {
+                            0 => format!(
+                                "plan accepted: {} steps; their results follow",
+                                plan.steps.len()
+                            ),
+                            repeats => format!(
+                                "plan accepted: {} steps ({repeats} repeated steps left out); \
+                                 their results follow",
+                                plan.steps.len()
+                            ),
+                        },
+                    );
+                    let selects_only = plan
+                        .steps
+                        .iter()
+                        .all(|step| matches!(step, Step::Function(Action::SelectSkills { .. })));
+                    match execute(run, safe, agents, plan).await? {
+                        Batch::Done { all_ok } => {
+                            report = !(selects_only && all_ok);
+                            failed_step = !all_ok;
+                        }
+                        Batch::Stopped(outcome, reason) => {
+                            stop = Some((outcome, reason));
+                            report = true;
+                        }
+                        Batch::Cancelled => {
+                            finish_turn(run, &reasoning)?;
+                            return Ok(Flow::Cancelled);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if report {
+        let note =
+            report_note(run, safe, stop.as_ref().map(|(_, reason)| reason.as_str()), failed_step);
+        if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
+            finish_turn(run, &reasoning)?;
+            return Ok(Flow::Stop(outcome, reason));
+        }
+        // A small model reports success after a failed step with an invented result; the
+        // grammar leaves it only `false` there (a native tool caller is trusted with it).
+        let may_complete = !(failed_step && run.config.decide == DecideMode::Json);
+        let request = forced_request(run, &note, REPORT_TOOL, report_schema(may_complete));
+        if let Some(response) = ask(run, REPORT_TOOL, request, None).await? {
+            let parsed = parse_report(&response, run.config.decide);
+            let tool_call_id = run.push_answer(&response);
+            match parsed {
+                Err(message) => {
+                    run.observe(
+                        None,
+                        ObservationStatus::InvalidAction,
+                        &message,
+                        tool_call_id.as_deref(),
+                    )?;
+                }
+                Ok((answer, completed)) => {
+                    // What the schema did not allow is not taken (a provider without grammars).
+                    let completed = completed && may_complete;
+                    let report_reasoning = run.record_reasoning_with(&response, None);
+                    if reasoning.is_null() {
+                        reasoning = report_reasoning;
+                    }
+                    safe.last_answer = Some(answer.clone());
+                    if completed {
+                        safe.phase = Phase::Done;
+                        save(run, safe);
+                        // The call is answered by whatever the user sends next (a session).
+                        run.pending_call = tool_call_id;
+                        finish_turn(run, &reasoning)?;
+                        return Ok(Flow::End(Ending {
+                            outcome: Outcome::Completed,
+                            final_text: answer,
+                        }));
+                    }
+                    answer_call(run, tool_call_id, "noted: the task goes on; plan the next steps");
+                    save(run, safe);
+                }
+            }
+        }
+    }
+    finish_turn(run, &reasoning)?;
+    Ok(match stop {
+        Some((outcome, reason)) => Flow::Stop(outcome, reason),
+        None => Flow::Continue,
+    })
+}
+
+/// A valid plan.
+#[derive(Debug, Clone, PartialEq)]
+struct NewPlan {
+    reasoning: Option<String>,
+    steps: Vec<Step>,
+    /// Steps left out because an earlier step of the plan was the same.
+    repeats: usize,
+}
+
+/// How the execution of a plan ended.
+enum Batch {
+    /// All steps ran (`all_ok`), or one failed and stopped the plan.
+    Done { all_ok: bool },
+    /// A budget was hit: report once more, then end with this outcome.
+    Stopped(Outcome, String),
+    /// The run was cancelled.
+    Cancelled,
+}
+
+/// The external plan (`Plan`) of the internal one.
+fn external_plan(safe: &SafeState, goal: &str) -> Plan {
+    Plan {
+        goal: goal.to_owned(),
+        steps: safe
+            .internal_plan
+            .iter()
+            .map(|step| PlanStep {
+                id: step.id.clone(),
+                title: step.step.title(),
+                status: step.status,
+            })
+            .collect(),
+        ..Plan::default()
+    }
+}
+
+/// Records a step's new status on the internal and the external plan (`plan_updated`).
+fn set_status(run: &mut Run, safe: &mut SafeState, index: usize, status: StepStatus) -> Result<()> {
+    let Some(step) = safe.internal_plan.get_mut(index) else { return Ok(()) };
+    step.status = status;
+    let id = step.id.clone();
+    safe.current_step = (status == StepStatus::InProgress).then(|| id.clone());
+    let goal = run.state.plan.as_ref().map(|plan| plan.goal.clone()).unwrap_or_default();
+    let plan = external_plan(safe, &goal);
+    run.state.plan = Some(plan.clone());
+    save(run, safe);
+    run.emit(
+        EventKind::PlanUpdated,
+        json!({"agent": MAIN, "plan": plan, "cycle": safe.cycle, "step": id, "status": status}),
+    )
+}
+
+/// Runs the plan's steps in order; a step that does not end `ok` stops it.
+async fn execute(
+    run: &mut Run,
+    safe: &mut SafeState,
+    agents: &mut Agents,
+    plan: NewPlan,
+) -> Result<Batch> {
+    safe.internal_plan = plan
+        .steps
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(index, step)| InternalStep {
+            id: format!("c{}s{}", safe.cycle, index + 1),
+            step,
+            status: StepStatus::Pending,
+        })
+        .collect();
+    let goal = plan.reasoning.clone().unwrap_or_else(|| safe.task.clone());
+    let current = external_plan(safe, &goal);
+    let kind =
+        if run.state.plan.is_some() { EventKind::PlanUpdated } else { EventKind::PlanCreated };
+    run.state.plan = Some(current.clone());
+    save(run, safe);
+    run.emit(
+        kind,
+        json!({
+            "agent": MAIN,
+            "plan": current,
+            "cycle": safe.cycle,
+            "complexity": safe.complexity,
+            "sop": safe.sop,
+            "repeats_dropped": plan.repeats,
+        }),
+    )?;
+    for index in 0..safe.internal_plan.len() {
+        let budgets = &run.config.budgets;
+        if run.state.task_counters().tool_calls >= budgets.max_tool_calls {
+            let reason = format!("the tool-call limit ({}) was reached", budgets.max_tool_calls);
+            return Ok(Batch::Stopped(Outcome::MaxToolCalls, reason));
+        }
+        set_status(run, safe, index, StepStatus::InProgress)?;
+        let step = safe.internal_plan[index].step.clone();
+        let (ok, stopped) = match &step {
+            Step::Function(action) => {
+                let space = step_space(run, safe);
+                let stopped = run.act(action, &space, None).await?;
+                (last_ok(run, action), stopped)
+            }
+            Step::Collaboration { agent, request } => {
+                (collaborate(run, safe, agents, agent, request).await?, None)
+            }
+        };
+        set_status(run, safe, index, if ok { StepStatus::Done } else { StepStatus::Skipped })?;
+        match stopped {
+            Some(Outcome::Cancelled) => return Ok(Batch::Cancelled),
+            Some(outcome) => return Ok(Batch::Stopped(outcome, stop_reason(run, outcome))),
+            None if !ok => return Ok(Batch::Done { all_ok: false }),
+            None => {}
+        }
+    }
+    Ok(Batch::Done { all_ok: true })
+}
+
+/// Whether the last recorded action is `action` and ended `ok`.
+fn last_ok(run: &Run, action: &Action) -> bool {
+    run.state.actions.last().is_some_and(|record| {
+        record.status == ObservationStatus::Ok && record.action.as_ref() == Some(action)
+    })
+}
+
+/// Why [`Run::act`] stopped the run with `outcome`.
+fn stop_reason(run: &Run, outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Cancelled => "the run was cancelled".to_owned(),
+        _ => format!("the script-run limit ({}) was reached", run.config.budgets.max_script_runs),
+    }
+}
+
+/// One collaboration step: request, the peer's message cycle, the response or the timeout.
+/// Returns whether the peer answered.
+async fn collaborate(
+    run: &mut Run,
+    safe: &mut SafeState,
+    agents: &mut Agents,
+    agent: &str,
+    request: &str,
+) -> Result<bool> {
+    // A collaboration request is a function call of the agent: it counts like an action.
+    run.state.counters.tool_calls += 1;
+    let id = format!("collab-{}", safe.collaborations.len() + 1);
+    let timeout_ms = run.config.safe.collaboration_timeout_ms;
+    safe.collaborations.push(Collaboration {
+        id: id.clone(),
+        to: agent.to_owned(),
+        request: request.to_owned(),
+        status: CollaborationStatus::Pending,
+    });
+    safe.pending_collaboration_id = Some(id.clone());
+    save(run, safe);
+    run.emit(
+        EventKind::CollaborationRequested,
+        json!({"agent": MAIN, "id": id, "to": agent, "request": request, "timeout_ms": timeout_ms}),
+    )?;
+    let posted = agents.bus.post(Envelope {
+        id: id.clone(),
+        from: MAIN.to_owned(),
+        to: agent.to_owned(),
+        body: Body::Request(request.to_owned()),
+    });
+    // state.json shows the pending request while the requester waits.
+    run.checkpoint()?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    if let Some(index) = safe.peers.iter().position(|peer| peer.id == agent)
+        && posted
+    {
+        peer_cycle(run, safe, agents, index, deadline).await?;
+    }
+    // The requester's message cycle: the response it waits for, and anything else (dropped).
+    let mut response = None;
+    while let Ok(envelope) = agents.main.try_recv() {
+        match envelope.body {
+            Body::Response { ok, text } if envelope.id == id && response.is_none() => {
+                response = Some((ok, text));
+            }
+            Body::Response { text, .. } | Body::Request(text) => {
+                let late = safe.collaborations.iter().any(|collaboration| {
+                    collaboration.id == envelope.id
+                        && collaboration.status == CollaborationStatus::TimedOut
+                });
+                run.emit(
+                    EventKind::CollaborationDropped,
+                    json!({
+                        "agent": MAIN,
+                        "id": envelope.id,
+                        "from": envelope.from,
+                        "reason": if late { "late" } else { "unknown" },
+                        "response": text,
+                    }),
+                )?;
+            }
+        }
+    }
+    safe.pending_collaboration_id = None;
+    let (status, observation, text) = match response {
+        Some((true, text)) => (
+            CollaborationStatus::Answered,
+            ObservationStatus::Ok,
+            format!("[{id}] {agent} answered:\n{text}"),
+        ),
+        Some((false, text)) => (
+            CollaborationStatus::Failed,
+            ObservationStatus::Failed,
+            format!("[{id}] {agent} could not answer: {text}"),
+        ),
+        None => {
+            run.emit(
+                EventKind::CollaborationTimedOut,
+                json!({"agent": MAIN, "id": id, "to": agent, "timeout_ms": timeout_ms}),
+            )?;
+            (
+                CollaborationStatus::TimedOut,
+                ObservationStatus::Timeout,
+                format!(
+                    "[{id}] no answer from {agent} within {timeout_ms} ms: the request timed out"
+                ),
+            )
+        }
+    };
+    if let Some(collaboration) = safe.collaborations.iter_mut().find(|c| c.id == id) {
+        collaboration.status = status;
+    }
+    save(run, safe);
+    run.observe(None, observation, &text, None)?;
+    Ok(observation == ObservationStatus::Ok)
+}
+
+/// A peer's message cycle: it takes what is in its inbox and answers its queue oldest first,
+/// until the queue is empty or the deadline cuts an answer (that request stays queued).
+async fn peer_cycle(
+    run: &mut Run,
+    safe: &mut SafeState,
+    agents: &mut Agents,
+    index: usize,
+    deadline: tokio::time::Instant,
+) -> Result<()> {
+    let Some(inbox) = agents.peers.get_mut(index) else { return Ok(()) };
+    while let Ok(envelope) = inbox.try_recv() {
+        // Peers only ever get requests; a response addressed to one has no one to go to.
+        let Body::Request(request) = envelope.body else { continue };
+        let peer = &mut safe.peers[index];
+        run.emit(
+            EventKind::CollaborationReceived,
+            json!({"agent": peer.id, "id": envelope.id, "from": envelope.from, "request": request}),
+        )?;
+        peer.queue.push_back(Queued {
+            id: envelope.id,
+            from: envelope.from,
+            request,
+            asked: false,
+        });
+    }
+    save(run, safe);
+    loop {
+        let peer = &mut safe.peers[index];
+        let Some(front) = peer.queue.front_mut() else { break };
+        if !front.asked {
+            front.asked = true;
+            let message = format!("Request {} from {}:\n{}", front.id, front.from, front.request);
+            peer.transcript.push(Message::user(message));
+        }
+        let (id, from) = (front.id.clone(), front.from.clone());
+        let timeout_ms = run.config.safe.collaboration_timeout_ms;
+        let answer = peer_answer(run, peer, deadline, timeout_ms).await?;
+        let peer = &mut safe.peers[index];
+        let (ok, text) = match answer {
+            PeerAnswer::Cut => break,
+            PeerAnswer::Text(text) => {
+                peer.transcript.push(Message::from_response(&Response {
+                    text: text.clone(),
+                    ..Response::default()
+                }));
+                (true, text)
+            }
+            PeerAnswer::Failed(message) => {
+                // The request leaves the transcript with no answer (turns keep alternating).
+                peer.transcript.pop();
+                (false, message)
+            }
+        };
+        peer.queue.pop_front();
+        peer.handled += 1;
+        let peer_id = peer.id.clone();
+        save(run, safe);
+        run.emit(
+            EventKind::CollaborationResponded,
+            json!({"agent": peer_id, "id": id, "to": from, "ok": ok, "response": text}),
+        )?;
+        agents.bus.post(Envelope {
+            id,
+            from: peer_id,
+            to: from,
+            body: Body::Response { ok, text },
+        });
+    }
+    save(run, safe);
+    Ok(())
+}
+
+enum PeerAnswer {
+    Text(String),
+    /// The call failed; the message says why.
+    Failed(String),
+    /// The deadline cut the call.
+    Cut,
+}
+
+/// The peer's system prompt.
+fn peer_system(peer: &PeerState) -> String {
+    format!(
+        "You are agent `{}` in a team of agents working for a user. Your role: {}\nOther agents \
+         send you requests. Answer the latest request directly in plain text, briefly, with \
+         facts and results only. You cannot run tools or scripts.",
+        peer.id, peer.role
+    )
+}
+
+const PEER_INTRO: &str = "Requests from other agents follow; each names its id and its sender.";
+
+/// One answer of `peer` to the last request of its transcript: a model call through
+/// [`Run::call_model`] with the peer's own context, cut at `deadline`.
+async fn peer_answer(
+    run: &mut Run,
+    peer: &PeerState,
+    deadline: tokio::time::Instant,
+    timeout_ms: u64,
+) -> Result<PeerAnswer> {
+    let mut context = Context::new(peer_system(peer), PEER_INTRO.to_owned());
+    let recent = peer.transcript.len().saturating_sub(PEER_MEMORY + 1);
+    for message in &peer.transcript[recent..] {
+        context.push(message.clone());
+    }
+    let mut request = ChatRequest::new(run.config.model.model.clone(), context.messages(None));
+    request.temperature = run.config.model.temperature;
+    request.max_tokens = Some(run.config.model.max_tokens);
+    let cut = deadline_error(&peer.id, timeout_ms);
+    let live = run.model.live.clone();
+    run.model.live = live.clone().map(|inner| {
+        Arc::new(Deadline { inner, deadline, peer: peer.id.clone(), timeout_ms })
+            as Arc<dyn ModelProvider>
+    });
+    // The call fingerprints and recycles the context it is given: the peer's, not main's.
+    std::mem::swap(&mut run.context, &mut context);
+    let answer = run.call_model(&format!("collaborate:{}", peer.id), request, None).await;
+    std::mem::swap(&mut run.context, &mut context);
+    run.model.live = live;
+    Ok(match answer? {
+        Answer::Response(response) => {
+            let text = response.text.trim();
+            if text.is_empty() {
+                PeerAnswer::Failed("the peer's answer was empty".to_owned())
+            } else {
+                PeerAnswer::Text(text.to_owned())
+            }
+        }
+        Answer::Failed(error) if error == cut.to_string() => PeerAnswer::Cut,
+        Answer::Failed(error) => PeerAnswer::Failed(format!("the model call failed: {error}")),
+    })
+}
+
+/// The error a peer's model call ends with at its deadline (what `model_response` records).
+fn deadline_error(peer: &str, timeout_ms: u64) -> model_adapter::Error {
+    model_adapter::Error::Timeout {
+        url: format!("collaboration peer `{peer}`"),
+        phase: TimeoutPhase::FirstByte,
+        after: Duration::from_millis(timeout_ms),
+        delivered: 0,
+    }
+}
+
+/// The live model with a deadline: a call still running at `deadline` fails with
+/// [`deadline_error`]. The answer is collected before it is handed on, so a cut call
+/// delivers nothing.
+#[derive(Debug)]
+struct Deadline {
+    inner: Arc<dyn ModelProvider>,
+    deadline: tokio::time::Instant,
+    peer: String,
+    timeout_ms: u64,
+}
+
+#[async_trait]
+impl ModelProvider for Deadline {
+    async fn chat(&self, request: &ChatRequest) -> model_adapter::Result<Response> {
+        match tokio::time::timeout_at(self.deadline, self.inner.chat(request)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(deadline_error(&self.peer, self.timeout_ms)),
+        }
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> model_adapter::Result<DeltaStream> {
+        let collected = tokio::time::timeout_at(self.deadline, async {
+            let mut stream = self.inner.stream(request).await?;
+            let mut items = Vec::new();
+            while let Some(item) = stream.next().await {
+                let failed = item.is_err();
+                items.push(item);
+                if failed {
+                    break;
+                }
+            }
+            Ok::<_, model_adapter::Error>(items)
+        })
+        .await;
+        match collected {
+            Ok(Ok(items)) => Ok(Box::pin(futures_util::stream::iter(items))),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(deadline_error(&self.peer, self.timeout_ms)),
+        }
+    }
+}
+
+/// Answers the tool call of a forced phase in the transcript (tools mode: every call needs
+/// its result).
+fn answer_call(run: &mut Run, tool_call_id: Option<String>, content: &str) {
+    if let Some(id) = tool_call_id {
+        run.context.push(Message::Tool {
+            tool_call_id: id,
+            content: content.to_owned(),
+            is_error: false,
+        });
+    }
+}
+
+/// The actions a function step may be now: the turn's action space without the ones that
+/// end a piece of work.
+fn step_functions(space: &ActionSpace) -> Vec<&'static str> {
+    space
+        .allowed()
+        .into_iter()
+        .filter(|name| !matches!(*name, "final_answer" | "ask_user"))
+        .collect()
+}
+
+/// The request of a forced phase: the context, the phase's note, and exactly one tool named
+/// in `tool_choice` (or its schema as the response format).
+fn forced_request(run: &mut Run, note: &str, tool: &str, schema: Value) -> ChatRequest {
+    let mut request =
+        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
+    request.temperature = run.config.model.temperature;
+    request.max_tokens = Some(run.config.model.max_tokens);
+    match run.config.decide {
+        DecideMode::Tools => {
+            let description = match tool {
+                JUDGE_TOOL => "Judge whether the task is simple or complex.",
+                SOP_TOOL => "Choose the standard operating procedure (workflow skill) to follow.",
+                PLAN_TOOL => {
+                    "Plan 1-8 steps: actions over the skills, or requests to other agents; they \
+                     run in order."
+                }
+                _ => "Give the answer for the user and say whether the task is done.",
+            };
+            request.tools = vec![Tool {
+                name: tool.to_owned(),
+                description: description.to_owned(),
+                parameters: schema,
+            }];
+            request.tool_choice = ToolChoice::Named(tool.to_owned());
+            request.parallel_tool_calls = Some(false);
+        }
+        DecideMode::Json => {
+            request.response_format =
+                ResponseFormat::JsonSchema { name: tool.to_owned(), schema, strict: true };
+        }
+    }
+    request
+}
+
+fn object_schema(properties: &Map<String, Value>, required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+fn reasoning_schema() -> Value {
+    json!({"type": "string", "maxLength": REASONING_MAX})
+}
+
+fn judge_schema() -> Value {
+    let mut properties = Map::new();
+    properties.insert("complexity".into(), json!({"enum": ["simple", "complex"]}));
+    properties.insert("reasoning".into(), reasoning_schema());
+    object_schema(&properties, &["complexity", "reasoning"])
+}
+
+fn sop_schema(candidates: &[String]) -> Value {
+    let mut choices: Vec<&str> = candidates.iter().map(String::as_str).collect();
+    choices.push(NO_SOP);
+    let mut properties = Map::new();
+    properties.insert("reasoning".into(), reasoning_schema());
+    properties.insert("sop".into(), json!({"enum": choices}));
+    object_schema(&properties, &["reasoning", "sop"])
+}
+
+/// The schema of `make_plan`: function steps drawn from the actions the space allows now,
+/// and requests to the peers.
+fn plan_schema(space: &ActionSpace, functions: &[&str], peers: &[String]) -> Value {
+    let mut variants: Vec<Value> = functions
+        .iter()
+        .map(|name| {
+            json!({
+                "type": "object",
+                "properties": {"tool": {"const": name}, "args": space.args_schema(name)},
+                "required": ["tool", "args"],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    if !peers.is_empty() {
+        variants.push(json!({
+            "type": "object",
+            "properties": {
+                "tool": {"const": COLLABORATE},
+                "args": {
+                    "type": "object",
+                    "properties": {
+                        "agent": {"enum": peers},
+                        "request": {"type": "string", "minLength": 1, "maxLength": REQUEST_MAX},
+                    },
+                    "required": ["agent", "request"],
+                    "additionalProperties": false,
+                },
+            },
+            "required": ["tool", "args"],
+            "additionalProperties": false,
+        }));
+    }
+    let mut properties = Map::new();
+    properties.insert("reasoning".into(), reasoning_schema());
+    properties.insert(
+        "steps".into(),
+        json!({"type": "array", "items": {"anyOf": variants}, "minItems": 1, "maxItems": MAX_STEPS}),
+    );
+    object_schema(&properties, &["reasoning", "steps"])
+}
+
+fn report_schema(may_complete: bool) -> Value {
+    let mut properties = Map::new();
+    properties.insert(
+        "answer".into(),
+        json!({"type": "string", "minLength": 1, "maxLength": ANSWER_MAX}),
+    );
+    let completed =
+        if may_complete { json!({"type": "boolean"}) } else { json!({"enum": [false]}) };
+    properties.insert("task_completed".into(), completed);
+    object_schema(&properties, &["answer", "task_completed"])
+}
+
+/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
+fn forced_arguments(
+    response: &Response,
+    mode: DecideMode,
+    tool: &str,
+) -> std::result::Result<Map<String, Value>, String> {
+    let value = if let Some(call) = response.tool_calls.first() {
+        if call.name != tool {
+            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
+        }
+        call.arguments.clone()
+    } else if let Some(bad) = response.invalid_tool_calls.first() {
+        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
+    } else if mode == DecideMode::Json {
+        serde_json::from_str(strip_fence(&response.text))
+            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
+    } else {
+        return Err(format!("expected a call to `{tool}`, got no tool call"));
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
+    }
+}
+
+/// An optional string field (`reasoning`).
+fn optional_text(
+    arguments: &mut Map<String, Value>,
+    key: &str,
+) -> std::result::Result<Option<String>, String> {
+    match arguments.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => {
+            Ok(Some(text.trim().to_owned()).filter(|text| !text.is_empty()))
+        }
+        Some(other) => Err(format!("`{key}` must be a string, got {other}")),
+    }
+}
+
+fn parse_judge(
+    response: &Response,
+    mode: DecideMode,
+) -> std::result::Result<(Complexity, Option<String>), String> {
+    let mut arguments = forced_arguments(response, mode, JUDGE_TOOL)?;
+    let reasoning = optional_text(&mut arguments, "reasoning")?;
+    let complexity = match arguments.remove("complexity") {
+        Some(Value::String(text)) if text == "simple" => Complexity::Simple,
+        Some(Value::String(text)) if text == "complex" => Complexity::Complex,
+        _ => return Err("`complexity` must be `simple` or `complex`".to_owned()),
+    };
+    Ok((complexity, reasoning))
+}
+
+fn parse_sop(
+    response: &Response,
+    mode: DecideMode,
+    candidates: &[String],
+) -> std::result::Result<(Option<String>, Option<String>), String> {
+    let mut arguments = forced_arguments(response, mode, SOP_TOOL)?;
+    let reasoning = optional_text(&mut arguments, "reasoning")?;
+    match arguments.remove("sop") {
+        Some(Value::String(name)) if name == NO_SOP => Ok((None, reasoning)),
+        Some(Value::String(name)) if candidates.contains(&name) => Ok((Some(name), reasoning)),
+        _ => Err(format!("`sop` must be one of {}, or `{NO_SOP}`", candidates.join(", "))),
+    }
+}
+
+fn parse_report(
+    response: &Response,
+    mode: DecideMode,
+) -> std::result::Result<(String, bool), String> {
+    let arguments = forced_arguments(response, mode, REPORT_TOOL)?;
+    let answer = arguments.get("answer").and_then(Value::as_str).unwrap_or_default().trim();
+    if answer.is_empty() {
+        return Err("`report` needs a non-empty `answer` for the user".to_owned());
+    }
+    let completed = match arguments.get("task_completed") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(done)) => *done,
+        Some(other) => return Err(format!("`task_completed` must be true or false, got {other}")),
+    };
+    Ok((answer.to_owned(), completed))
+}
+
+/// Reads `make_plan`: each function step is checked against the turn's action space, except
+/// that a skill selected by an earlier step may be used by later ones (the guardrails check
+/// those when they run).
+fn parse_plan(
+    response: &Response,
+    mode: DecideMode,
+    space: &ActionSpace,
+    peers: &[String],
+) -> std::result::Result<NewPlan, String> {
+    let mut arguments = forced_arguments(response, mode, PLAN_TOOL)?;
+    let reasoning = optional_text(&mut arguments, "reasoning")?;
+    let Some(Value::Array(steps)) = arguments.remove("steps") else {
+        return Err(format!("the plan needs `steps`: an array of 1-{MAX_STEPS} {{tool, args}}"));
+    };
+    if let Some(key) = arguments.keys().next() {
+        return Err(format!("unexpected field `{key}` in the plan"));
+    }
+    if steps.is_empty() {
+        return Err(format!("the plan has no steps; plan 1-{MAX_STEPS} steps"));
+    }
+    if steps.len() > MAX_STEPS {
+        return Err(format!("the plan has {} steps; at most {MAX_STEPS}", steps.len()));
+    }
+    let total = steps.len();
+    let functions = step_functions(space);
+    let mut selected_in_plan: Vec<String> = Vec::new();
+    let mut parsed = Vec::with_capacity(steps.len());
+    for (index, step) in steps.into_iter().enumerate() {
+        let number = index + 1;
+        let Value::Object(mut step) = step else {
+            return Err(format!("step {number} must be an object {{tool, args}}"));
+        };
+        let Some(Value::String(tool)) = step.remove("tool") else {
+            return Err(format!("step {number} needs `tool`: an action or {COLLABORATE}"));
+        };
+        let args = step
+            .remove("args")
+            .or_else(|| step.remove("arguments"))
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        if tool == COLLABORATE {
+            let Value::Object(args) = args else {
+                return Err(format!("step {number}: {COLLABORATE} takes {{agent, request}}"));
+            };
+            let agent = args.get("agent").and_then(Value::as_str).unwrap_or_default();
+            if !peers.iter().any(|peer| peer == agent) {
+                return Err(format!(
+                    "step {number}: `{agent}` is not an agent to ask; agents: {}",
+                    if peers.is_empty() { "none".to_owned() } else { peers.join(", ") }
+                ));
+            }
+            let request = args.get("request").and_then(Value::as_str).unwrap_or_default().trim();
+            if request.is_empty() || request.chars().count() > REQUEST_MAX {
+                return Err(format!(
+                    "step {number}: `request` must hold 1-{REQUEST_MAX} characters"
+                ));
+            }
+            parsed
+                .push(Step::Collaboration { agent: agent.to_owned(), request: request.to_owned() });
+            continue;
+        }
+        let action = action_from(&tool, args)
+            .map_err(|invalid| format!("step {number}: {}", invalid.message))?;
+        let later_use = match &action {
+            Action::LoadResource { skill, .. } | Action::RunScript { skill, .. } => {
+                selected_in_plan.contains(skill)
+            }
+            _ => false,
+        };
+        if !later_use {
+            if !functions.contains(&action.name()) {
+                return Err(format!(
+                    "step {number}: `{tool}` is not a step allowed now; allowed: {}",
+                    allowed_steps(&functions, peers)
+                ));
+            }
+            space.check(&action).map_err(|message| format!("step {number}: {message}"))?;
+        }
+        if let Action::SelectSkills { names } = &action {
+            selected_in_plan.extend(names.iter().cloned());
+        }
+        parsed.push(Step::Function(action));
+    }
+    // Small models fill a plan with copies of one step; a copy would only be refused or
+    // redo what its original did.
+    let mut steps: Vec<Step> = Vec::with_capacity(parsed.len());
+    for step in parsed {
+        if !steps.contains(&step) {
+            steps.push(step);
+        }
+    }
+    let repeats = total - steps.len();
+    Ok(NewPlan { reasoning, steps, repeats })
+}
+
+fn allowed_steps(functions: &[&str], peers: &[String]) -> String {
+    let mut names: Vec<&str> = functions.to_vec();
+    if !peers.is_empty() {
+        names.push(COLLABORATE);
+    }
+    names.join(", ")
+}
+
+/// The first line of every note: phase, budgets and the reasoning level.
+fn head_line(run: &Run, phase: &str) -> String {
+    let budgets = &run.config.budgets;
+    let counters = run.state.task_counters();
+    format!(
+        "SAFE {phase} · turn {} of {} · tool calls {}/{} · script runs {}/{}{}\n",
+        counters.turns + 1,
+        budgets.max_turns,
+        counters.tool_calls,
+        budgets.max_tool_calls,
+        counters.script_runs,
+        budgets.max_script_runs,
+        crate::reasoning::reasoning_signal(&run.state, &run.input_sizes)
+    )
+}
+
+fn judge_note(run: &Run) -> String {
+    let mut note = head_line(run, "judge");
+    super::push_notice(run, &mut note);
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    note.push_str(&format!(
+        "Call {JUDGE_TOOL}: complexity `simple` (one or two direct steps) or `complex` (several \
+         steps, a procedure to follow, or other agents' help), and reasoning (one sentence)."
+    ));
+    note
+}
+
+fn sop_note(run: &Run, candidates: &[String]) -> String {
+    let mut note = head_line(run, "SOP lookup");
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    note.push_str("Workflow skills (standard operating procedures) that match the task:\n");
+    for name in candidates {
+        let description = run.state.skill(name).map(|entry| entry.description.as_str());
+        note.push_str(&format!(
+            "- {name}: {}\n",
+            description.unwrap_or_default().replace('\n', " ")
+        ));
+    }
+    note.push_str(&format!(
+        "Call {SOP_TOOL} with the SOP whose steps fit the task (its instructions are loaded for \
+         planning), or `{NO_SOP}` if none fits."
+    ));
+    note
+}
+
+fn plan_note(run: &Run, safe: &SafeState, space: &ActionSpace) -> String {
+    let mut note = head_line(run, &format!("plan {}", safe.cycle + 1));
+    super::push_notice(run, &mut note);
+    if let Some(plan) = &run.state.plan {
+        note.push_str("Last plan:\n");
+        note.push_str(&plan.render());
+    }
+    note.push_str(&skills_lines(run));
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    let complexity = safe.complexity.unwrap_or(Complexity::Complex).as_str();
+    match &safe.sop {
+        Some(sop) => note.push_str(&format!(
+            "Complexity: {complexity}. SOP: `{sop}` — its instructions are above; plan by its steps.\n"
+        )),
+        None => note.push_str(&format!("Complexity: {complexity}. No SOP.\n")),
+    }
+    let functions = step_functions(space);
+    note.push_str(&format!(
+        "Actions a step may be now: {}",
+        if functions.is_empty() { "none".to_owned() } else { functions.join(", ") }
+    ));
+    if let Some(why) = &space.note {
+        note.push_str(&format!(" ({why})"));
+    }
+    note.push_str(".\n");
+    if !safe.peers.is_empty() {
+        note.push_str(&format!("Agents {COLLABORATE} may ask ({{agent, request}}):\n"));
+        for peer in &safe.peers {
+            note.push_str(&format!("- {}: {}\n", peer.id, peer.role.replace('\n', " ")));
+        }
+    }
+    note.push_str(&format!(
+        "Call {PLAN_TOOL} with 1-{MAX_STEPS} steps {{tool, args}} that run in order; a failing \
+         step stops the plan. A skill must be selected before its files or scripts are used."
+    ));
+    note
+}
+
+fn report_note(run: &Run, safe: &SafeState, stopped: Option<&str>, failed_step: bool) -> String {
+    let mut note = head_line(run, &format!("report {}", safe.cycle));
+    if let Some(plan) = &run.state.plan {
+        note.push_str("Plan:\n");
+        note.push_str(&plan.render());
+    }
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    if let Some(reason) = stopped {
+        note.push_str(&format!("The run stops after this report: {reason}.\n"));
+    }
+    if failed_step
+        && let Some(step) =
+            safe.internal_plan.iter().find(|step| step.status == StepStatus::Skipped)
+    {
+        note.push_str(&format!(
+            "The plan stopped at {} ({}): it failed, see its observation above.\n",
+            step.id,
+            step.step.title()
+        ));
+    }
+    note.push_str(&format!(
+        "Call {REPORT_TOOL}: answer (what the user reads: results and facts from the \
+         observations above, never invented ones) and task_completed (true only when the \
+         observations hold the result; false to plan the next steps, saying in answer what is \
+         still missing)."
+    ));
+    note
+}
