@@ -234,6 +234,7 @@ fn validate_config(config: &AgentConfig) -> Result<()> {
             crate::strategy::STRATEGIES.join(", ")
         )));
     }
+    crate::strategy::check_safe_config(&config.safe).map_err(Error::Config)?;
     let budgets = &config.budgets;
     if budgets.max_turns == 0 || budgets.max_context_chars == 0 {
         return Err(Error::Config("max_turns and max_context_chars must be at least 1".to_owned()));
@@ -294,10 +295,26 @@ fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> St
          - select_skills: load the instructions of a skill from the catalog (do this before using its files)\n\
          - load_resource: read a file of a selected skill\n\
          - run_script: run a script of a selected skill; its output comes back as the observation\n\
-         - recall_observation: show again an observation that was shortened\n\
-         - final_answer: answer the user and end the run\n\
-         Use facts from observations, never invented ones. Say in `thought` why you take the \
-         action. As soon as you know the answer, give final_answer.\n",
+         - recall_observation: show again an observation that was shortened\n",
+    );
+    if config.guard.builtin_tools {
+        text.push_str(
+            "- todo, schedule: the user's to-do list and schedule (`list`, `add …`, `done N`, `remove N`)\n",
+        );
+    }
+    if config.guard.ask_user {
+        text.push_str(
+            "- ask_user: ask the user one question, only when the task cannot go on without it\n",
+        );
+    }
+    // Think-Act (seed 000): the core principle, graded by the note's `reasoning=` level.
+    text.push_str(
+        "- final_answer: answer the user and end the run\n\
+         Use facts from observations, never invented ones. Before every action, say in \
+         `thought` what the last observation showed and what you do now and why (thinking \
+         counts); never act silently. The note's reasoning= says how much: lightweight one \
+         short clause, standard one sentence each, complete also the plan step it serves. As \
+         soon as you know the answer, give final_answer.\n",
     );
     if config.strategy == crate::strategy::PLAN_EXECUTE_THINK {
         text.push_str(
@@ -307,6 +324,18 @@ fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> St
              think says what they showed, gives user_summary (what the user reads) and \
              task_completed.\n",
         );
+    } else if config.strategy == crate::strategy::PLAN_THOUGHT_REPLAN {
+        text.push_str(
+            "This run works in three calls instead: plan (once per task) lists the steps as \
+             short sentences; then, for the current step, thought says continue (with \
+             next_action {\"tool\", \"args\"}: one of the actions above except final_answer, \
+             or todo / schedule, the user's to-do list and schedule), ask_user (if offered: a \
+             question) or done (the step is finished; response: its result); after each \
+             finished step replan gives the steps still to do (replanned) or ends the task \
+             with response, the final answer for the user (done).\n",
+        );
+    } else if config.strategy == crate::strategy::SAFE {
+        text.push_str(crate::strategy::SAFE_PROTOCOL);
     } else if config.decide == DecideMode::Json {
         text.push_str(
             "Reply with one JSON object: {\"thought\": \"<one sentence>\", \"action\": \

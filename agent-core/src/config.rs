@@ -170,6 +170,50 @@ impl Default for ScriptSettings {
     }
 }
 
+/// Another agent of a `safe` run, which plan steps may ask for help (`request_collaboration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerAgent {
+    /// Its id on the bus (lowercase letters, digits, `-`, `_`; not `main`, which is the
+    /// requester).
+    pub id: String,
+    /// What it is good at: its system prompt, and what the planner reads about it.
+    pub role: String,
+}
+
+/// Settings of the `safe` strategy (seed 004).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SafeConfig {
+    /// The peer agents on the run's bus (none: plans have function steps only).
+    pub peers: Vec<PeerAgent>,
+    /// How long a requester waits for a collaboration response, in milliseconds; the peer's
+    /// model call is cut at that deadline and the step fails `timeout`.
+    pub collaboration_timeout_ms: u64,
+    /// Skills that are SOPs besides those whose name or description says so (`workflow`,
+    /// `sop`, `procedure`, `runbook`, `playbook`, `checklist`).
+    pub sop_skills: Vec<String>,
+    /// SOP candidates offered to the model at most (best description match first).
+    pub max_sop_candidates: usize,
+}
+
+impl Default for SafeConfig {
+    fn default() -> SafeConfig {
+        SafeConfig {
+            peers: Vec::new(),
+            collaboration_timeout_ms: 120_000,
+            sop_skills: Vec::new(),
+            max_sop_candidates: 3,
+        }
+    }
+}
+
+impl SafeConfig {
+    fn is_default(&self) -> bool {
+        *self == SafeConfig::default()
+    }
+}
+
 /// Everything that decides how a run behaves; recorded in `run_started`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -188,6 +232,10 @@ pub struct AgentConfig {
     pub context: ContextConfig,
     /// Script execution.
     pub scripts: ScriptSettings,
+    /// The `safe` strategy: peer agents, collaboration timeout, SOPs (left out of
+    /// `run_started` when it has its defaults).
+    #[serde(skip_serializing_if = "SafeConfig::is_default")]
+    pub safe: SafeConfig,
 }
 
 impl Default for AgentConfig {
@@ -200,6 +248,7 @@ impl Default for AgentConfig {
             guard: GuardConfig::default(),
             context: ContextConfig::default(),
             scripts: ScriptSettings::default(),
+            safe: SafeConfig::default(),
         }
     }
 }

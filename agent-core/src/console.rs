@@ -56,6 +56,20 @@ impl ConsoleSink {
 
     /// The lines for one event (empty for events the console does not show).
     pub fn render(&self, event: &Event) -> String {
+        let mut lines = self.render_kind(event);
+        // A strategy's progress line (seed 001 §7), wherever an event carries one.
+        let progress = event
+            .data
+            .get("progress")
+            .or_else(|| event.data.pointer("/step/progress"))
+            .and_then(Value::as_str);
+        if let Some(progress) = progress {
+            lines.push_str(&format!("  {} {progress}\n", self.paint("36", "·")));
+        }
+        lines
+    }
+
+    fn render_kind(&self, event: &Event) -> String {
         let data = &event.data;
         let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
         match event.kind {

@@ -64,6 +64,10 @@ pub enum EventKind {
     PlanCreated,
     /// `{plan, update?, unknown_ids?}`.
     PlanUpdated,
+    /// `{status: "continue"|"ask_user"|"done", current_step, plan_item: [i, n]|null, action?,
+    /// question?, response?, progress}`: a valid `thought` of a `plan-thought-replan` run (its
+    /// `plan_created`/`plan_updated` add `items` and `progress`, its `turn_started` a `step`).
+    ThoughtDecided,
     /// `{call_id, argv, reason}`.
     ApprovalRequired,
     /// `{call_id}`.
@@ -81,6 +85,18 @@ pub enum EventKind {
     UserInput,
     /// `{command, tool, status, output}`: a slash command, run without a model call.
     CommandExecuted,
+    /// `{agent, id, to, request, timeout_ms}`: an agent of a `safe` run put a collaboration
+    /// request on the bus (`agent` is the requester, `main` for the run's own agent).
+    CollaborationRequested,
+    /// `{agent, id, from, request}`: the peer `agent` took request `id` from its inbox.
+    CollaborationReceived,
+    /// `{agent, id, to, ok, response}`: the peer `agent` put its response to `id` on the bus.
+    CollaborationResponded,
+    /// `{agent, id, to, timeout_ms}`: the requester `agent` stopped waiting for `id`.
+    CollaborationTimedOut,
+    /// `{agent, id, from, reason: "late"|"unknown", response}`: the requester `agent`
+    /// discarded a response it no longer waits for (never applied).
+    CollaborationDropped,
 }
 
 impl EventKind {
@@ -99,6 +115,7 @@ impl EventKind {
             EventKind::ObservationRecorded => "observation_recorded",
             EventKind::PlanCreated => "plan_created",
             EventKind::PlanUpdated => "plan_updated",
+            EventKind::ThoughtDecided => "thought_decided",
             EventKind::ApprovalRequired => "approval_required",
             EventKind::ApprovalGranted => "approval_granted",
             EventKind::ApprovalDenied => "approval_denied",
@@ -107,6 +124,11 @@ impl EventKind {
             EventKind::InputRequested => "input_requested",
             EventKind::UserInput => "user_input",
             EventKind::CommandExecuted => "command_executed",
+            EventKind::CollaborationRequested => "collaboration_requested",
+            EventKind::CollaborationReceived => "collaboration_received",
+            EventKind::CollaborationResponded => "collaboration_responded",
+            EventKind::CollaborationTimedOut => "collaboration_timed_out",
+            EventKind::CollaborationDropped => "collaboration_dropped",
         }
     }
 }

@@ -39,7 +39,7 @@ fn words(text: &str) -> Vec<String> {
 }
 
 /// Catalog names with their word overlap with the task, best first (stable).
-fn scored_skills(state: &RunState) -> Vec<(usize, String)> {
+pub(crate) fn scored_skills(state: &RunState) -> Vec<(usize, String)> {
     let task: std::collections::HashSet<String> = words(&state.task).into_iter().collect();
     let mut scored: Vec<(usize, usize, &str)> = state
         .catalog

@@ -97,8 +97,8 @@ pub use agent::{Agent, AgentBuilder, RunResult, RunUsage};
 pub use budget::Outcome;
 pub use builtin::{STORE_PATH, parse_slash};
 pub use config::{
-    AgentConfig, Budgets, ContextConfig, DecideMode, GuardConfig, ModelSettings, RetryCaps,
-    ScriptSettings,
+    AgentConfig, Budgets, ContextConfig, DecideMode, GuardConfig, ModelSettings, PeerAgent,
+    RetryCaps, SafeConfig, ScriptSettings,
 };
 pub use console::{ConsoleOptions, ConsoleSink};
 pub use error::{Error, Result};

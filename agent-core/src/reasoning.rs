@@ -23,6 +23,14 @@ use serde::{Deserialize, Serialize};
 use crate::action::Action;
 use crate::state::{ObservationStatus, RunState};
 
+/// The sub-agent protocol (seed 000 §2.3.2, in our words): what an agent working for another
+/// agent is told about reasoning and reporting.
+pub(crate) const SUBAGENT_PROTOCOL: &str = "Reasoning and reporting: before any tool call, say \
+in one sentence what you know from the last result and in one sentence which call you make and \
+why; never call silently, and keep it short. When done, report in plain words what you did, \
+the key result and the files or data involved; when you fail, say what went wrong, the likely \
+cause and which steps were done.";
+
 /// Per-run reasoning counters, reported in the run result and in `run_finished`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ReasoningMetrics {

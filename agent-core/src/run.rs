@@ -595,9 +595,9 @@ impl Run {
             if let Answer::Response(response) =
                 self.call_model("degraded_answer", request, None).await?
             {
-                let text = response.text.trim();
+                let text = unwrap_document(response.text.trim());
                 if !text.is_empty() && response.tool_calls.is_empty() {
-                    return Ok(Ending { outcome, final_text: text.to_owned() });
+                    return Ok(Ending { outcome, final_text: text });
                 }
             }
         }
@@ -632,6 +632,26 @@ impl Run {
 }
 
 /// Redacts the model's text, thinking and tool-call arguments where they enter the run.
+/// A plain-text answer that a small model wrote as a JSON document anyway (the transcript is
+/// full of them): its longest string value, the text it meant. Other text is kept as it is.
+fn unwrap_document(text: &str) -> String {
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(crate::action::strip_fence(text))
+    else {
+        return text.to_owned();
+    };
+    fn longest<'a>(value: &'a Value, best: &mut &'a str) {
+        match value {
+            Value::String(text) if text.trim().len() > best.len() => *best = text.trim(),
+            Value::Object(map) => map.values().for_each(|value| longest(value, best)),
+            Value::Array(items) => items.iter().for_each(|value| longest(value, best)),
+            _ => {}
+        }
+    }
+    let mut best = "";
+    map.values().for_each(|value| longest(value, &mut best));
+    if best.is_empty() { text.to_owned() } else { best.to_owned() }
+}
+
 fn redact_response(bus: &EventBus, response: &mut Response) {
     let redactor = bus.redactor();
     if redactor.is_empty() {
@@ -819,5 +839,27 @@ impl Watcher {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unwrap_document;
+
+    #[test]
+    fn a_degraded_answer_written_as_json_is_unwrapped() {
+        assert_eq!(
+            unwrap_document("{\n  \"done\": \"The total is 1705.47.\"\n}"),
+            "The total is 1705.47."
+        );
+        assert_eq!(
+            unwrap_document(
+                "```json\n{\"thought\": \"stop\", \"action\": {\"type\": \"final_answer\", \"args\": {\"content\": \"Done so far: the sum is 3.\"}}}\n```"
+            ),
+            "Done so far: the sum is 3."
+        );
+        for kept in ["Plain text.", "[1, 2]", "{\"n\": 3}", "{broken"] {
+            assert_eq!(unwrap_document(kept), kept);
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! The bundled example task (`examples/task/TASK.md`) run by the built binary on the embedded
 //! local model, with the bundled skills and real scripts in the sandbox: the run completes with
 //! the expected answer, leaves a well-formed `events.jsonl`, and `replay --check` reproduces it.
-//! The `plan-execute-think` strategy runs the same task too (its structure is checked, not its
-//! answer).
+//! The other strategies (`plan-execute-think`, `plan-thought-replan`, `safe`) run the same task
+//! too (their structure is checked, not their answer).
 //!
 //! Needs the model: runs when `SKILLS_AGENT_LOCAL_RUN=1` (CI starts the 1.5B model first with
 //! `cargo xtask local-llm start --size 1.5b`; the binary would start it itself, but installing
@@ -108,8 +108,10 @@ fn example_workspace(dir: &Path) -> PathBuf {
     workspace
 }
 
-#[test]
-fn the_plan_execute_think_strategy_completes_a_run_on_the_local_model() {
+/// Runs the example task with `strategy` and checks the structure, not the wording: it ends
+/// (answered or degraded) with a text for the user, after model calls, with a well-formed
+/// record that replays exactly.
+fn strategy_completes_a_run(strategy: &str) {
     if std::env::var_os("SKILLS_AGENT_LOCAL_RUN").is_none() {
         eprintln!("skipping: SKILLS_AGENT_LOCAL_RUN is not set");
         return;
@@ -123,7 +125,7 @@ fn the_plan_execute_think_strategy_completes_a_run_on_the_local_model() {
         "--model",
         "local",
         "--strategy",
-        "plan-execute-think",
+        strategy,
         "--json",
         "--skills",
         skills.to_str().unwrap(),
@@ -135,10 +137,25 @@ fn the_plan_execute_think_strategy_completes_a_run_on_the_local_model() {
     eprintln!("{stderr}");
     let result: Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|error| panic!("no JSON result ({error}); stderr:\n{stderr}"));
-    eprintln!("result: {result}");
-    // Structure, not wording: it ends (answered or degraded) with a text for the user.
+    eprintln!("{strategy} result: {result}");
     assert!(matches!(output.status.code(), Some(0 | 3)), "{result}");
     assert!(!result["final_text"].as_str().unwrap().trim().is_empty(), "{result}");
     assert!(result["model_calls"].as_u64().unwrap() >= 2, "{result}");
+    assert!(result["reasoning_metrics"]["silent_call_rate"].is_number(), "{result}");
     well_formed_and_replayed(&result);
+}
+
+#[test]
+fn the_plan_execute_think_strategy_completes_a_run_on_the_local_model() {
+    strategy_completes_a_run("plan-execute-think");
+}
+
+#[test]
+fn the_plan_thought_replan_strategy_completes_a_run_on_the_local_model() {
+    strategy_completes_a_run("plan-thought-replan");
+}
+
+#[test]
+fn the_safe_strategy_completes_a_run_on_the_local_model() {
+    strategy_completes_a_run("safe");
 }

@@ -7,9 +7,15 @@
 //! - `react` (seed 002, the default): one Decide per turn, see [`react`].
 //! - `plan-execute-think` (seed 003): rounds of a forced plan call, a batch of actions, and a
 //!   forced think call, see [`plan_execute_think`].
+//! - `plan-thought-replan` (seed 001): plan once per task, thought → act → observe per plan
+//!   item, a replan after each item and after a clarification, see [`plan_thought_replan`].
+//! - `safe` (seed 004): complexity judgement, SOP lookup, a plan of function calls and
+//!   collaboration requests to peer agents on an in-process bus, a report; see [`safe`].
 
 mod plan_execute_think;
+mod plan_thought_replan;
 mod react;
+mod safe;
 
 use serde_json::json;
 
@@ -25,16 +31,26 @@ use crate::run::{Answer, Ending, Run};
 use crate::state::ObservationStatus;
 
 /// The names of the strategies this build knows (`AgentConfig::strategy`).
-pub const STRATEGIES: &[&str] = &["react", PLAN_EXECUTE_THINK];
+pub const STRATEGIES: &[&str] = &["react", PLAN_EXECUTE_THINK, PLAN_THOUGHT_REPLAN, SAFE];
 
 /// The name of the `plan-execute-think` strategy.
 pub(crate) const PLAN_EXECUTE_THINK: &str = plan_execute_think::NAME;
+
+/// The name of the `plan-thought-replan` strategy.
+pub(crate) const PLAN_THOUGHT_REPLAN: &str = plan_thought_replan::NAME;
+
+/// The name of the `safe` strategy.
+pub(crate) const SAFE: &str = safe::NAME;
+
+pub(crate) use safe::{PROTOCOL as SAFE_PROTOCOL, check_config as check_safe_config};
 
 /// Runs `run` to its end with the strategy its configuration names (validated by the agent
 /// builder; an unknown name runs `react`).
 pub(crate) async fn drive(run: &mut Run) -> Result<Ending> {
     match run.config.strategy.as_str() {
         plan_execute_think::NAME => plan_execute_think::drive(run).await,
+        plan_thought_replan::NAME => plan_thought_replan::drive(run).await,
+        safe::NAME => safe::drive(run).await,
         _ => react::drive(run).await,
     }
 }

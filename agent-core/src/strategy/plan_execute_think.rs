@@ -648,7 +648,7 @@ fn may_complete(run: &Run) -> bool {
     }
     let only_selected =
         batch.all(|record| matches!(record.action, Some(Action::SelectSkills { .. })));
-    !(only_selected && !unrun_scripts(run).is_empty())
+    !only_selected || unrun_scripts(run).is_empty()
 }
 
 fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {

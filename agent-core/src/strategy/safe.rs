@@ -1097,8 +1097,10 @@ fn peer_system(peer: &PeerState) -> String {
     format!(
         "You are agent `{}` in a team of agents working for a user. Your role: {}\nOther agents \
          send you requests. Answer the latest request directly in plain text, briefly, with \
-         facts and results only. You cannot run tools or scripts.",
-        peer.id, peer.role
+         facts and results only. You cannot run tools or scripts.\n{}",
+        peer.id,
+        peer.role,
+        crate::reasoning::SUBAGENT_PROTOCOL
     )
 }
 
