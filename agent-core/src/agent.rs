@@ -23,7 +23,7 @@ use crate::event::{EventBus, EventKind, EventSink, JsonlSink};
 use crate::exec::{Executor, LiveTools};
 use crate::reasoning::ReasoningMetrics;
 use crate::replay::Recording;
-use crate::run::{Ending, InputKind, ModelSource, RecordedEnding, Run};
+use crate::run::{Ending, InputKind, ModelSource, RecordedDeadline, RecordedEnding, Run};
 use crate::rundir::{Redactor, RunDir, new_run_id};
 use crate::state::{Counters, RunState, SkillEntry};
 
@@ -408,6 +408,8 @@ pub(crate) struct RunParts {
     /// Re-running a record: how each of its finished pieces of work ended (`run_finished`),
     /// in order; the pieces after them run live.
     pub(crate) endings: VecDeque<RecordedEnding>,
+    /// Re-running a record: the time limits it recorded as passed, in order.
+    pub(crate) deadlines: VecDeque<RecordedDeadline>,
 }
 
 /// An input after a run's first task: recorded (a re-run: the file sizes the record measured)
@@ -420,7 +422,7 @@ pub(crate) struct UserInput {
 
 /// Builds a run from its recorded start; shared by `run`, `resume` and replay.
 pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
-    let RunParts { bus, model, executor, run_dir, cancel, endings } = parts;
+    let RunParts { bus, model, executor, run_dir, cancel, endings, deadlines } = parts;
     let system = system_prompt(&start.config, &start.catalog, &start.task);
     Run {
         config: start.config.clone(),
@@ -440,6 +442,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
             task_base: Counters::default(),
         },
         endings,
+        deadlines,
         input: InputKind::Task,
         pending_call: None,
         context: Context::new(system, start.task.clone()),
@@ -696,6 +699,7 @@ impl Agent {
             run_dir,
             cancel: self.cancel.clone(),
             endings: VecDeque::new(),
+            deadlines: VecDeque::new(),
         };
         let mut run = new_run(&run_id, &start, parts);
         finish_run(&mut run, &start, VecDeque::new()).await
@@ -784,6 +788,7 @@ impl Agent {
             run_dir: Some(directory),
             cancel: self.cancel.clone(),
             endings: recording.endings.clone().into(),
+            deadlines: recording.deadlines.clone().into(),
         };
         let mut inputs: VecDeque<UserInput> = recording.inputs.clone().into();
         if let Some(text) = input {

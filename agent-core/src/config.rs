@@ -18,6 +18,10 @@ pub struct Budgets {
     pub max_context_chars: usize,
     /// Wall-clock limit of the run in milliseconds (`None`: no limit). Not applied on replay.
     pub max_duration_ms: Option<u64>,
+    /// `plan-execute-think`: a round's batch that has run this long (from its first step)
+    /// stops before its next step and the round goes to think (seed 003: 60 s). `None`: no
+    /// limit. On replay the record says where a round stopped.
+    pub round_timeout_ms: Option<u64>,
 }
 
 impl Default for Budgets {
@@ -28,6 +32,7 @@ impl Default for Budgets {
             max_script_runs: 6,
             max_context_chars: 48_000,
             max_duration_ms: Some(15 * 60 * 1000),
+            round_timeout_ms: Some(60_000),
         }
     }
 }

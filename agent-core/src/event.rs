@@ -78,6 +78,9 @@ pub enum EventKind {
     Compaction,
     /// `{text}`: final-answer text as it streams in.
     AssistantDelta,
+    /// `{what, step, limit_ms}`: a time limit inside a turn passed (`what: "round"`: a
+    /// plan-execute-think batch stops before `step`, counted from 0).
+    DeadlinePassed,
     /// `{question}`: the run asks the user and ends this input's work `needs_input`.
     InputRequested,
     /// `{text, kind: "answer"|"task"|"command"}`: the user's next input to a finished run
@@ -121,6 +124,7 @@ impl EventKind {
             EventKind::ApprovalDenied => "approval_denied",
             EventKind::Compaction => "compaction",
             EventKind::AssistantDelta => "assistant_delta",
+            EventKind::DeadlinePassed => "deadline_passed",
             EventKind::InputRequested => "input_requested",
             EventKind::UserInput => "user_input",
             EventKind::CommandExecuted => "command_executed",

@@ -16,7 +16,7 @@ use crate::agent::{RunParts, RunStart, UserInput, finish_run, new_run};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBus, EventKind, EventSink, MemorySink, comparable};
 use crate::exec::{Execution, Executor, RecordedExecution};
-use crate::run::{ModelSource, RecordedCall, RecordedEnding};
+use crate::run::{ModelSource, RecordedCall, RecordedDeadline, RecordedEnding};
 use crate::rundir::{Redactor, RunDir, StoredText};
 use crate::state::ObservationStatus;
 
@@ -99,6 +99,8 @@ pub(crate) struct Recording {
     pub(crate) inputs: Vec<UserInput>,
     /// The outputs of slash commands (`command_executed`), in order.
     pub(crate) commands: Vec<Execution>,
+    /// The time limits passed (`deadline_passed`), in order.
+    pub(crate) deadlines: Vec<RecordedDeadline>,
     pub(crate) last_seq: u64,
     valid_bytes: u64,
 }
@@ -139,8 +141,14 @@ impl Recording {
         let mut endings = Vec::new();
         let mut inputs = Vec::new();
         let mut commands = Vec::new();
+        let mut deadlines = Vec::new();
         for event in &events {
             match event.kind {
+                EventKind::DeadlinePassed => deadlines.push(RecordedDeadline {
+                    turn: event.turn,
+                    what: field(event, "what").as_str().unwrap_or_default().to_owned(),
+                    step: field(event, "step").as_u64().unwrap_or(0),
+                }),
                 EventKind::RunFinished => endings.push(RecordedEnding {
                     outcome: serde_json::from_value(field(event, "outcome").clone())
                         .map_err(|error| bad(format!("seq {}: bad outcome: {error}", event.seq)))?,
@@ -257,6 +265,7 @@ impl Recording {
             endings,
             inputs,
             commands,
+            deadlines,
             last_seq,
             valid_bytes,
         })
@@ -563,6 +572,7 @@ pub async fn replay_check(run_dir: &Path) -> Result<ReplayReport> {
         run_dir: None,
         cancel: CancellationToken::new(),
         endings: recording.endings.clone().into(),
+        deadlines: recording.deadlines.clone().into(),
     };
     let mut run = new_run(&recording.run_id, &recording.start, parts);
     let outcome = finish_run(&mut run, &recording.start, recording.inputs.clone().into()).await;

@@ -53,6 +53,15 @@ pub(crate) struct RecordedEnding {
     pub(crate) turns: u32,
 }
 
+/// A time limit a record shows passed (`deadline_passed`): where, so that a re-run stops at
+/// the same place whatever its own clock says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RecordedDeadline {
+    pub(crate) turn: u32,
+    pub(crate) what: String,
+    pub(crate) step: u64,
+}
+
 /// How a run ended, before `run_finished` is written.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Ending {
@@ -86,6 +95,8 @@ pub(crate) struct Run {
     pub(crate) replaying: Option<RecordedEnding>,
     /// Re-running a record: how its later finished pieces of work ended, in order.
     pub(crate) endings: VecDeque<RecordedEnding>,
+    /// Re-running a record: the time limits it shows passed, in order.
+    pub(crate) deadlines: VecDeque<RecordedDeadline>,
     pub(crate) failures: guard::FailureTracker,
     pub(crate) next_observation: u32,
     /// Texts of observations by id (full text), for `recall_observation`.
@@ -602,6 +613,37 @@ impl Run {
             }
         }
         Ok(Ending { outcome, final_text: guard::fallback_answer(&self.state, reason) })
+    }
+
+    /// Whether the time limit `what` (`limit_ms` from `since`) has passed before `step` of this
+    /// turn; when it has, `deadline_passed` records it. Re-running a record (replay, or resume
+    /// catching up), the record decides, not the clock.
+    pub(crate) fn deadline_passed(
+        &mut self,
+        what: &str,
+        step: u64,
+        since: Instant,
+        limit_ms: u64,
+    ) -> Result<bool> {
+        let turn = self.state.counters.turns;
+        let passed = if self.replaying.is_some() || self.bus.catching_up() {
+            let here = self.deadlines.front().is_some_and(|deadline| {
+                deadline.turn == turn && deadline.what == what && deadline.step == step
+            });
+            if here {
+                self.deadlines.pop_front();
+            }
+            here
+        } else {
+            since.elapsed().as_millis() >= u128::from(limit_ms)
+        };
+        if passed {
+            self.emit(
+                EventKind::DeadlinePassed,
+                json!({"what": what, "step": step, "limit_ms": limit_ms}),
+            )?;
+        }
+        Ok(passed)
     }
 
     /// Ends this piece of work with a question for the user: `input_requested`, the question

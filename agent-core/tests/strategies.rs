@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         a_failing_step_ends_the_batch_and_think_follows,
         a_plan_of_more_than_eight_steps_is_rejected_and_counted,
         a_round_that_only_selected_skills_with_scripts_cannot_complete,
+        a_round_past_its_time_limit_goes_to_think,
         the_round_limit_answers_with_the_last_user_summary,
         without_a_summary_one_forced_call_answers_then_a_deterministic_text,
         json_mode_asks_for_one_document_under_each_phase_schema,
@@ -415,6 +416,34 @@ async fn a_round_that_only_selected_skills_with_scripts_cannot_complete() -> any
     // Once a script ran, it may.
     let second = &requests[3].tools[0].parameters["properties"]["task_completed"];
     assert_eq!(second, &json!({"type": "boolean"}));
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn a_round_past_its_time_limit_goes_to_think() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let mut config = config();
+    config.budgets.round_timeout_ms = Some(100);
+    let model = Arc::new(MockModel::new(vec![
+        plan(Some("simple"), &[select_step()]),
+        think("Selected.", false),
+        // The first step alone outlasts the limit: the second never starts.
+        plan(None, &[script_step("sleep", &["0.4"]), script_step("log", &["late"])]),
+        think("Waited; the logging did not run.", true),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config), TASK).await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(fixture.workspace_text("log.txt"), "");
+    assert_eq!(
+        ran.data(EventKind::DeadlinePassed),
+        [&json!({"what": "round", "step": 1, "limit_ms": 100})]
+    );
+    let last = *ran.data(EventKind::PlanUpdated).last().unwrap();
+    assert_eq!((last["ran"].clone(), last["not_run"].clone()), (json!(1), json!(1)));
+    let note = common::request_text(&model.requests()[3]);
+    assert!(note.contains("time limit (100 ms) passed"), "{note}");
+    // Replay runs no script and takes no time: the record says where the round stopped.
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())

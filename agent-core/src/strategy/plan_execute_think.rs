@@ -94,6 +94,9 @@ struct RoundState {
     rejected_plans: u32,
     /// The last think's `user_summary`: the answer when the run ends without completion.
     last_user_summary: Option<String>,
+    /// The current round's batch stopped at the round time limit.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    timed_out: bool,
 }
 
 impl RoundState {
@@ -127,6 +130,7 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
         max_rounds: Complexity::Medium.max_rounds(),
         rejected_plans: 0,
         last_user_summary: None,
+        timed_out: false,
     };
     loop {
         if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
@@ -208,7 +212,7 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
                                 });
                             }
                             save(run, &rounds);
-                            match execute(run, &rounds, &plan).await? {
+                            match execute(run, &mut rounds, &plan).await? {
                                 Batch::Done => {}
                                 Batch::Stopped(outcome, reason) => stop = Some((outcome, reason)),
                                 Batch::Cancelled => {
@@ -315,7 +319,7 @@ enum Batch {
 
 /// Runs the plan's steps in order; the plan (one step per action) is recorded with
 /// `plan_created`/`plan_updated` before and after.
-async fn execute(run: &mut Run, rounds: &RoundState, plan: &RoundPlan) -> Result<Batch> {
+async fn execute(run: &mut Run, rounds: &mut RoundState, plan: &RoundPlan) -> Result<Batch> {
     let mut steps: Vec<PlanStep> = plan
         .steps
         .iter()
@@ -334,7 +338,17 @@ async fn execute(run: &mut Run, rounds: &RoundState, plan: &RoundPlan) -> Result
     run.emit(kind, json!({"plan": current, "round": rounds.round}))?;
     let mut batch = Batch::Done;
     let mut ran = 0;
+    let started = std::time::Instant::now();
+    rounds.timed_out = false;
     for (index, action) in plan.steps.iter().enumerate() {
+        // Seed 003's round timeout: a batch that has run too long goes to think.
+        if index > 0
+            && let Some(limit) = run.config.budgets.round_timeout_ms
+            && run.deadline_passed("round", index as u64, started, limit)?
+        {
+            rounds.timed_out = true;
+            break;
+        }
         if run.state.task_counters().tool_calls >= run.config.budgets.max_tool_calls {
             batch = Batch::Stopped(
                 Outcome::MaxToolCalls,
@@ -599,6 +613,12 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
     note.push_str(&format!("Task: {}\n", run.state.task));
     if let Some(reason) = stopped {
         note.push_str(&format!("The run stops after this think: {reason}.\n"));
+    }
+    if rounds.timed_out {
+        note.push_str(&format!(
+            "The round's time limit ({} ms) passed: the rest of the batch did not run.\n",
+            run.config.budgets.round_timeout_ms.unwrap_or_default()
+        ));
     }
     let unrun = unrun_scripts(run);
     if !unrun.is_empty() {
