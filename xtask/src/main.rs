@@ -5,12 +5,19 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  bench --trajectories FILE [--format openai-chat]
+                                score other agents' recorded runs (OpenAI chat messages): one JSON
+                                line with the silent-call rate, reasoned calls, success rate
   tidy                          check dependency direction and `//!` file headers across the workspace
   local-llm start|stop|status [--size 0.5b|1.5b]
                                 run a real local model (llama.cpp + Qwen2.5-Coder, default 0.5B) on
                                 127.0.0.1; `start` prints its URL for SKILLS_AGENT_LLM_URL";
 
 fn main() -> ExitCode {
+    // The bench runs scripts through the sandbox with this binary as the helper.
+    if let Some(code) = bench::run_sandbox_helper_if_requested() {
+        return code;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("tidy") => {
@@ -32,6 +39,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("bench") => match xtask::bench::run(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("bench: {error:#}");
+                ExitCode::FAILURE
+            }
+        },
         Some("local-llm") => match xtask::local_llm::run(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

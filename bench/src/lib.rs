@@ -1,0 +1,45 @@
+//! The skills-agent bench: how well agents reason and how much they spend, strategy by
+//! strategy, and the reasoning quality of other agents' recorded runs.
+//!
+//! # Design
+//!
+//! Two inputs, one rule. *Scenarios* run the real agent (`agent-core`: the bundled skills, the
+//! sandbox, budgets, guardrails) on scripted models, one script per strategy, each run writing
+//! its own run directory; a run is scored from its `events.jsonl` alone, with the code
+//! `skills-agent replay --check` uses ([`agent_core::read_events`], [`agent_core::compliance`],
+//! [`agent_core::replay_check`]), so a scripted run and a live one are scored alike.
+//! *Trajectories* are other agents' runs in OpenAI chat format ([`trajectories`]); their tool
+//! calls are counted silent or reasoned by the seed-000 rule agent-core applies to its own
+//! answers ([`agent_core::reasoning_text_chars`]).
+//!
+//! # Example
+//!
+//! Score two recorded runs: the first called a tool silently, the second said why first.
+//!
+//! ```
+//! let runs = r#"[
+//!   [{"role": "user", "content": "list the files"},
+//!    {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function"}]}],
+//!   {"messages": [{"role": "assistant", "content": "I will list them.",
+//!                  "tool_calls": [{"id": "2"}, {"id": "3"}]}],
+//!    "reward": 1}
+//! ]"#;
+//! let score = bench::trajectories::score_text(runs)?;
+//! assert_eq!((score.runs, score.tool_calls, score.silent_calls, score.reasoned_calls), (2, 3, 1, 2));
+//! assert_eq!(score.silent_call_rate, 0.333);
+//! assert_eq!(score.success_rate, Some(1.0));
+//! # Ok::<(), bench::Error>(())
+//! ```
+
+mod error;
+pub mod trajectories;
+
+pub use error::{Error, Result};
+
+/// Runs tools-runtime's sandbox helper when this process was started as one, and returns its
+/// exit code (`None`: carry on). A binary that runs the scenarios (the bench's test binaries,
+/// `cargo xtask`) calls it first in `main`: the bench's sandbox runtime uses the running
+/// binary as its helper.
+pub fn run_sandbox_helper_if_requested() -> Option<std::process::ExitCode> {
+    tools_runtime::run_sandbox_helper_if_requested()
+}

@@ -1,0 +1,272 @@
+//! Foreign trajectories: the reasoning quality of other agents' recorded runs, in OpenAI chat
+//! format, counted by the seed-000 rule that agent-core applies to its own runs.
+//!
+//! Input: a JSON array of runs. A run is either a list of messages or an object holding that
+//! list under `traj`, `messages` or `trajectory`, with an optional `reward` (a number; 1 or
+//! more is a success) or `success` (a boolean). A message is an object with a `role`, a
+//! `content` that is `null`, a string or a list of parts (strings, or objects whose `text`
+//! counts as visible text; parts of type `thinking` or `reasoning` count as reasoning), an
+//! optional `tool_calls` list and an optional `reasoning_content` or `reasoning` string.
+//!
+//! Rule (seed 000 §2.1.1, [`agent_core::ReasoningMetrics`]): an assistant message with tool
+//! calls is *reasoned* when it carries reasoning text or visible text that is more than markup
+//! ([`agent_core::reasoning_text_chars`]), else *silent*; either way it counts once per tool
+//! call. `mean_reasoning_chars` is the reasoning characters of all acting messages divided by
+//! the tool calls.
+
+use std::path::Path;
+
+use agent_core::reasoning_text_chars;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The only trajectory format read so far (`--format openai-chat`).
+pub const OPENAI_CHAT: &str = "openai-chat";
+
+/// Keys under which a run object may hold its messages, in the order they are looked up.
+const MESSAGE_KEYS: [&str; 3] = ["traj", "messages", "trajectory"];
+
+/// The reasoning quality of a set of recorded runs: the JSON line `cargo xtask bench
+/// --trajectories` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrajectoryScore {
+    /// Runs read.
+    pub runs: u64,
+    /// Tool calls made by assistant messages.
+    pub tool_calls: u64,
+    /// Tool calls made by messages without any reasoning.
+    pub silent_calls: u64,
+    /// `silent_calls / tool_calls` (0 without calls), rounded to 3 decimals like the seed.
+    pub silent_call_rate: f64,
+    /// Tool calls made by messages with some reasoning.
+    pub reasoned_calls: u64,
+    /// Reasoning characters per tool call (0 without calls), rounded to 1 decimal.
+    pub mean_reasoning_chars: f64,
+    /// Share of the runs with a `reward` or `success` that succeeded (`None` when no run says).
+    pub success_rate: Option<f64>,
+}
+
+/// Reads `path` in `format` and scores it.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the file cannot be read; [`Error::Trajectory`] naming the run and the
+/// message that is malformed; [`Error::UnknownFormat`] for a format other than
+/// [`OPENAI_CHAT`].
+pub fn score_file(path: &Path, format: &str) -> Result<TrajectoryScore> {
+    if format != OPENAI_CHAT {
+        return Err(Error::UnknownFormat { format: format.to_owned() });
+    }
+    let text = std::fs::read_to_string(path).map_err(|error| Error::io(path, error))?;
+    score_text(&text).map_err(|error| match error {
+        Error::Trajectory { path: _, message } => {
+            Error::Trajectory { path: path.display().to_string(), message }
+        }
+        other => other,
+    })
+}
+
+/// Scores the text of a trajectories file (OpenAI chat format).
+///
+/// # Errors
+///
+/// [`Error::Trajectory`] naming the run and the message that is malformed (the path is
+/// `<input>`).
+pub fn score_text(text: &str) -> Result<TrajectoryScore> {
+    let bad = |message: String| Error::Trajectory { path: "<input>".to_owned(), message };
+    let document: Value =
+        serde_json::from_str(text).map_err(|error| bad(format!("not JSON: {error}")))?;
+    let Value::Array(runs) = document else {
+        return Err(bad("the top level is not a JSON array of runs".to_owned()));
+    };
+    let mut tally = Tally::default();
+    let (mut judged, mut succeeded) = (0u64, 0u64);
+    for (run_index, run) in runs.iter().enumerate() {
+        let (messages, success) =
+            run_parts(run).map_err(|message| bad(format!("run {run_index}: {message}")))?;
+        if let Some(success) = success {
+            judged += 1;
+            succeeded += u64::from(success);
+        }
+        for (message_index, message) in messages.iter().enumerate() {
+            let counted = count_message(message).map_err(|message| {
+                bad(format!("run {run_index}: message {message_index}: {message}"))
+            })?;
+            if let Some(acting) = counted {
+                tally.add(acting);
+            }
+        }
+    }
+    let tool_calls = tally.silent + tally.reasoned;
+    let per_call =
+        |value: u64| if tool_calls == 0 { 0.0 } else { value as f64 / tool_calls as f64 };
+    Ok(TrajectoryScore {
+        runs: runs.len() as u64,
+        tool_calls,
+        silent_calls: tally.silent,
+        silent_call_rate: round(per_call(tally.silent), 1000.0),
+        reasoned_calls: tally.reasoned,
+        mean_reasoning_chars: round(per_call(tally.chars), 10.0),
+        success_rate: (judged > 0).then(|| round(succeeded as f64 / judged as f64, 1000.0)),
+    })
+}
+
+/// One assistant message that calls tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Acting {
+    calls: u64,
+    chars: u64,
+    /// Reasoning the provider hid (a `redacted_thinking` part): reasoned, no characters.
+    redacted: bool,
+}
+
+/// The seed's counters ([`agent_core::ReasoningMetrics`]'s rule, redacted thinking included).
+#[derive(Debug, Default)]
+struct Tally {
+    silent: u64,
+    reasoned: u64,
+    chars: u64,
+}
+
+impl Tally {
+    fn add(&mut self, acting: Acting) {
+        if acting.chars > 0 || acting.redacted {
+            self.reasoned += acting.calls;
+        } else {
+            self.silent += acting.calls;
+        }
+        self.chars += acting.chars;
+    }
+}
+
+fn round(value: f64, scale: f64) -> f64 {
+    (value * scale).round() / scale
+}
+
+/// The messages of a run and whether it succeeded (when it says).
+fn run_parts(run: &Value) -> std::result::Result<(&[Value], Option<bool>), String> {
+    match run {
+        Value::Array(messages) => Ok((messages, None)),
+        Value::Object(object) => {
+            let Some((key, messages)) =
+                MESSAGE_KEYS.iter().find_map(|key| object.get(*key).map(|value| (*key, value)))
+            else {
+                return Err(format!(
+                    "an object run needs its messages under `traj`, `messages` or `trajectory` (keys: {})",
+                    object.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+                ));
+            };
+            let Value::Array(messages) = messages else {
+                return Err(format!("`{key}` is not a list of messages"));
+            };
+            let success = match (object.get("success"), object.get("reward")) {
+                (Some(Value::Bool(success)), _) => Some(*success),
+                (Some(Value::Null) | None, Some(Value::Number(reward))) => {
+                    Some(reward.as_f64().is_some_and(|reward| reward >= 1.0))
+                }
+                (Some(Value::Null) | None, Some(Value::Null) | None) => None,
+                (Some(other), _) => {
+                    return Err(format!("`success` is not a boolean: {other}"));
+                }
+                (_, Some(other)) => return Err(format!("`reward` is not a number: {other}")),
+            };
+            Ok((messages, success))
+        }
+        other => Err(format!("a run is a list of messages or an object, not {}", kind(other))),
+    }
+}
+
+/// What an assistant message that calls tools contributes (`None` for other messages).
+fn count_message(message: &Value) -> std::result::Result<Option<Acting>, String> {
+    let Value::Object(object) = message else {
+        return Err(format!("a message is an object, not {}", kind(message)));
+    };
+    let role = match object.get("role") {
+        Some(Value::String(role)) => role.as_str(),
+        Some(other) => return Err(format!("`role` is not a string: {other}")),
+        None => return Err("the message has no `role`".to_owned()),
+    };
+    let mut visible = String::new();
+    let mut reasoning = String::new();
+    let mut redacted = false;
+    match object.get("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => visible.push_str(text),
+        Some(Value::Array(parts)) => {
+            for (part_index, part) in parts.iter().enumerate() {
+                match part {
+                    Value::String(text) => push_line(&mut visible, text),
+                    Value::Object(part) => {
+                        let part_type = part.get("type").and_then(Value::as_str).unwrap_or("text");
+                        let text = ["text", "thinking", "reasoning"]
+                            .iter()
+                            .find_map(|key| part.get(*key).and_then(Value::as_str))
+                            .unwrap_or_default();
+                        redacted |= part_type == "redacted_thinking";
+                        if matches!(part_type, "thinking" | "reasoning" | "redacted_thinking") {
+                            push_line(&mut reasoning, text);
+                        } else {
+                            push_line(&mut visible, text);
+                        }
+                    }
+                    other => {
+                        return Err(format!(
+                            "content part {part_index} is neither a string nor an object: {}",
+                            kind(other)
+                        ));
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "`content` is neither a string, a list of parts nor null: {}",
+                kind(other)
+            ));
+        }
+    }
+    for key in ["reasoning_content", "reasoning"] {
+        match object.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => push_line(&mut reasoning, text),
+            Some(other) => {
+                return Err(format!("`{key}` is neither a string nor null: {}", kind(other)));
+            }
+        }
+    }
+    let calls = match object.get("tool_calls") {
+        None | Some(Value::Null) => 0,
+        Some(Value::Array(calls)) => {
+            if let Some(index) = calls.iter().position(|call| !call.is_object()) {
+                return Err(format!("tool call {index} is not an object"));
+            }
+            calls.len() as u64
+        }
+        Some(other) => return Err(format!("`tool_calls` is not a list: {}", kind(other))),
+    };
+    if role != "assistant" || calls == 0 {
+        return Ok(None);
+    }
+    let chars = reasoning_text_chars(&visible) + reasoning.trim().chars().count() as u64;
+    Ok(Some(Acting { calls, chars, redacted }))
+}
+
+fn push_line(text: &mut String, piece: &str) {
+    if !text.is_empty() && !piece.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(piece);
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
