@@ -108,6 +108,19 @@ impl ConsoleSink {
                 let plan: crate::state::Plan =
                     serde_json::from_value(data.get("plan").cloned().unwrap_or(Value::Null))
                         .unwrap_or_default();
+                // One step's status changed (`safe`): that step alone.
+                if let (Some(id), Some(status)) = (
+                    data.get("step").and_then(Value::as_str),
+                    data.get("status").and_then(Value::as_str),
+                ) {
+                    let title = plan
+                        .steps
+                        .iter()
+                        .find(|step| step.id == id)
+                        .map_or("", |step| step.title.as_str());
+                    let title: String = title.chars().take(100).collect();
+                    return format!("  {} {id} {title} → {status}\n", self.paint("36", "plan"));
+                }
                 let title =
                     if event.kind == EventKind::PlanCreated { "plan" } else { "plan updated" };
                 let mut lines = format!("  {}\n", self.paint("36", title));
@@ -156,6 +169,36 @@ impl ConsoleSink {
             EventKind::ModelResponse if data.get("error").is_some() => {
                 format!("  {} model call failed: {}\n", self.paint("31", "✗"), text("error"))
             }
+            EventKind::CollaborationRequested => format!(
+                "  {} {} → {} ({}): {}\n",
+                self.paint("36", "⇄"),
+                text("agent"),
+                text("to"),
+                text("id"),
+                text("request").chars().take(100).collect::<String>()
+            ),
+            EventKind::CollaborationResponded => format!(
+                "  {} {} answered {}: {}\n",
+                self.paint("36", "⇄"),
+                text("agent"),
+                text("id"),
+                text("response").chars().take(100).collect::<String>()
+            ),
+            EventKind::CollaborationTimedOut => format!(
+                "  {} {} timed out after {} ms\n",
+                self.paint("31", "✗"),
+                text("id"),
+                data.get("timeout_ms").and_then(Value::as_u64).unwrap_or(0)
+            ),
+            EventKind::CollaborationDropped => {
+                format!("  {} late answer to {} dropped\n", self.paint("33", "·"), text("id"))
+            }
+            EventKind::DeadlinePassed => format!(
+                "  {} the {} time limit ({} ms) passed\n",
+                self.paint("33", "⏱"),
+                text("what"),
+                data.get("limit_ms").and_then(Value::as_u64).unwrap_or(0)
+            ),
             EventKind::InputRequested => {
                 format!("  {} asks: {}\n", self.paint("36", "?"), text("question"))
             }

@@ -361,10 +361,25 @@ pub fn turns(events: &[Event]) -> Vec<TurnSummary> {
         match event.kind {
             EventKind::ModelRequest => turn.model_calls += 1,
             EventKind::ObservationRecorded => {
+                let status = field(event, "status").as_str().unwrap_or("?");
+                // An observation of no action: an unreadable answer, a failed call, or a
+                // strategy's own (a collaboration's answer), shown by its first line.
                 let action =
                     serde_json::from_value::<crate::action::Action>(field(event, "action").clone())
-                        .map_or_else(|_| "(invalid answer)".to_owned(), |action| action.summary());
-                let status = field(event, "status").as_str().unwrap_or("?");
+                        .map_or_else(
+                            |_| match status {
+                                "invalid_action" => "(invalid answer)".to_owned(),
+                                "model_error" => "(model call failed)".to_owned(),
+                                _ => field(event, "content")
+                                    .as_str()
+                                    .and_then(|content| content.lines().next())
+                                    .unwrap_or("(observation)")
+                                    .chars()
+                                    .take(80)
+                                    .collect(),
+                            },
+                            |action| action.summary(),
+                        );
                 turn.steps.push(format!("{action} → {status}"));
             }
             EventKind::ActionValidated

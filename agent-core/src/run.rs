@@ -152,14 +152,14 @@ impl Run {
         let request_sha256 = fingerprint.sha256;
         self.emit(
             EventKind::ModelRequest,
-            json!({
+            tag_agent(purpose, json!({
                 "purpose": purpose,
                 "messages": request.messages.len(),
                 "chars": fingerprint.chars,
                 "request_sha256": request_sha256,
                 "tools": request.tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>(),
                 "json_schema": matches!(request.response_format, ResponseFormat::JsonSchema { .. }),
-            }),
+            })),
         )?;
         self.state.counters.model_calls += 1;
         let started = Instant::now();
@@ -209,7 +209,10 @@ impl Run {
                 }
                 self.emit(
                     EventKind::ModelResponse,
-                    json!({"purpose": purpose, "response": response, "duration_ms": duration_ms}),
+                    tag_agent(
+                        purpose,
+                        json!({"purpose": purpose, "response": response, "duration_ms": duration_ms}),
+                    ),
                 )?;
                 Ok(Answer::Response(response))
             }
@@ -217,7 +220,10 @@ impl Run {
                 let error = self.bus.redactor().redact(&error).into_owned();
                 self.emit(
                     EventKind::ModelResponse,
-                    json!({"purpose": purpose, "error": error, "duration_ms": duration_ms}),
+                    tag_agent(
+                        purpose,
+                        json!({"purpose": purpose, "error": error, "duration_ms": duration_ms}),
+                    ),
                 )?;
                 Ok(Answer::Failed(error))
             }
@@ -674,6 +680,15 @@ impl Run {
 }
 
 /// Redacts the model's text, thinking and tool-call arguments where they enter the run.
+/// Model events of a peer agent (`safe`: purpose `collaborate:<id>`) carry `"agent": <id>`; the
+/// run's own agent's carry none.
+fn tag_agent(purpose: &str, mut data: Value) -> Value {
+    if let (Some(agent), Value::Object(map)) = (purpose.strip_prefix("collaborate:"), &mut data) {
+        map.insert("agent".to_owned(), Value::String(agent.to_owned()));
+    }
+    data
+}
+
 /// A plain-text answer that a small model wrote as a JSON document anyway (the transcript is
 /// full of them): its longest string value, the text it meant. Other text is kept as it is.
 fn unwrap_document(text: &str) -> String {

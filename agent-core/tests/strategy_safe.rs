@@ -417,6 +417,16 @@ async fn two_agents_collaborate_over_the_bus() -> anyhow::Result<()> {
         .unwrap()
         .seq;
     assert!(requested < peer_call && peer_call < responded);
+    // The peer's model events carry its agent id; the main agent's carry none.
+    for event in ran
+        .events
+        .iter()
+        .filter(|event| matches!(event.kind, EventKind::ModelRequest | EventKind::ModelResponse))
+    {
+        let peer = event.data["purpose"] == "collaborate:reviewer";
+        let tag = if peer { json!("reviewer") } else { Value::Null };
+        assert_eq!(event.data.get("agent").cloned().unwrap_or(Value::Null), tag, "{event:?}");
+    }
     let answered = ran
         .events
         .iter()

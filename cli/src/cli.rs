@@ -383,7 +383,7 @@ fn prepare(
 ) -> Result<Prepared> {
     let env = environment();
     let workspace = workspace_of(common.workspace.clone())?;
-    let Resolved { settings, mut budgets, scripts, context, guard, .. } =
+    let Resolved { settings, mut budgets, scripts, context, guard, safe, .. } =
         config::load(&workspace, config::user_file().as_deref(), &env).map_err(usage)?;
     let spec = match common.model.as_deref().or(settings.model.as_deref()) {
         Some(text) => ModelSpec::parse(text).map_err(usage)?,
@@ -434,8 +434,7 @@ fn prepare(
         guard,
         context,
         scripts,
-        // Strategy sections (`safe`) keep their defaults until the config file learns them.
-        ..AgentConfig::default()
+        safe,
     };
     let mut extra = common.skills.clone();
     extra.extend(settings.skills.iter().cloned());

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_core::{Budgets, ContextConfig, DecideMode, GuardConfig, ScriptSettings};
+use agent_core::{Budgets, ContextConfig, DecideMode, GuardConfig, SafeConfig, ScriptSettings};
 use anyhow::{Result, bail};
 use serde::Deserialize;
 
@@ -70,6 +70,8 @@ pub struct Settings {
     pub context: Option<toml::Table>,
     /// Guardrail settings.
     pub guard: Option<toml::Table>,
+    /// The `safe` strategy's peers and collaboration timeout.
+    pub safe: Option<toml::Table>,
 }
 
 /// [`Settings`] with the nested tables typed: only for checking a file.
@@ -92,6 +94,7 @@ struct Checked {
     scripts: Option<ScriptSettings>,
     context: Option<ContextConfig>,
     guard: Option<GuardConfig>,
+    safe: Option<SafeConfig>,
 }
 
 /// The settings after merging files, environment and flags, with the nested tables read.
@@ -107,6 +110,8 @@ pub struct Resolved {
     pub context: ContextConfig,
     /// Guardrails.
     pub guard: GuardConfig,
+    /// The `safe` strategy's settings.
+    pub safe: SafeConfig,
     /// Files read, in order of increasing precedence.
     pub files: Vec<PathBuf>,
 }
@@ -244,7 +249,9 @@ pub fn load(workspace: &Path, user: Option<&Path>, env: &[(String, String)]) -> 
         .map_err(|error| anyhow::anyhow!("invalid context settings: {}", error.message()))?;
     let guard = GuardConfig::deserialize(nested(&settings.guard))
         .map_err(|error| anyhow::anyhow!("invalid guard settings: {}", error.message()))?;
-    Ok(Resolved { settings, budgets, scripts, context, guard, files })
+    let safe = SafeConfig::deserialize(nested(&settings.safe))
+        .map_err(|error| anyhow::anyhow!("invalid safe settings: {}", error.message()))?;
+    Ok(Resolved { settings, budgets, scripts, context, guard, safe, files })
 }
 
 #[cfg(test)]
@@ -298,5 +305,24 @@ mod tests {
         std::fs::remove_file(dir.path().join(WORKSPACE_FILE)).unwrap();
         let error = load(dir.path(), None, &env).unwrap_err().to_string();
         assert!(error.contains("SKILLS_AGENT_MAX_TURNS"), "{error}");
+    }
+
+    #[test]
+    fn the_safe_peers_and_guard_switches_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            WORKSPACE_FILE,
+            "[guard]\nask_user = true\n[safe]\ncollaboration_timeout_ms = 500\n\
+             peers = [{ id = \"reviewer\", role = \"Checks results.\" }]\n",
+        );
+        let resolved = load(dir.path(), None, &[]).unwrap();
+        assert!(resolved.guard.ask_user);
+        assert_eq!(resolved.safe.collaboration_timeout_ms, 500);
+        assert_eq!(resolved.safe.peers.len(), 1);
+        assert_eq!(resolved.safe.peers[0].id, "reviewer");
+        write(dir.path(), WORKSPACE_FILE, "[safe]\npeers = [{ id = \"r\", rol = \"x\" }]\n");
+        let error = load(dir.path(), None, &[]).unwrap_err().to_string();
+        assert!(error.contains("skills-agent.toml:2") && error.contains("rol"), "{error}");
     }
 }
