@@ -31,7 +31,10 @@
 //! # Ok::<(), bench::Error>(())
 //! ```
 
+pub mod catalog;
 mod error;
+pub mod scenario;
+pub mod suite;
 pub mod trajectories;
 
 pub use error::{Error, Result};

@@ -1,0 +1,742 @@
+//! The scenarios: tasks over the bundled skills (`examples/skills`) in a copy of
+//! `examples/task`, each scripted for `react` and, where the strategy fits the task,
+//! `plan-execute-think`.
+//!
+//! The facts checked are what the bundled scripts print for `examples/task/sales.csv`
+//! (`amount sum: 1705.47`, `units sum: 212`, …) and for the conversions asked.
+
+use agent_core::Outcome;
+use model_adapter::MockReply;
+use serde_json::{Value, json};
+
+use crate::scenario::reply::{
+    answer, broken, plan, run, run_step, said, select, select_step, silent, text, think, thinking,
+    thought,
+};
+use crate::scenario::{Category, Check, Scenario};
+
+/// The strategy names the scripts use.
+pub const REACT: &str = "react";
+/// See [`REACT`].
+pub const PLAN_EXECUTE_THINK: &str = "plan-execute-think";
+
+const CSV: &str = "csv-summary";
+const CSV_SCRIPT: &str = "scripts/csv_summary.py";
+const CONVERT: &str = "unit-converter";
+const CONVERT_SCRIPT: &str = "scripts/convert.py";
+const FIND: &str = "file-finder";
+const FIND_SCRIPT: &str = "scripts/find_files.py";
+
+/// Every scenario, in report order.
+pub fn scenarios() -> Vec<Scenario> {
+    let mut all = Vec::new();
+    all.extend(one_skill());
+    all.extend(multi_skill());
+    all.extend(batchable());
+    all.extend(clarification());
+    all.extend(failing_script());
+    all.extend(budget_exhaustion());
+    all.extend(malformed_output());
+    all.extend(disallowed_skill());
+    all.extend(silent_calls());
+    all.extend(reasoned());
+    all
+}
+
+/// A call of a skill's script: `(skill, script, args)`.
+type Call<'a> = (&'a str, &'a str, &'a [&'a str]);
+
+fn script_of(skill: &str) -> &'static str {
+    match skill {
+        CSV => CSV_SCRIPT,
+        CONVERT => CONVERT_SCRIPT,
+        _ => FIND_SCRIPT,
+    }
+}
+
+/// react: select `skills` at once, run `calls` one per turn, answer.
+fn react_flow(skills: &[&str], calls: &[Call<'_>], answer_text: &str) -> Vec<MockReply> {
+    let mut replies = vec![select(skills, "these skills match the task")];
+    for (skill, script, args) in calls {
+        replies.push(run(skill, script, args, "the next result the task needs"));
+    }
+    replies.push(answer(answer_text));
+    replies
+}
+
+/// plan-execute-think: a round selecting `skills`, a round running every call as one batch,
+/// the second think answering.
+fn batch_flow(skills: &[&str], calls: &[Call<'_>], answer_text: &str) -> Vec<MockReply> {
+    vec![
+        plan("select the skills first", Some("simple"), vec![select_step(skills)]),
+        think("selected; the scripts are next", "The skills are selected.", false),
+        plan(
+            "run every script the task needs",
+            None,
+            calls.iter().map(|(skill, script, args)| run_step(skill, script, args)).collect(),
+        ),
+        think("the outputs hold every figure", answer_text, true),
+    ]
+}
+
+/// A task solved by `calls` of `skills`, scripted for both strategies.
+fn solved(
+    name: &str,
+    category: Category,
+    task: &str,
+    skills: &[&str],
+    calls: &[Call<'_>],
+    answer_text: &str,
+    facts: &[&str],
+) -> Scenario {
+    let mut check = Check::completed(facts);
+    for (skill, script, args) in calls {
+        check = check.script(skill, script, args);
+    }
+    Scenario::new(name, category, task, check)
+        .script(REACT, react_flow(skills, calls, answer_text))
+        .script(PLAN_EXECUTE_THINK, batch_flow(skills, calls, answer_text))
+}
+
+fn one(
+    name: &str,
+    task: &str,
+    skill: &str,
+    args: &[&str],
+    answer_text: &str,
+    facts: &[&str],
+) -> Scenario {
+    solved(
+        name,
+        Category::OneSkill,
+        task,
+        &[skill],
+        &[(skill, script_of(skill), args)],
+        answer_text,
+        facts,
+    )
+}
+
+fn one_skill() -> Vec<Scenario> {
+    vec![
+        one(
+            "csv-total",
+            "What is the total of the amount column in sales.csv?",
+            CSV,
+            &["sales.csv", "amount"],
+            "The total of the amount column is 1705.47.",
+            &["1705.47"],
+        ),
+        one(
+            "csv-units-sum",
+            "How many units were sold in total according to sales.csv?",
+            CSV,
+            &["sales.csv", "units"],
+            "212 units were sold.",
+            &["212"],
+        ),
+        one(
+            "csv-units-mean",
+            "What is the average number of units per sale in sales.csv?",
+            CSV,
+            &["sales.csv", "units"],
+            "The average is 10.6 units per sale.",
+            &["10.6"],
+        ),
+        one(
+            "csv-row-count",
+            "How many rows does sales.csv have?",
+            CSV,
+            &["sales.csv"],
+            "sales.csv has 20 rows.",
+            &["20 rows"],
+        ),
+        one(
+            "convert-miles",
+            "How many kilometres are 12 miles?",
+            CONVERT,
+            &["12", "mi", "km"],
+            "12 miles are 19.312128 km.",
+            &["19.312128"],
+        ),
+        one(
+            "convert-temperature",
+            "What is 100 degrees Celsius in Fahrenheit?",
+            CONVERT,
+            &["100", "C", "F"],
+            "100 °C is 212 °F.",
+            &["212"],
+        ),
+        one(
+            "convert-data-size",
+            "How many MB are 1 GiB?",
+            CONVERT,
+            &["1", "GiB", "MB"],
+            "1 GiB is 1073.741824 MB.",
+            &["1073.741824"],
+        ),
+        one(
+            "find-csv",
+            "Which CSV files are in the workspace?",
+            FIND,
+            &["*.csv"],
+            "The workspace holds one CSV file: sales.csv.",
+            &["sales.csv"],
+        ),
+    ]
+}
+
+fn multi_skill() -> Vec<Scenario> {
+    let three_skills = Scenario::new(
+        "find-total-convert",
+        Category::MultiSkill,
+        "Find the CSV file, total its units column, and convert that many pounds to kilograms.",
+        Check::completed(&["sales.csv", "212", "96.16158244"])
+            .script(FIND, FIND_SCRIPT, &["*.csv"])
+            .script(CSV, CSV_SCRIPT, &["sales.csv", "units"])
+            .script(CONVERT, CONVERT_SCRIPT, &["212", "lb", "kg"]),
+    )
+    .script(
+        REACT,
+        vec![
+            select(&[FIND, CSV], "finding and summing first"),
+            run(FIND, FIND_SCRIPT, &["*.csv"], "find the CSV file"),
+            run(CSV, CSV_SCRIPT, &["sales.csv", "units"], "sales.csv found; total its units"),
+            select(&[CONVERT], "212 units: now the conversion"),
+            run(CONVERT, CONVERT_SCRIPT, &["212", "lb", "kg"], "convert the total"),
+            answer("sales.csv holds 212 units in total; 212 lb = 96.16158244 kg."),
+        ],
+    )
+    .script(
+        PLAN_EXECUTE_THINK,
+        vec![
+            plan(
+                "select the finder and the summary",
+                Some("complex"),
+                vec![select_step(&[FIND, CSV])],
+            ),
+            think("selected", "Skills selected.", false),
+            plan(
+                "find, then total",
+                None,
+                vec![
+                    run_step(FIND, FIND_SCRIPT, &["*.csv"]),
+                    run_step(CSV, CSV_SCRIPT, &["sales.csv", "units"]),
+                ],
+            ),
+            think("212 units in sales.csv", "sales.csv holds 212 units.", false),
+            plan("the converter", None, vec![select_step(&[CONVERT])]),
+            think("selected", "The converter is selected.", false),
+            plan("convert", None, vec![run_step(CONVERT, CONVERT_SCRIPT, &["212", "lb", "kg"])]),
+            think("done", "sales.csv holds 212 units in total; 212 lb = 96.16158244 kg.", true),
+        ],
+    );
+    vec![
+        solved(
+            "find-then-total",
+            Category::MultiSkill,
+            "Find the CSV file in the workspace and tell me the total of its amount column.",
+            &[FIND, CSV],
+            &[(FIND, FIND_SCRIPT, &["*.csv"]), (CSV, CSV_SCRIPT, &["sales.csv", "amount"])],
+            "The CSV file is sales.csv; its amount column totals 1705.47.",
+            &["sales.csv", "1705.47"],
+        ),
+        solved(
+            "units-to-kilograms",
+            Category::MultiSkill,
+            "Total the units column of sales.csv and convert that many pounds to kilograms.",
+            &[CSV, CONVERT],
+            &[
+                (CSV, CSV_SCRIPT, &["sales.csv", "units"]),
+                (CONVERT, CONVERT_SCRIPT, &["212", "lb", "kg"]),
+            ],
+            "The units total 212; 212 lb = 96.16158244 kg.",
+            &["212", "96.16158244"],
+        ),
+        three_skills,
+    ]
+}
+
+fn batchable() -> Vec<Scenario> {
+    let conversions: [(&str, &[&str], &str); 8] = [
+        ("5 miles to km", &["5", "mi", "km"], "8.04672"),
+        ("10 km to miles", &["10", "km", "mi"], "6.213711922"),
+        ("72 F to C", &["72", "F", "C"], "22.22222222"),
+        ("2 lb to oz", &["2", "lb", "oz"], "32"),
+        ("3 gallons to litres", &["3", "gal", "l"], "11.35623535"),
+        ("5 kg to lb", &["5", "kg", "lb"], "11.02311311"),
+        ("6 ft to m", &["6", "ft", "m"], "1.8288"),
+        ("1 TB to GiB", &["1", "TB", "GiB"], "931.3225746"),
+    ];
+    let convert_batch = |name: &str, count: usize| {
+        let chosen = &conversions[..count];
+        let task = format!(
+            "Convert each of these: {}.",
+            chosen.iter().map(|(what, _, _)| *what).collect::<Vec<_>>().join("; ")
+        );
+        let calls: Vec<Call<'_>> =
+            chosen.iter().map(|(_, args, _)| (CONVERT, CONVERT_SCRIPT, *args)).collect();
+        let facts: Vec<&str> = chosen.iter().map(|(_, _, result)| *result).collect();
+        let answer_text = chosen
+            .iter()
+            .map(|(what, _, result)| format!("{what}: {result}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        solved(name, Category::Batchable, &task, &[CONVERT], &calls, &answer_text, &facts)
+            .budgets(|budgets| budgets.max_script_runs = 8)
+    };
+    vec![
+        convert_batch("convert-batch-4", 4),
+        convert_batch("convert-batch-6", 6),
+        convert_batch("convert-batch-8", 8),
+        solved(
+            "csv-every-column",
+            Category::Batchable,
+            "For sales.csv, give the total of the units, unit_price and amount columns and the number of rows.",
+            &[CSV],
+            &[
+                (CSV, CSV_SCRIPT, &["sales.csv", "units"]),
+                (CSV, CSV_SCRIPT, &["sales.csv", "unit_price"]),
+                (CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+                (CSV, CSV_SCRIPT, &["sales.csv"]),
+            ],
+            "units 212, unit_price 229.44, amount 1705.47; 20 rows.",
+            &["212", "229.44", "1705.47", "20 rows"],
+        ),
+        solved(
+            "find-many-patterns",
+            Category::Batchable,
+            "List the CSV files, the Markdown files, the files named like sales, and the files mentioning Gizmo.",
+            &[FIND],
+            &[
+                (FIND, FIND_SCRIPT, &["*.csv"]),
+                (FIND, FIND_SCRIPT, &["*.md"]),
+                (FIND, FIND_SCRIPT, &["--name", "sales"]),
+                (FIND, FIND_SCRIPT, &["--text", "Gizmo"]),
+            ],
+            "CSV: sales.csv; Markdown: TASK.md; named like sales: sales.csv; Gizmo: sales.csv.",
+            &["sales.csv", "TASK.md"],
+        ),
+        solved(
+            "total-and-conversions",
+            Category::Batchable,
+            "Total the amount column of sales.csv, and convert 1 nmi to m, 20 C to F and 1 GiB to MB.",
+            &[CSV, CONVERT],
+            &[
+                (CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+                (CONVERT, CONVERT_SCRIPT, &["1", "nmi", "m"]),
+                (CONVERT, CONVERT_SCRIPT, &["20", "C", "F"]),
+                (CONVERT, CONVERT_SCRIPT, &["1", "GiB", "MB"]),
+            ],
+            "amount total 1705.47; 1 nmi = 1852 m; 20 C = 68 F; 1 GiB = 1073.741824 MB.",
+            &["1705.47", "1852", "68", "1073.741824"],
+        ),
+    ]
+}
+
+fn clarification() -> Vec<Scenario> {
+    let ask = |question: &str| {
+        thought("ask_user", "the task leaves this open", json!({"question": question}))
+    };
+    vec![
+        Scenario::new(
+            "ask-which-column",
+            Category::Clarification,
+            "What is the total of the column in sales.csv?",
+            Check::ends(Outcome::NeedsInput, &["Which column"]).never_ok("run_script"),
+        )
+        .with_ask_user()
+        .script(REACT, vec![ask("Which column of sales.csv should I total?")]),
+        Scenario::new(
+            "ask-which-unit",
+            Category::Clarification,
+            "Convert 5 to the other unit.",
+            Check::ends(Outcome::NeedsInput, &["Which units"]).never_ok("run_script"),
+        )
+        .with_ask_user()
+        .script(
+            REACT,
+            vec![
+                select(&[CONVERT], "a conversion"),
+                ask("Which units should 5 be converted from and to?"),
+            ],
+        ),
+    ]
+}
+
+fn failing_script() -> Vec<Scenario> {
+    let recovers = |name: &str,
+                    task: &str,
+                    skill: &str,
+                    wrong: &[&str],
+                    right: &[&str],
+                    answer_text: &str,
+                    fact: &str| {
+        let script = script_of(skill);
+        Scenario::new(
+            name,
+            Category::FailingScript,
+            task,
+            Check::completed(&[fact]).script(skill, script, right),
+        )
+        .script(
+            REACT,
+            vec![
+                select(&[skill], "this skill fits"),
+                run(skill, script, wrong, "first try"),
+                run(skill, script, right, "the error says what to fix"),
+                answer(answer_text),
+            ],
+        )
+        .script(
+            PLAN_EXECUTE_THINK,
+            vec![
+                plan("select the skill", Some("medium"), vec![select_step(&[skill])]),
+                think("selected", "Selected.", false),
+                plan("run it", None, vec![run_step(skill, script, wrong)]),
+                think("it failed; the error names the fix", "The first try failed.", false),
+                plan("run it fixed", None, vec![run_step(skill, script, right)]),
+                think("done", answer_text, true),
+            ],
+        )
+    };
+    let wrong = ["missing.csv", "amount"];
+    vec![
+        recovers(
+            "csv-wrong-file",
+            "What is the total of the amount column in sales.csv?",
+            CSV,
+            &["data/sales.csv", "amount"],
+            &["sales.csv", "amount"],
+            "The total is 1705.47.",
+            "1705.47",
+        ),
+        recovers(
+            "convert-unknown-unit",
+            "How many km are 5 miles?",
+            CONVERT,
+            &["5", "parsec", "km"],
+            &["5", "mi", "km"],
+            "5 miles are 8.04672 km.",
+            "8.04672",
+        ),
+        recovers(
+            "csv-unknown-column",
+            "What is the total of the unit_price column in sales.csv?",
+            CSV,
+            &["sales.csv", "price"],
+            &["sales.csv", "unit_price"],
+            "The unit_price column totals 229.44.",
+            "229.44",
+        ),
+        Scenario::new(
+            "csv-keeps-failing",
+            Category::FailingScript,
+            "What is the total of the amount column in missing.csv?",
+            Check::ends(Outcome::Stuck, &["missing.csv"]).never_ok("run_script"),
+        )
+        .script(
+            REACT,
+            vec![
+                select(&[CSV], "a CSV total"),
+                run(CSV, CSV_SCRIPT, &wrong, "run it"),
+                run(CSV, CSV_SCRIPT, &wrong, "again"),
+                run(CSV, CSV_SCRIPT, &wrong, "again"),
+                text("missing.csv does not exist; the workspace holds sales.csv. Next: ask which file."),
+            ],
+        ),
+    ]
+}
+
+fn budget_exhaustion() -> Vec<Scenario> {
+    let degraded =
+        "Done: the amount column totals 1705.47. Blocked: the budget ran out. Next: nothing.";
+    vec![
+        Scenario::new(
+            "turn-limit",
+            Category::BudgetExhaustion,
+            "Give the totals of the units and amount columns of sales.csv.",
+            Check::ends(Outcome::MaxTurns, &["212"]),
+        )
+        .budgets(|budgets| budgets.max_turns = 3)
+        .script(
+            REACT,
+            vec![
+                select(&[CSV], "CSV totals"),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "units"], "units first"),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "units"], "units again"),
+                text("Done: units total 212. Blocked: the turn limit. Next: total amount."),
+            ],
+        )
+        .script(
+            PLAN_EXECUTE_THINK,
+            vec![
+                plan("select", Some("complex"), vec![select_step(&[CSV])]),
+                think("selected", "Selected the CSV summary.", false),
+                plan("units", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "units"])]),
+                think("units done", "Units total 212.", false),
+                plan("units again", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "units"])]),
+                think("still units", "Units total 212; amount not done.", false),
+            ],
+        ),
+        Scenario::new(
+            "script-run-limit",
+            Category::BudgetExhaustion,
+            "Give the totals of the units and amount columns of sales.csv.",
+            Check::ends(Outcome::MaxScriptRuns, &["1705.47"]),
+        )
+        .budgets(|budgets| budgets.max_script_runs = 1)
+        .script(
+            REACT,
+            vec![
+                select(&[CSV], "CSV totals"),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "amount"], "amount first"),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "units"], "then units"),
+                text(degraded),
+            ],
+        )
+        .script(
+            PLAN_EXECUTE_THINK,
+            vec![
+                plan("select", Some("simple"), vec![select_step(&[CSV])]),
+                think("selected", "Selected.", false),
+                plan(
+                    "both totals",
+                    None,
+                    vec![
+                        run_step(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+                        run_step(CSV, CSV_SCRIPT, &["sales.csv", "units"]),
+                    ],
+                ),
+                think("only amount ran", "The amount column totals 1705.47; units not run.", false),
+            ],
+        ),
+        Scenario::new(
+            "tool-call-limit",
+            Category::BudgetExhaustion,
+            "Give the totals of the units and amount columns of sales.csv.",
+            Check::ends(Outcome::MaxToolCalls, &["1705.47"]),
+        )
+        .budgets(|budgets| budgets.max_tool_calls = 2)
+        .script(
+            REACT,
+            vec![
+                select(&[CSV], "CSV totals"),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "amount"], "amount first"),
+                text(degraded),
+            ],
+        ),
+    ]
+}
+
+fn malformed_output() -> Vec<Scenario> {
+    let total = |name: &str, bad: MockReply| {
+        Scenario::new(
+            name,
+            Category::MalformedOutput,
+            "What is the total of the amount column in sales.csv?",
+            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+        )
+        .script(
+            REACT,
+            vec![
+                bad,
+                select(&[CSV], "the answer was not an action; select the CSV skill"),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "amount"], "total"),
+                answer("The total is 1705.47."),
+            ],
+        )
+    };
+    vec![
+        total("broken-arguments", broken("select_skills", r#"{"names": ["csv-summary""#)),
+        total("unknown-action", silent("delete_files", json!({"path": "."}))),
+        Scenario::new(
+            "missing-argument",
+            Category::MalformedOutput,
+            "What is the total of the amount column in sales.csv?",
+            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+        )
+        .script(
+            REACT,
+            vec![
+                select(&[CSV], "a CSV total"),
+                thought("run_script", "run it", json!({"skill": CSV, "args": ["sales.csv"]})),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "amount"], "the script was missing"),
+                answer("The total is 1705.47."),
+            ],
+        ),
+        Scenario::new(
+            "broken-plan",
+            Category::MalformedOutput,
+            "What is the total of the amount column in sales.csv?",
+            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+        )
+        .script(
+            PLAN_EXECUTE_THINK,
+            vec![
+                broken("plan_tool_call", r#"{"reasoning": "x", "steps": [{"tool""#),
+                plan("select", Some("medium"), vec![select_step(&[CSV])]),
+                think("selected", "Selected.", false),
+                plan("total", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "amount"])]),
+                think("done", "The total is 1705.47.", true),
+            ],
+        ),
+    ]
+}
+
+fn disallowed_skill() -> Vec<Scenario> {
+    let refused_first = |name: &str, bad: MockReply| {
+        Scenario::new(
+            name,
+            Category::DisallowedSkill,
+            "What is the total of the amount column in sales.csv?",
+            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+        )
+        .script(
+            REACT,
+            vec![
+                bad,
+                select(&[CSV], "refused; select the CSV skill"),
+                run(CSV, CSV_SCRIPT, &["sales.csv", "amount"], "total"),
+                answer("The total is 1705.47."),
+            ],
+        )
+    };
+    let escape: Value =
+        json!({"skill": CSV, "script": "../file-finder/scripts/find_files.py", "args": ["*.csv"]});
+    vec![
+        refused_first("unknown-skill", select(&["shell-exec"], "a shell would do")),
+        refused_first(
+            "script-before-select",
+            run(CSV, CSV_SCRIPT, &["sales.csv", "amount"], "run it straight away"),
+        ),
+        Scenario::new(
+            "script-outside-its-skill",
+            Category::DisallowedSkill,
+            "Which CSV files are in the workspace?",
+            Check::completed(&["sales.csv"]).script(FIND, FIND_SCRIPT, &["*.csv"]),
+        )
+        .script(
+            REACT,
+            vec![
+                select(&[CSV], "CSV work"),
+                thought("run_script", "borrow the finder through csv-summary", escape),
+                select(&[FIND], "refused; select the finder itself"),
+                run(FIND, FIND_SCRIPT, &["*.csv"], "find"),
+                answer("sales.csv"),
+            ],
+        ),
+    ]
+}
+
+fn silent_calls() -> Vec<Scenario> {
+    let check = || Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]);
+    let conversions = || {
+        Check::completed(&["8.04672", "6.213711922", "32"]).script(
+            CONVERT,
+            CONVERT_SCRIPT,
+            &["5", "mi", "km"],
+        )
+    };
+    let run_silent = |skill: &str, args: &[&str]| {
+        silent("run_script", json!({"skill": skill, "script": script_of(skill), "args": args}))
+    };
+    vec![
+        Scenario::new(
+            "silent-total",
+            Category::SilentCalls,
+            "What is the total of the amount column in sales.csv?",
+            check(),
+        )
+        .script(
+            REACT,
+            vec![
+                silent("select_skills", json!({"names": [CSV]})),
+                run_silent(CSV, &["sales.csv", "amount"]),
+                answer("1705.47"),
+            ],
+        )
+        .script(
+            PLAN_EXECUTE_THINK,
+            vec![
+                plan("", Some("simple"), vec![select_step(&[CSV])]),
+                think("selected", "Selected.", false),
+                plan("", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "amount"])]),
+                think("done", "1705.47", true),
+            ],
+        ),
+        Scenario::new(
+            "silent-conversions",
+            Category::SilentCalls,
+            "Convert 5 mi to km, 10 km to mi and 2 lb to oz.",
+            conversions(),
+        )
+        .script(
+            REACT,
+            vec![
+                silent("select_skills", json!({"names": [CONVERT]})),
+                run_silent(CONVERT, &["5", "mi", "km"]),
+                run_silent(CONVERT, &["10", "km", "mi"]),
+                run_silent(CONVERT, &["2", "lb", "oz"]),
+                answer("8.04672 km; 6.213711922 mi; 32 oz"),
+            ],
+        )
+        .script(
+            PLAN_EXECUTE_THINK,
+            vec![
+                plan("", Some("simple"), vec![select_step(&[CONVERT])]),
+                think("selected", "Selected.", false),
+                plan(
+                    "",
+                    None,
+                    vec![
+                        run_step(CONVERT, CONVERT_SCRIPT, &["5", "mi", "km"]),
+                        run_step(CONVERT, CONVERT_SCRIPT, &["10", "km", "mi"]),
+                        run_step(CONVERT, CONVERT_SCRIPT, &["2", "lb", "oz"]),
+                    ],
+                ),
+                think("done", "8.04672 km; 6.213711922 mi; 32 oz", true),
+            ],
+        ),
+    ]
+}
+
+fn reasoned() -> Vec<Scenario> {
+    let args = json!({"skill": CSV, "script": CSV_SCRIPT, "args": ["sales.csv", "amount"]});
+    let check = || Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]);
+    let task = "What is the total of the amount column in sales.csv?";
+    vec![
+        Scenario::new("reasoned-in-text", Category::Reasoned, task, check()).script(
+            REACT,
+            vec![
+                said(
+                    "The task asks for a column total of a CSV file; csv-summary does that.",
+                    "select_skills",
+                    &json!({"names": [CSV]}),
+                ),
+                said(
+                    "Selected. Its script on sales.csv with the amount column prints the sum.",
+                    "run_script",
+                    &args,
+                ),
+                answer("The total is 1705.47."),
+            ],
+        ),
+        Scenario::new("reasoned-in-thinking", Category::Reasoned, task, check()).script(
+            REACT,
+            vec![
+                thinking(
+                    "A CSV total: the csv-summary skill's description matches.",
+                    "select_skills",
+                    &json!({"names": [CSV]}),
+                ),
+                thinking(
+                    "The body says to run the script with the file and the column.",
+                    "run_script",
+                    &args,
+                ),
+                answer("The total is 1705.47."),
+            ],
+        ),
+    ]
+}

@@ -1,0 +1,407 @@
+//! A scenario: a task over the bundled skills, a scripted model per strategy, budgets, and a
+//! checker that judges a run from what it left behind (its events and the workspace).
+
+use agent_core::{Budgets, Event, EventKind};
+use model_adapter::{Delta, FinishReason, MockReply};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// What a scenario exercises (the report groups by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// One skill, one script.
+    OneSkill,
+    /// Several skills in one task.
+    MultiSkill,
+    /// Many independent steps (where planned batches save model calls).
+    Batchable,
+    /// The task needs an answer from the user.
+    Clarification,
+    /// A script fails; the agent recovers or gives up cleanly.
+    FailingScript,
+    /// A budget runs out; the run ends with a degraded answer.
+    BudgetExhaustion,
+    /// The model's answer is not a valid action.
+    MalformedOutput,
+    /// The model tries what it may not (an unknown skill, a script before its skill).
+    DisallowedSkill,
+    /// The model acts without saying why.
+    SilentCalls,
+    /// The model reasons before each call (text or thinking).
+    Reasoned,
+}
+
+impl Category {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::OneSkill => "one_skill",
+            Category::MultiSkill => "multi_skill",
+            Category::Batchable => "batchable",
+            Category::Clarification => "clarification",
+            Category::FailingScript => "failing_script",
+            Category::BudgetExhaustion => "budget_exhaustion",
+            Category::MalformedOutput => "malformed_output",
+            Category::DisallowedSkill => "disallowed_skill",
+            Category::SilentCalls => "silent_calls",
+            Category::Reasoned => "reasoned",
+        }
+    }
+}
+
+/// A call the run must have made (BFCL-style): an executed action of this type whose
+/// arguments hold every key of `args` with exactly that value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedCall {
+    /// The action type (`run_script`, `select_skills`, …).
+    pub action: String,
+    /// The arguments that must match (a subset of the call's arguments).
+    pub args: Value,
+}
+
+/// How a run of the scenario is judged. Every part must hold for success.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// The outcome the run must end with (`completed`, `max_turns`, `needs_input`, …).
+    pub outcome: String,
+    /// Facts the final text must contain.
+    pub facts: Vec<String>,
+    /// Workspace files that must exist after the run, with text each must contain.
+    pub files: Vec<(String, String)>,
+    /// Calls that must have been executed.
+    pub calls: Vec<ExpectedCall>,
+    /// Action types that must never have been executed with status `ok`.
+    pub never_ok: Vec<String>,
+}
+
+impl Check {
+    /// A run that completes with an answer holding `facts`.
+    pub fn completed(facts: &[&str]) -> Check {
+        Check::ends(agent_core::Outcome::Completed, facts)
+    }
+
+    /// A run that ends with `outcome` and a final text holding `facts`.
+    pub fn ends(outcome: agent_core::Outcome, facts: &[&str]) -> Check {
+        Check {
+            outcome: outcome.as_str().to_owned(),
+            facts: facts.iter().map(|fact| (*fact).to_owned()).collect(),
+            files: Vec::new(),
+            calls: Vec::new(),
+            never_ok: Vec::new(),
+        }
+    }
+
+    /// Requires an executed `action` whose arguments hold `args`.
+    pub fn call(mut self, action: &str, args: Value) -> Check {
+        self.calls.push(ExpectedCall { action: action.to_owned(), args });
+        self
+    }
+
+    /// Requires `run_script SKILL SCRIPT ARGS…` to have been executed.
+    pub fn script(self, skill: &str, script: &str, args: &[&str]) -> Check {
+        self.call("run_script", json!({"skill": skill, "script": script, "args": args}))
+    }
+
+    /// Requires that `action` never succeeded.
+    pub fn never_ok(mut self, action: &str) -> Check {
+        self.never_ok.push(action.to_owned());
+        self
+    }
+
+    /// Requires the workspace file `path` to exist and contain `text`.
+    pub fn file(mut self, path: &str, text: &str) -> Check {
+        self.files.push((path.to_owned(), text.to_owned()));
+        self
+    }
+
+    /// What fails in a run: its events and the workspace it ran in. Empty when it passes.
+    pub fn failures(&self, events: &[Event], workspace: &std::path::Path) -> Vec<String> {
+        let mut failures = Vec::new();
+        let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
+        let Some(finished) = finished else {
+            return vec!["the run has no run_finished event".to_owned()];
+        };
+        let outcome = finished.data.get("outcome").and_then(Value::as_str).unwrap_or("?");
+        if outcome != self.outcome {
+            failures.push(format!("outcome {outcome}, expected {}", self.outcome));
+        }
+        let final_text = finished.data.get("final_text").and_then(Value::as_str).unwrap_or("");
+        for fact in &self.facts {
+            if !final_text.contains(fact.as_str()) {
+                failures.push(format!("the answer lacks `{fact}`"));
+            }
+        }
+        for (path, text) in &self.files {
+            match std::fs::read_to_string(workspace.join(path)) {
+                Ok(content) if content.contains(text.as_str()) => {}
+                Ok(_) => failures.push(format!("{path} lacks `{text}`")),
+                Err(_) => failures.push(format!("{path} was not produced")),
+            }
+        }
+        let executed: Vec<(&Value, &str)> = events
+            .iter()
+            .filter(|event| event.kind == EventKind::ActionExecuted)
+            .map(|event| {
+                (
+                    event.data.get("action").unwrap_or(&Value::Null),
+                    event.data.get("status").and_then(Value::as_str).unwrap_or("?"),
+                )
+            })
+            .collect();
+        for expected in &self.calls {
+            let found = executed.iter().any(|(action, _)| {
+                action.get("type").and_then(Value::as_str) == Some(expected.action.as_str())
+                    && holds(action.get("args").unwrap_or(&Value::Null), &expected.args)
+            });
+            if !found {
+                failures.push(format!("no {} call with {}", expected.action, expected.args));
+            }
+        }
+        for forbidden in &self.never_ok {
+            if executed.iter().any(|(action, status)| {
+                action.get("type").and_then(Value::as_str) == Some(forbidden.as_str())
+                    && *status == "ok"
+            }) {
+                failures.push(format!("{forbidden} succeeded, which it must not"));
+            }
+        }
+        failures
+    }
+}
+
+/// Whether `actual` holds every key of `expected` with the same value (objects), or equals it.
+fn holds(actual: &Value, expected: &Value) -> bool {
+    match expected {
+        Value::Object(expected) => expected
+            .iter()
+            .all(|(key, value)| actual.get(key).is_some_and(|actual| holds(actual, value))),
+        other => actual == other,
+    }
+}
+
+/// One scenario: a task, the scripted answers per strategy, budgets and a check.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// A unique name (`csv-total`).
+    pub name: String,
+    /// What it exercises.
+    pub category: Category,
+    /// The task given to the agent.
+    pub task: String,
+    /// Budgets of every run.
+    pub budgets: Budgets,
+    /// Whether the agent may ask the user (`ask_user`).
+    pub ask_user: bool,
+    /// The scripted answers per strategy (`react`, `plan-execute-think`, …), in call order.
+    pub scripts: Vec<(String, Vec<MockReply>)>,
+    /// How a run is judged.
+    pub check: Check,
+}
+
+impl Scenario {
+    /// A scenario with the bench's default budgets (no wall-clock limits, so scripted runs
+    /// never depend on timing) and no scripts yet.
+    pub fn new(name: &str, category: Category, task: &str, check: Check) -> Scenario {
+        Scenario {
+            name: name.to_owned(),
+            category,
+            task: task.to_owned(),
+            budgets: Budgets {
+                max_duration_ms: None,
+                round_timeout_ms: None,
+                ..Budgets::default()
+            },
+            ask_user: false,
+            scripts: Vec::new(),
+            check,
+        }
+    }
+
+    /// Adds the scripted answers of `strategy`.
+    pub fn script(mut self, strategy: &str, replies: Vec<MockReply>) -> Scenario {
+        self.scripts.push((strategy.to_owned(), replies));
+        self
+    }
+
+    /// Changes the budgets.
+    pub fn budgets(mut self, change: impl FnOnce(&mut Budgets)) -> Scenario {
+        change(&mut self.budgets);
+        self
+    }
+
+    /// Lets the agent ask the user.
+    pub fn with_ask_user(mut self) -> Scenario {
+        self.ask_user = true;
+        self
+    }
+}
+
+/// Scripted answers, written the way models answer.
+pub mod reply {
+    use super::*;
+
+    /// A silent tool call: no text, no thinking, no `thought`.
+    // Scripts read best with the arguments written inline (`silent("x", json!({…}))`).
+    #[allow(clippy::needless_pass_by_value)]
+    pub fn silent(tool: &str, args: Value) -> MockReply {
+        MockReply::tool_call(tool, &args)
+    }
+
+    /// A tool call with a `thought` argument (reasoned, as the local model writes it).
+    pub fn thought(tool: &str, thought: &str, mut args: Value) -> MockReply {
+        if let Value::Object(map) = &mut args {
+            map.insert("thought".to_owned(), Value::String(thought.to_owned()));
+        }
+        MockReply::tool_call(tool, &args)
+    }
+
+    /// Visible text, then a tool call (reasoned, as chat models write it).
+    pub fn said(text: &str, tool: &str, args: &Value) -> MockReply {
+        call_with(vec![Delta::Text { text: text.to_owned() }], tool, args)
+    }
+
+    /// Thinking, then a tool call (reasoned, as thinking models write it).
+    pub fn thinking(thinking: &str, tool: &str, args: &Value) -> MockReply {
+        call_with(vec![Delta::Thinking { text: thinking.to_owned() }], tool, args)
+    }
+
+    fn call_with(mut deltas: Vec<Delta>, tool: &str, args: &Value) -> MockReply {
+        deltas.push(Delta::ToolCallStart {
+            index: 0,
+            id: format!("call_{tool}_0"),
+            name: tool.to_owned(),
+        });
+        deltas.push(Delta::ToolCallArguments { index: 0, fragment: args.to_string() });
+        deltas.push(Delta::Finish { reason: FinishReason::ToolCalls });
+        MockReply::Deltas { deltas }
+    }
+
+    /// A tool call whose arguments are not JSON.
+    pub fn broken(tool: &str, raw: &str) -> MockReply {
+        MockReply::raw_tool_call(tool, raw, FinishReason::ToolCalls)
+    }
+
+    /// Plain text, no call (a degraded answer's text, or an answer that forgot the tools).
+    pub fn text(text: &str) -> MockReply {
+        MockReply::text(text)
+    }
+
+    /// `select_skills` with a reason.
+    pub fn select(names: &[&str], why: &str) -> MockReply {
+        thought("select_skills", why, json!({"names": names}))
+    }
+
+    /// `run_script` with a reason.
+    pub fn run(skill: &str, script: &str, args: &[&str], why: &str) -> MockReply {
+        thought("run_script", why, json!({"skill": skill, "script": script, "args": args}))
+    }
+
+    /// `final_answer`.
+    pub fn answer(content: &str) -> MockReply {
+        MockReply::tool_call("final_answer", &json!({"content": content}))
+    }
+
+    /// A `plan-execute-think` plan: `steps` as `(tool, args)`, with its reasoning (empty:
+    /// silent) and, on the first round, the complexity.
+    pub fn plan(reasoning: &str, complexity: Option<&str>, steps: Vec<(&str, Value)>) -> MockReply {
+        let steps: Vec<Value> =
+            steps.into_iter().map(|(tool, args)| json!({"tool": tool, "args": args})).collect();
+        let mut arguments = json!({"reasoning": reasoning, "steps": steps});
+        if let Some(complexity) = complexity {
+            arguments["complexity"] = json!(complexity);
+        }
+        MockReply::tool_call("plan_tool_call", &arguments)
+    }
+
+    /// A `plan-execute-think` think.
+    pub fn think(analysis: &str, summary: &str, completed: bool) -> MockReply {
+        MockReply::tool_call(
+            "think",
+            &json!({
+                "internal_analysis": analysis,
+                "user_summary": summary,
+                "task_completed": completed,
+                "next_steps_preview": "",
+            }),
+        )
+    }
+
+    /// A plan step `select_skills`.
+    pub fn select_step(names: &[&str]) -> (&'static str, Value) {
+        ("select_skills", json!({"names": names}))
+    }
+
+    /// A plan step `run_script`.
+    pub fn run_step(skill: &str, script: &str, args: &[&str]) -> (&'static str, Value) {
+        ("run_script", json!({"skill": skill, "script": script, "args": args}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_core::Outcome;
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn event(seq: u64, kind: EventKind, data: Value) -> Event {
+        Event { ts: String::new(), run_id: "r".to_owned(), seq, turn: 1, kind, data }
+    }
+
+    fn executed(seq: u64, action: Value, status: &str) -> Event {
+        event(seq, EventKind::ActionExecuted, json!({"action": action, "status": status}))
+    }
+
+    fn finished(outcome: &str, text: &str) -> Event {
+        event(99, EventKind::RunFinished, json!({"outcome": outcome, "final_text": text}))
+    }
+
+    #[test]
+    fn a_run_passes_only_when_every_part_of_the_check_holds() {
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(workspace.path().join("out.txt"), "total 12").unwrap();
+        let check = Check::completed(&["1705.47"])
+            .script("csv-summary", "scripts/csv_summary.py", &["sales.csv", "amount"])
+            .never_ok("ask_user")
+            .file("out.txt", "total");
+        let script = json!({"type": "run_script", "args": {
+            "skill": "csv-summary", "script": "scripts/csv_summary.py", "args": ["sales.csv", "amount"],
+            "thought": "extra keys do not matter"}});
+        let good = vec![executed(1, script.clone(), "ok"), finished("completed", "It is 1705.47.")];
+        assert_eq!(check.failures(&good, workspace.path()), Vec::<String>::new());
+
+        let wrong_args = json!({"type": "run_script", "args": {
+            "skill": "csv-summary", "script": "scripts/csv_summary.py", "args": ["sales.csv"]}});
+        let asked = json!({"type": "ask_user", "args": {"question": "?"}});
+        let bad = vec![
+            executed(1, wrong_args, "ok"),
+            executed(2, asked, "ok"),
+            finished("max_turns", "about 1700"),
+        ];
+        let check = check.file("missing.txt", "x");
+        assert_eq!(
+            check.failures(&bad, workspace.path()),
+            vec![
+                "outcome max_turns, expected completed".to_owned(),
+                "the answer lacks `1705.47`".to_owned(),
+                "missing.txt was not produced".to_owned(),
+                format!("no run_script call with {}", check.calls[0].args),
+                "ask_user succeeded, which it must not".to_owned(),
+            ]
+        );
+        assert_eq!(
+            Check::ends(Outcome::Stuck, &[]).failures(&[], workspace.path()),
+            vec!["the run has no run_finished event".to_owned()]
+        );
+    }
+
+    #[test]
+    fn expected_arguments_are_a_subset_compared_exactly() {
+        assert!(holds(&json!({"a": [1, 2], "b": 3}), &json!({"a": [1, 2]})));
+        assert!(!holds(&json!({"a": [1, 2, 3]}), &json!({"a": [1, 2]})));
+        assert!(!holds(&json!({"a": "1"}), &json!({"a": 1})));
+        assert!(!holds(&json!(null), &json!({"a": 1})));
+        assert!(holds(&json!({"a": {"b": 1, "c": 2}}), &json!({"a": {"b": 1}})));
+    }
+}

@@ -1,0 +1,395 @@
+//! Running the scenarios: each (scenario, strategy) on its own copy of the example workspace,
+//! through the real agent and sandbox, into its own run directory, scored from that
+//! directory's `events.jsonl` alone.
+
+use std::collections::VecDeque;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use agent_core::{
+    Agent, AgentConfig, BudgetUse, Event, EventKind, GuardConfig, compliance, read_events,
+    replay_check,
+};
+use model_adapter::{ChatRequest, Delta, DeltaStream, MockModel, MockReply, ModelProvider, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use skill_registry::{RootKind, SkillRoot};
+use tools_runtime::{ApprovalMode, RuntimeConfig, SandboxHelper};
+
+use crate::error::{Error, Result};
+use crate::scenario::{Category, Scenario};
+
+/// Where the bench finds its material and writes its runs.
+#[derive(Debug, Clone)]
+pub struct SuiteConfig {
+    /// The folder holding `skills/` (the bundled skills) and `task/` (the workspace copied
+    /// for every run): the repository's `examples/`.
+    pub examples: PathBuf,
+    /// The output folder; run directories go to `runs/SCENARIO/STRATEGY/` under it.
+    pub out: PathBuf,
+    /// Only these strategies (empty: every strategy a scenario has a script for).
+    pub strategies: Vec<String>,
+    /// Only scenarios whose name contains this.
+    pub filter: Option<String>,
+}
+
+impl SuiteConfig {
+    /// The repository's `examples/` and `out`.
+    pub fn new(out: &Path) -> SuiteConfig {
+        SuiteConfig {
+            examples: Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples"),
+            out: out.to_owned(),
+            strategies: Vec::new(),
+            filter: None,
+        }
+    }
+}
+
+/// The figures of one run, all read from its `events.jsonl` (apart from `wall_ms` and the
+/// file checks of `failures`, which look at the workspace).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The scenario.
+    pub scenario: String,
+    /// Its category.
+    pub category: Category,
+    /// The strategy.
+    pub strategy: String,
+    /// Whether every check passed.
+    pub success: bool,
+    /// The checks that failed.
+    pub failures: Vec<String>,
+    /// How the run ended (`completed`, `max_turns`, …).
+    pub outcome: String,
+    /// Whether it ended with a non-empty final text.
+    pub final_text_present: bool,
+    /// Turns.
+    pub turns: u64,
+    /// Model calls.
+    pub model_calls: u64,
+    /// Actions other than `final_answer`.
+    pub tool_calls: u64,
+    /// Scripts started.
+    pub script_runs: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Context compactions.
+    pub compactions: u64,
+    /// Actions refused by guardrails, policy or approver.
+    pub refusals: u64,
+    /// Budget use against the limits.
+    pub budgets: Vec<BudgetUse>,
+    /// Budgets used past their limit (none expected).
+    pub budget_overruns: Vec<String>,
+    /// Action-sequence violations found by the compliance check.
+    pub sequence_violations: Vec<String>,
+    /// Calls made without reasoning.
+    pub silent_calls: u64,
+    /// Calls made with reasoning.
+    pub reasoned_calls: u64,
+    /// Reasoning characters of all acting answers.
+    pub reasoning_chars: u64,
+    /// Whether `replay --check` reproduced the run from its record.
+    pub replay_reproduced: bool,
+    /// The folder holding the run directory, relative to the output folder.
+    pub runs_dir: String,
+    /// Wall time of the run in milliseconds (the only figure that differs between runs).
+    pub wall_ms: u64,
+}
+
+impl RunRecord {
+    /// Reasoning characters per call (0 without calls).
+    pub fn reasoning_chars_per_call(&self) -> f64 {
+        let calls = self.silent_calls + self.reasoned_calls;
+        if calls == 0 { 0.0 } else { self.reasoning_chars as f64 / calls as f64 }
+    }
+}
+
+/// A scripted model that answers in order and reports token use like a provider would: the
+/// prompt's and the answer's characters divided by four (so that strategies that send less
+/// show it).
+#[derive(Debug)]
+pub struct ScriptedModel {
+    replies: Mutex<VecDeque<MockReply>>,
+}
+
+impl ScriptedModel {
+    /// A model answering `replies` in order (an error once they are used up).
+    pub fn new(replies: Vec<MockReply>) -> ScriptedModel {
+        ScriptedModel { replies: Mutex::new(replies.into()) }
+    }
+
+    /// Answers not used yet.
+    pub fn remaining(&self) -> usize {
+        self.replies.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    fn next(&self, request: &ChatRequest) -> MockModel {
+        let reply =
+            self.replies.lock().unwrap_or_else(PoisonError::into_inner).pop_front().unwrap_or_else(
+                || MockReply::error("the scripted model has no answer left", false),
+            );
+        MockModel::new(vec![with_usage(reply, request)])
+    }
+}
+
+fn with_usage(reply: MockReply, request: &ChatRequest) -> MockReply {
+    let MockReply::Deltas { deltas } = reply else { return reply };
+    let prompt_chars = serde_json::to_string(&request.messages).map_or(0, |text| text.len())
+        + serde_json::to_string(&request.tools).map_or(0, |text| text.len());
+    let mut completion_chars = 0;
+    let mut kept: Vec<Delta> = Vec::with_capacity(deltas.len() + 1);
+    for delta in deltas {
+        match &delta {
+            Delta::Text { text } | Delta::Thinking { text } => completion_chars += text.len(),
+            Delta::ToolCallArguments { fragment, .. } => completion_chars += fragment.len(),
+            Delta::ToolCallStart { name, .. } => completion_chars += name.len(),
+            _ => {}
+        }
+        if !matches!(delta, Delta::Usage { .. }) {
+            kept.push(delta);
+        }
+    }
+    let usage = Usage {
+        prompt_tokens: (prompt_chars as u64).div_ceil(4),
+        completion_tokens: (completion_chars as u64).div_ceil(4),
+        cached_tokens: 0,
+        reasoning_tokens: 0,
+    };
+    let at =
+        kept.iter().position(|delta| matches!(delta, Delta::Finish { .. })).unwrap_or(kept.len());
+    kept.insert(at, Delta::Usage { usage });
+    MockReply::Deltas { deltas: kept }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for ScriptedModel {
+    async fn chat(&self, request: &ChatRequest) -> model_adapter::Result<model_adapter::Response> {
+        self.next(request).chat(request).await
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> model_adapter::Result<DeltaStream> {
+        self.next(request).stream(request).await
+    }
+}
+
+/// The (scenario, strategy) pairs the configuration selects, in scenario order.
+pub fn selected<'a>(
+    scenarios: &'a [Scenario],
+    config: &SuiteConfig,
+) -> Vec<(&'a Scenario, &'a str, &'a [MockReply])> {
+    let mut pairs = Vec::new();
+    for scenario in scenarios {
+        if config.filter.as_deref().is_some_and(|filter| !scenario.name.contains(filter)) {
+            continue;
+        }
+        for (strategy, replies) in &scenario.scripts {
+            if config.strategies.is_empty() || config.strategies.contains(strategy) {
+                pairs.push((scenario, strategy.as_str(), replies.as_slice()));
+            }
+        }
+    }
+    pairs
+}
+
+/// Runs every selected (scenario, strategy) on its scripted model, one after the other,
+/// calling `on_run` after each.
+///
+/// # Errors
+///
+/// A run that could not be set up or scored (not a failed check: a broken bench).
+pub fn run_scripted(
+    scenarios: &[Scenario],
+    config: &SuiteConfig,
+    on_run: &mut dyn FnMut(&RunRecord),
+) -> Result<Vec<RunRecord>> {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
+            Error::Scenario { scenario: "*".to_owned(), message: format!("tokio: {error}") }
+        })?;
+    let mut records = Vec::new();
+    for (scenario, strategy, replies) in selected(scenarios, config) {
+        let model = Arc::new(ScriptedModel::new(replies.to_vec()));
+        let mut record = runtime.block_on(run_one(scenario, strategy, model.clone(), config))?;
+        let left = model.remaining();
+        if left > 0 {
+            record.failures.push(format!("{left} scripted answers were not used"));
+            record.success = false;
+        }
+        on_run(&record);
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// Runs `scenario` with `strategy` on `model` in a fresh copy of the example workspace and
+/// scores it from its run directory.
+///
+/// # Errors
+///
+/// A run that could not be set up, built or scored.
+pub async fn run_one(
+    scenario: &Scenario,
+    strategy: &str,
+    model: Arc<dyn ModelProvider>,
+    config: &SuiteConfig,
+) -> Result<RunRecord> {
+    let broken = |message: String| Error::Scenario { scenario: scenario.name.clone(), message };
+    let base = tempfile::Builder::new()
+        .prefix("skills-agent-bench-")
+        .tempdir()
+        .map_err(|error| broken(format!("a temporary folder: {error}")))?;
+    set_mode(base.path(), 0o755)?;
+    let skills = base.path().join("skills");
+    let workspace = base.path().join("workspace");
+    copy_tree(&config.examples.join("skills"), &skills)?;
+    copy_tree(&config.examples.join("task"), &workspace)?;
+    set_mode(&workspace, 0o700)?;
+    let runs_relative = format!("runs/{}/{strategy}", scenario.name);
+    let runs = config.out.join(&runs_relative);
+    if runs.exists() {
+        std::fs::remove_dir_all(&runs).map_err(|error| Error::io(&runs, error))?;
+    }
+    std::fs::create_dir_all(&runs).map_err(|error| Error::io(&runs, error))?;
+    let helper = SandboxHelper::current_exe()
+        .map_err(|error| broken(format!("the sandbox helper: {error}")))?;
+    let mut runtime = RuntimeConfig::new(helper);
+    runtime.policy.approval_mode = ApprovalMode::Never;
+    let agent_config = AgentConfig {
+        strategy: strategy.to_owned(),
+        budgets: scenario.budgets.clone(),
+        guard: GuardConfig { ask_user: scenario.ask_user, ..GuardConfig::default() },
+        ..AgentConfig::default()
+    };
+    let agent_error = |source| Error::Agent { scenario: scenario.name.clone(), source };
+    let agent = Agent::builder()
+        .model(model)
+        .config(agent_config)
+        .skill_roots(vec![SkillRoot::new(RootKind::Project, &skills)])
+        .workspace(&workspace)
+        .runs_dir(&runs)
+        .runtime(runtime)
+        .build()
+        .map_err(agent_error)?;
+    let started = Instant::now();
+    let result = agent.run(&scenario.task).await.map_err(agent_error)?;
+    let wall_ms = started.elapsed().as_millis() as u64;
+    let run_dir =
+        result.run_dir.ok_or_else(|| broken("the run wrote no run directory".to_owned()))?;
+    let events = read_events(&run_dir.join("events.jsonl")).map_err(agent_error)?;
+    let replay = replay_check(&run_dir).await.map_err(agent_error)?;
+    let failures = scenario.check.failures(&events, &workspace);
+    let record = score_events(&events);
+    Ok(RunRecord {
+        scenario: scenario.name.clone(),
+        category: scenario.category,
+        strategy: strategy.to_owned(),
+        success: failures.is_empty(),
+        failures,
+        replay_reproduced: replay.reproduced(),
+        runs_dir: runs_relative,
+        wall_ms,
+        ..record
+    })
+}
+
+impl RunRecord {
+    fn empty() -> RunRecord {
+        RunRecord {
+            scenario: String::new(),
+            category: Category::OneSkill,
+            strategy: String::new(),
+            success: false,
+            failures: Vec::new(),
+            outcome: String::new(),
+            final_text_present: false,
+            turns: 0,
+            model_calls: 0,
+            tool_calls: 0,
+            script_runs: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            compactions: 0,
+            refusals: 0,
+            budgets: Vec::new(),
+            budget_overruns: Vec::new(),
+            sequence_violations: Vec::new(),
+            silent_calls: 0,
+            reasoned_calls: 0,
+            reasoning_chars: 0,
+            replay_reproduced: false,
+            runs_dir: String::new(),
+            wall_ms: 0,
+        }
+    }
+}
+
+/// The figures of a run from its events alone (the last `run_finished` and
+/// [`agent_core::compliance`]); the identity fields are left empty.
+pub fn score_events(events: &[Event]) -> RunRecord {
+    let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
+    let data = finished.map(|event| &event.data).unwrap_or(&Value::Null);
+    let counter = |key: &str| {
+        data.get("counters").and_then(|c| c.get(key)).and_then(Value::as_u64).unwrap_or(0)
+    };
+    let reasoning = |key: &str| {
+        data.get("reasoning_metrics").and_then(|r| r.get(key)).and_then(Value::as_u64).unwrap_or(0)
+    };
+    let compliance = compliance(events);
+    RunRecord {
+        outcome: data.get("outcome").and_then(Value::as_str).unwrap_or("none").to_owned(),
+        final_text_present: compliance.final_text_present,
+        turns: counter("turns"),
+        model_calls: counter("model_calls"),
+        tool_calls: counter("tool_calls"),
+        script_runs: counter("script_runs"),
+        prompt_tokens: counter("prompt_tokens"),
+        completion_tokens: counter("completion_tokens"),
+        compactions: counter("compactions"),
+        refusals: counter("refusals"),
+        budgets: compliance.budgets,
+        budget_overruns: compliance.budget_overruns,
+        sequence_violations: compliance.sequence_violations,
+        silent_calls: reasoning("silent_call_count"),
+        reasoned_calls: reasoning("reasoned_call_count"),
+        reasoning_chars: reasoning("reasoning_chars_total"),
+        ..RunRecord::empty()
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|error| Error::io(path, error))
+}
+
+/// Copies a folder tree (files and folders only), folders 0755 and files 0644 so that the
+/// sandbox's user can read the skills.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|error| Error::io(to, error))?;
+    set_mode(to, 0o755)?;
+    let entries = std::fs::read_dir(from).map_err(|error| Error::io(from, error))?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        paths.push(entry.map_err(|error| Error::io(from, error))?.path());
+    }
+    paths.sort();
+    for path in paths {
+        let Some(name) = path.file_name() else { continue };
+        let target = to.join(name);
+        let metadata = std::fs::symlink_metadata(&path).map_err(|error| Error::io(&path, error))?;
+        if metadata.is_dir() {
+            if name == ".agent" {
+                continue;
+            }
+            copy_tree(&path, &target)?;
+        } else if metadata.is_file() {
+            std::fs::copy(&path, &target).map_err(|error| Error::io(&target, error))?;
+            set_mode(&target, 0o644)?;
+        }
+    }
+    Ok(())
+}
