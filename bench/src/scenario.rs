@@ -349,7 +349,7 @@ mod tests {
         Event { ts: String::new(), run_id: "r".to_owned(), seq, turn: 1, kind, data }
     }
 
-    fn executed(seq: u64, action: Value, status: &str) -> Event {
+    fn executed(seq: u64, action: &Value, status: &str) -> Event {
         event(seq, EventKind::ActionExecuted, json!({"action": action, "status": status}))
     }
 
@@ -368,15 +368,15 @@ mod tests {
         let script = json!({"type": "run_script", "args": {
             "skill": "csv-summary", "script": "scripts/csv_summary.py", "args": ["sales.csv", "amount"],
             "thought": "extra keys do not matter"}});
-        let good = vec![executed(1, script.clone(), "ok"), finished("completed", "It is 1705.47.")];
+        let good = vec![executed(1, &script, "ok"), finished("completed", "It is 1705.47.")];
         assert_eq!(check.failures(&good, workspace.path()), Vec::<String>::new());
 
         let wrong_args = json!({"type": "run_script", "args": {
             "skill": "csv-summary", "script": "scripts/csv_summary.py", "args": ["sales.csv"]}});
         let asked = json!({"type": "ask_user", "args": {"question": "?"}});
         let bad = vec![
-            executed(1, wrong_args, "ok"),
-            executed(2, asked, "ok"),
+            executed(1, &wrong_args, "ok"),
+            executed(2, &asked, "ok"),
             finished("max_turns", "about 1700"),
         ];
         let check = check.file("missing.txt", "x");
