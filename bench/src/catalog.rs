@@ -653,7 +653,7 @@ fn silent_calls() -> Vec<Scenario> {
             vec![
                 silent("select_skills", json!({"names": [CSV]})),
                 run_silent(CSV, &["sales.csv", "amount"]),
-                answer("1705.47"),
+                silent("final_answer", json!({"content": "1705.47"})),
             ],
         )
         .script(
@@ -678,7 +678,7 @@ fn silent_calls() -> Vec<Scenario> {
                 run_silent(CONVERT, &["5", "mi", "km"]),
                 run_silent(CONVERT, &["10", "km", "mi"]),
                 run_silent(CONVERT, &["2", "lb", "oz"]),
-                answer("8.04672 km; 6.213711922 mi; 32 oz"),
+                silent("final_answer", json!({"content": "8.04672 km; 6.213711922 mi; 32 oz"})),
             ],
         )
         .script(

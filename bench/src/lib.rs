@@ -33,6 +33,8 @@
 
 pub mod catalog;
 mod error;
+mod html;
+pub mod report;
 pub mod scenario;
 pub mod suite;
 pub mod trajectories;
@@ -45,4 +47,31 @@ pub use error::{Error, Result};
 /// binary as its helper.
 pub fn run_sandbox_helper_if_requested() -> Option<std::process::ExitCode> {
     tools_runtime::run_sandbox_helper_if_requested()
+}
+
+/// Runs every scripted scenario of [`catalog::scenarios`] that `config` selects, with a
+/// progress bar on stderr, and writes the report into `config.out`.
+///
+/// # Errors
+///
+/// A run that could not be set up or scored, or a report file that could not be written.
+pub fn run_scripted_suite(
+    config: &suite::SuiteConfig,
+) -> Result<(report::Results, report::Written)> {
+    let scenarios = catalog::scenarios();
+    let total = suite::selected(&scenarios, config).len() as u64;
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40.cyan/blue} {pos}/{len} runs · {elapsed} · {msg}",
+    ) {
+        bar.set_style(style);
+    }
+    let runs = suite::run_scripted(&scenarios, config, &mut |record| {
+        bar.set_message(format!("{}/{}", record.scenario, record.strategy));
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    let results = report::summarise("scripted", "scripted", runs);
+    let written = report::write(&results, &config.out)?;
+    Ok((results, written))
 }

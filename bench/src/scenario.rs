@@ -297,9 +297,9 @@ pub mod reply {
         thought("run_script", why, json!({"skill": skill, "script": script, "args": args}))
     }
 
-    /// `final_answer`.
+    /// `final_answer` with a reason.
     pub fn answer(content: &str) -> MockReply {
-        MockReply::tool_call("final_answer", &json!({"content": content}))
+        thought("final_answer", "the observations answer the task", json!({"content": content}))
     }
 
     /// A `plan-execute-think` plan: `steps` as `(tool, args)`, with its reasoning (empty:

@@ -7,7 +7,9 @@
 use std::process::ExitCode;
 
 use bench::catalog::scenarios;
+use bench::report::{Results, summarise, write};
 use bench::suite::{RunRecord, SuiteConfig, run_scripted};
+use serde_json::Value;
 
 /// Runs whose replay diverges from the record because of agent-core, not the bench: a tool
 /// call whose arguments are not JSON streams `action_planned` live, which the replay of the
@@ -21,6 +23,88 @@ fn passed(record: &RunRecord) -> bool {
         && record.replay_reproduced != known
         && record.budget_overruns.is_empty()
         && record.sequence_violations.is_empty()
+}
+
+/// `results.json` with the timings zeroed.
+fn without_timings(path: &std::path::Path) -> Value {
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    fn zero(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, inner) in map.iter_mut() {
+                    if key == "wall_ms" {
+                        *inner = Value::from(0);
+                    } else {
+                        zero(inner);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(zero),
+            _ => {}
+        }
+    }
+    zero(&mut value);
+    value
+}
+
+/// The report exists and parses, holds the seed's sections and the batch comparison, and a
+/// second scripted run gives the same `results.json` apart from timings.
+fn report_checks(records: Vec<RunRecord>, out: &std::path::Path, config: &SuiteConfig) -> bool {
+    let mut ok = true;
+    let mut check = |name: &str, passed: bool| {
+        println!("test {name} ... {}", if passed { "ok" } else { "FAILED" });
+        ok &= passed;
+    };
+    let results = summarise("scripted", "scripted", records);
+    let written = write(&results, out).unwrap();
+    let text = std::fs::read_to_string(&written.results).unwrap();
+    let parsed: Result<Results, _> = serde_json::from_str(&text);
+    check("report/results_json_parses_back", parsed.as_ref().is_ok_and(|back| *back == results));
+    let markdown = std::fs::read_to_string(&written.markdown).unwrap();
+    check(
+        "report/markdown_has_the_seed_sections",
+        [
+            "## Strategies",
+            "## Reasoning quality",
+            "| silent-call rate |",
+            "## Batchable scenarios: model calls",
+            "## Scenarios",
+        ]
+        .iter()
+        .all(|section| markdown.contains(section)),
+    );
+    let html = std::fs::read_to_string(&written.html).unwrap();
+    check(
+        "report/html_is_self_contained_with_charts",
+        html.starts_with("<!DOCTYPE html>")
+            && html.matches("<svg").count() >= 6
+            && !html.contains("<script")
+            && !html.contains("https://"),
+    );
+    if config.filter.is_none() {
+        let ratio = results.batchable.react_over_plan_execute_think;
+        println!(
+            "react / plan-execute-think model calls on batchable scenarios: {ratio:?} ({:?})",
+            results.batchable.model_calls
+        );
+        check(
+            "report/plan_execute_think_saves_calls_on_batches",
+            ratio.is_some_and(|ratio| ratio > 1.0),
+        );
+        check("report/at_least_30_scenarios", results.scenarios >= 30);
+        // Determinism: a second scripted run gives the same figures apart from timings.
+        let second = tempfile::tempdir().unwrap();
+        let mut again = config.clone();
+        again.out = second.path().to_owned();
+        let records = run_scripted(&scenarios(), &again, &mut |_| {}).unwrap();
+        let written_again =
+            write(&summarise("scripted", "scripted", records), second.path()).unwrap();
+        check(
+            "report/two_scripted_runs_give_the_same_results",
+            without_timings(&written.results) == without_timings(&written_again.results),
+        );
+    }
+    ok
 }
 
 fn main() -> ExitCode {
@@ -54,11 +138,13 @@ fn main() -> ExitCode {
         }
     })
     .unwrap();
-    let failed = records.iter().filter(|record| !passed(record)).count();
+    let runs = records.len();
+    let mut failed = records.iter().filter(|record| !passed(record)).count();
+    failed += usize::from(!report_checks(records, &out_path, &config));
     println!(
         "\ntest result: {}. {} runs; {failed} failed\n",
         if failed == 0 { "ok" } else { "FAILED" },
-        records.len()
+        runs
     );
     if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
