@@ -1,6 +1,7 @@
 //! The scenarios: tasks over the bundled skills (`examples/skills`) in a copy of
-//! `examples/task`, each scripted for `react` and, where the strategy fits the task,
-//! `plan-execute-think`.
+//! `examples/task`, each scripted for `react` and, where the strategy fits the task, for
+//! `plan-execute-think`, `plan-thought-replan` and `safe` (the tasks solved by script calls
+//! have all four; the error paths mostly react and plan-execute-think).
 //!
 //! The facts checked are what the bundled scripts print for `examples/task/sales.csv`
 //! (`amount sum: 1705.47`, `units sum: 212`, …) and for the conversions asked.
@@ -10,7 +11,8 @@ use model_adapter::MockReply;
 use serde_json::{Value, json};
 
 use crate::scenario::reply::{
-    answer, broken, plan, run, run_step, said, select, select_step, silent, text, think, thinking,
+    answer, broken, plan, ptr_act, ptr_ask, ptr_done, ptr_finish, ptr_plan, run, run_step,
+    safe_judge, safe_plan, safe_report, said, select, select_step, silent, text, think, thinking,
     thought,
 };
 use crate::scenario::{Category, Check, Scenario};
@@ -19,6 +21,10 @@ use crate::scenario::{Category, Check, Scenario};
 pub const REACT: &str = "react";
 /// See [`REACT`].
 pub const PLAN_EXECUTE_THINK: &str = "plan-execute-think";
+/// See [`REACT`].
+pub const PLAN_THOUGHT_REPLAN: &str = "plan-thought-replan";
+/// See [`REACT`].
+pub const SAFE: &str = "safe";
 
 const CSV: &str = "csv-summary";
 const CSV_SCRIPT: &str = "scripts/csv_summary.py";
@@ -79,7 +85,40 @@ fn batch_flow(skills: &[&str], calls: &[Call<'_>], answer_text: &str) -> Vec<Moc
     ]
 }
 
-/// A task solved by `calls` of `skills`, scripted for both strategies.
+/// plan-thought-replan: one plan item, a thought per action (the select, then each call), a
+/// thought finishing the item, a replan answering.
+fn thought_flow(skills: &[&str], calls: &[Call<'_>], answer_text: &str) -> Vec<MockReply> {
+    let mut replies = vec![
+        ptr_plan(&["do the task with the skills"]),
+        ptr_act("select the skills", select_step(skills)),
+    ];
+    for (skill, script, args) in calls {
+        replies.push(ptr_act("run the next script", run_step(skill, script, args)));
+    }
+    replies.push(ptr_done(answer_text));
+    replies.push(ptr_finish(answer_text));
+    replies
+}
+
+/// safe: judged simple, one plan selecting and running everything (two when that is more
+/// than 8 steps: a plan that only selects goes on without a report), one report.
+fn safe_flow(skills: &[&str], calls: &[Call<'_>], answer_text: &str) -> Vec<MockReply> {
+    let runs: Vec<(&str, Value)> =
+        calls.iter().map(|(skill, script, args)| run_step(skill, script, args)).collect();
+    let mut replies = vec![safe_judge("simple")];
+    if runs.len() < 8 {
+        let mut steps = vec![select_step(skills)];
+        steps.extend(runs);
+        replies.push(safe_plan(steps));
+    } else {
+        replies.push(safe_plan(vec![select_step(skills)]));
+        replies.push(safe_plan(runs));
+    }
+    replies.push(safe_report(answer_text, true));
+    replies
+}
+
+/// A task solved by `calls` of `skills`, scripted for every strategy.
 fn solved(
     name: &str,
     category: Category,
@@ -96,6 +135,8 @@ fn solved(
     Scenario::new(name, category, task, check)
         .script(REACT, react_flow(skills, calls, answer_text))
         .script(PLAN_EXECUTE_THINK, batch_flow(skills, calls, answer_text))
+        .script(PLAN_THOUGHT_REPLAN, thought_flow(skills, calls, answer_text))
+        .script(SAFE, safe_flow(skills, calls, answer_text))
 }
 
 fn one(
@@ -282,8 +323,13 @@ fn batchable() -> Vec<Scenario> {
             .map(|(what, _, result)| format!("{what}: {result}"))
             .collect::<Vec<_>>()
             .join("; ");
-        solved(name, Category::Batchable, &task, &[CONVERT], &calls, &answer_text, &facts)
-            .budgets(|budgets| budgets.max_script_runs = 8)
+        solved(name, Category::Batchable, &task, &[CONVERT], &calls, &answer_text, &facts).budgets(
+            |budgets| {
+                // plan-thought-replan counts each thought and each action as a step.
+                budgets.max_turns = 24;
+                budgets.max_script_runs = 8;
+            },
+        )
     };
     vec![
         convert_batch("convert-batch-4", 4),
@@ -346,7 +392,14 @@ fn clarification() -> Vec<Scenario> {
             Check::ends(Outcome::NeedsInput, &["Which column"]).never_ok("run_script"),
         )
         .with_ask_user()
-        .script(REACT, vec![ask("Which column of sales.csv should I total?")]),
+        .script(REACT, vec![ask("Which column of sales.csv should I total?")])
+        .script(
+            PLAN_THOUGHT_REPLAN,
+            vec![
+                ptr_plan(&["find out which column", "total it"]),
+                ptr_ask("Which column of sales.csv should I total?"),
+            ],
+        ),
         Scenario::new(
             "ask-which-unit",
             Category::Clarification,
@@ -359,6 +412,14 @@ fn clarification() -> Vec<Scenario> {
             vec![
                 select(&[CONVERT], "a conversion"),
                 ask("Which units should 5 be converted from and to?"),
+            ],
+        )
+        .script(
+            PLAN_THOUGHT_REPLAN,
+            vec![
+                ptr_plan(&["select the converter", "convert"]),
+                ptr_act("select the converter", select_step(&[CONVERT])),
+                ptr_ask("Which units should 5 be converted from and to?"),
             ],
         ),
     ]

@@ -327,6 +327,66 @@ pub mod reply {
         )
     }
 
+    /// A `plan-thought-replan` plan of `items`.
+    pub fn ptr_plan(items: &[&str]) -> MockReply {
+        MockReply::tool_call("plan", &json!({"status": "planned", "plan": items}))
+    }
+
+    /// A `plan-thought-replan` thought that continues with `tool(args)` for `step`.
+    pub fn ptr_act(step: &str, (tool, args): (&str, Value)) -> MockReply {
+        MockReply::tool_call(
+            "thought",
+            &json!({"status": "continue", "current_step": step,
+                    "next_action": {"tool": tool, "args": args}, "question": null, "response": null}),
+        )
+    }
+
+    /// A `plan-thought-replan` thought that asks the user.
+    pub fn ptr_ask(question: &str) -> MockReply {
+        MockReply::tool_call(
+            "thought",
+            &json!({"status": "ask_user", "current_step": "information is missing",
+                    "next_action": null, "question": question, "response": null}),
+        )
+    }
+
+    /// A `plan-thought-replan` thought that finishes the item with `response`.
+    pub fn ptr_done(response: &str) -> MockReply {
+        MockReply::tool_call(
+            "thought",
+            &json!({"status": "done", "current_step": "the item is finished",
+                    "next_action": null, "question": null, "response": response}),
+        )
+    }
+
+    /// A `plan-thought-replan` replan that ends the task with `answer`.
+    pub fn ptr_finish(answer: &str) -> MockReply {
+        MockReply::tool_call("replan", &json!({"status": "done", "plan": [], "response": answer}))
+    }
+
+    /// A `safe` complexity judgement.
+    pub fn safe_judge(complexity: &str) -> MockReply {
+        MockReply::tool_call(
+            "judge_complexity",
+            &json!({"complexity": complexity, "reasoning": "judged from the task's steps"}),
+        )
+    }
+
+    /// A `safe` plan of `steps` as `(tool, args)`.
+    pub fn safe_plan(steps: Vec<(&str, Value)>) -> MockReply {
+        let steps: Vec<Value> =
+            steps.into_iter().map(|(tool, args)| json!({"tool": tool, "args": args})).collect();
+        MockReply::tool_call(
+            "make_plan",
+            &json!({"reasoning": "the steps the task needs", "steps": steps}),
+        )
+    }
+
+    /// A `safe` report.
+    pub fn safe_report(answer: &str, completed: bool) -> MockReply {
+        MockReply::tool_call("report", &json!({"answer": answer, "task_completed": completed}))
+    }
+
     /// A plan step `select_skills`.
     pub fn select_step(names: &[&str]) -> (&'static str, Value) {
         ("select_skills", json!({"names": names}))
