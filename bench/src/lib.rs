@@ -60,18 +60,49 @@ pub fn run_scripted_suite(
 ) -> Result<(report::Results, report::Written)> {
     let scenarios = catalog::scenarios();
     let total = suite::selected(&scenarios, config).len() as u64;
+    with_progress(total, config, "scripted", "scripted", |on_run| {
+        suite::run_scripted(&scenarios, config, on_run)
+    })
+}
+
+/// Runs the scenarios `config` selects that a real model can pass ([`suite::live_selected`])
+/// on `live`, with a progress bar on stderr, and writes the report into `config.out`.
+/// `spec` names the model in the report.
+///
+/// # Errors
+///
+/// A run that could not be set up or scored, or a report file that could not be written.
+pub fn run_live_suite(
+    config: &suite::SuiteConfig,
+    live: &suite::LiveModel,
+    spec: &str,
+) -> Result<(report::Results, report::Written)> {
+    let scenarios = catalog::scenarios();
+    let total = suite::live_selected(&scenarios, config).len() as u64;
+    with_progress(total, config, "live", spec, |on_run| {
+        suite::run_live(&scenarios, config, live, on_run)
+    })
+}
+
+fn with_progress(
+    total: u64,
+    config: &suite::SuiteConfig,
+    mode: &str,
+    model: &str,
+    run: impl FnOnce(&mut dyn FnMut(&suite::RunRecord)) -> Result<Vec<suite::RunRecord>>,
+) -> Result<(report::Results, report::Written)> {
     let bar = indicatif::ProgressBar::new(total);
     if let Ok(style) = indicatif::ProgressStyle::with_template(
         "{bar:40.cyan/blue} {pos}/{len} runs · {elapsed} · {msg}",
     ) {
         bar.set_style(style);
     }
-    let runs = suite::run_scripted(&scenarios, config, &mut |record| {
+    let runs = run(&mut |record| {
         bar.set_message(format!("{}/{}", record.scenario, record.strategy));
         bar.inc(1);
     })?;
     bar.finish_and_clear();
-    let results = report::summarise("scripted", "scripted", runs);
+    let results = report::summarise(mode, model, runs);
     let written = report::write(&results, &config.out)?;
     Ok((results, written))
 }

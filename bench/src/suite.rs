@@ -6,11 +6,11 @@ use std::collections::VecDeque;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use agent_core::{
-    Agent, AgentConfig, BudgetUse, Event, EventKind, GuardConfig, compliance, read_events,
-    replay_check,
+    Agent, AgentConfig, BudgetUse, CancellationToken, DecideMode, Event, EventKind, GuardConfig,
+    ModelSettings, Redactor, compliance, read_events, replay_check,
 };
 use model_adapter::{ChatRequest, Delta, DeltaStream, MockModel, MockReply, ModelProvider, Usage};
 use serde::{Deserialize, Serialize};
@@ -177,6 +177,34 @@ impl ModelProvider for ScriptedModel {
     }
 }
 
+/// A real model for `--live` runs.
+#[derive(Debug, Clone)]
+pub struct LiveModel {
+    /// The provider.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The model name sent in requests.
+    pub name: String,
+    /// How the agent asks it (JSON under a grammar for the small local model).
+    pub decide: DecideMode,
+    /// Each run is cancelled after this long (it still ends with `run_finished` and a text).
+    pub timeout: Duration,
+    /// Values never written to the run directories (API keys), with their variable names.
+    pub secrets: Vec<(String, String)>,
+}
+
+/// How one run asks its model.
+#[derive(Debug, Clone, Default)]
+pub struct RunSettings {
+    /// The model name (`None`: the default of [`ModelSettings`]).
+    pub model_name: Option<String>,
+    /// Native tool calls or JSON.
+    pub decide: Option<DecideMode>,
+    /// Cancel the run after this long.
+    pub timeout: Option<Duration>,
+    /// Values to redact, with their variable names.
+    pub secrets: Vec<(String, String)>,
+}
+
 /// The (scenario, strategy) pairs the configuration selects, in scenario order.
 pub fn selected<'a>(
     scenarios: &'a [Scenario],
@@ -214,7 +242,9 @@ pub fn run_scripted(
     let mut records = Vec::new();
     for (scenario, strategy, replies) in selected(scenarios, config) {
         let model = Arc::new(ScriptedModel::new(replies.to_vec()));
-        let mut record = runtime.block_on(run_one(scenario, strategy, model.clone(), config))?;
+        let settings = RunSettings::default();
+        let mut record =
+            runtime.block_on(run_one(scenario, strategy, model.clone(), &settings, config))?;
         let left = model.remaining();
         if left > 0 {
             record.failures.push(format!("{left} scripted answers were not used"));
@@ -224,6 +254,57 @@ pub fn run_scripted(
         records.push(record);
     }
     Ok(records)
+}
+
+/// Runs every selected (scenario, strategy) whose check expects a completed or waiting run
+/// (budget and stuck scenarios need a model that misbehaves on cue) on a real model, one
+/// after the other, calling `on_run` after each. The checks are the scripted runs' checks.
+///
+/// # Errors
+///
+/// A run that could not be set up or scored.
+pub fn run_live(
+    scenarios: &[Scenario],
+    config: &SuiteConfig,
+    live: &LiveModel,
+    on_run: &mut dyn FnMut(&RunRecord),
+) -> Result<Vec<RunRecord>> {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
+            Error::Scenario { scenario: "*".to_owned(), message: format!("tokio: {error}") }
+        })?;
+    let settings = RunSettings {
+        model_name: Some(live.name.clone()),
+        decide: Some(live.decide),
+        timeout: Some(live.timeout),
+        secrets: live.secrets.clone(),
+    };
+    let mut records = Vec::new();
+    for (scenario, strategy, _) in live_selected(scenarios, config) {
+        let record = runtime.block_on(run_one(
+            scenario,
+            strategy,
+            live.provider.clone(),
+            &settings,
+            config,
+        ))?;
+        on_run(&record);
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// The pairs [`run_live`] runs: [`selected`] without the scenarios that expect a degraded end.
+pub fn live_selected<'a>(
+    scenarios: &'a [Scenario],
+    config: &SuiteConfig,
+) -> Vec<(&'a Scenario, &'a str, &'a [MockReply])> {
+    selected(scenarios, config)
+        .into_iter()
+        .filter(|(scenario, _, _)| {
+            matches!(scenario.check.outcome.as_str(), "completed" | "needs_input")
+        })
+        .collect()
 }
 
 /// Runs `scenario` with `strategy` on `model` in a fresh copy of the example workspace and
@@ -236,6 +317,7 @@ pub async fn run_one(
     scenario: &Scenario,
     strategy: &str,
     model: Arc<dyn ModelProvider>,
+    settings: &RunSettings,
     config: &SuiteConfig,
 ) -> Result<RunRecord> {
     let broken = |message: String| Error::Scenario { scenario: scenario.name.clone(), message };
@@ -259,12 +341,23 @@ pub async fn run_one(
         .map_err(|error| broken(format!("the sandbox helper: {error}")))?;
     let mut runtime = RuntimeConfig::new(helper);
     runtime.policy.approval_mode = ApprovalMode::Never;
+    let defaults = AgentConfig::default();
     let agent_config = AgentConfig {
         strategy: strategy.to_owned(),
+        decide: settings.decide.unwrap_or(defaults.decide),
+        model: ModelSettings {
+            model: settings.model_name.clone().unwrap_or(defaults.model.model.clone()),
+            ..defaults.model.clone()
+        },
         budgets: scenario.budgets.clone(),
         guard: GuardConfig { ask_user: scenario.ask_user, ..GuardConfig::default() },
-        ..AgentConfig::default()
+        ..defaults
     };
+    let mut redactor = Redactor::new();
+    for (name, value) in &settings.secrets {
+        redactor.add(name, value);
+    }
+    let cancel = CancellationToken::new();
     let agent_error = |source| Error::Agent { scenario: scenario.name.clone(), source };
     let agent = Agent::builder()
         .model(model)
@@ -273,10 +366,28 @@ pub async fn run_one(
         .workspace(&workspace)
         .runs_dir(&runs)
         .runtime(runtime)
+        .redactor(redactor)
+        .cancellation(cancel.clone())
         .build()
         .map_err(agent_error)?;
     let started = Instant::now();
-    let result = agent.run(&scenario.task).await.map_err(agent_error)?;
+    let result = match settings.timeout {
+        None => agent.run(&scenario.task).await,
+        Some(timeout) => {
+            // Cancelled, the run still ends with `run_finished` (outcome `cancelled`).
+            let timer = {
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(timeout).await;
+                    cancel.cancel();
+                })
+            };
+            let result = agent.run(&scenario.task).await;
+            timer.abort();
+            result
+        }
+    }
+    .map_err(agent_error)?;
     let wall_ms = started.elapsed().as_millis() as u64;
     let run_dir =
         result.run_dir.ok_or_else(|| broken("the run wrote no run directory".to_owned()))?;

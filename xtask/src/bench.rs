@@ -3,21 +3,34 @@
 //! * `cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT]` runs the scripted
 //!   scenarios (this binary is the sandbox helper) with a progress bar and writes
 //!   `results.json`, `report.md` and `report.html` into DIR (default `target/bench/`).
+//! * `--live [--model SPEC] [--timeout SECS]` runs the same tasks on a real model (`local` by
+//!   default, started when needed, as `skills-agent --model` reads it), each run cancelled
+//!   after SECS (default 600); the checks are the same, the scenarios that expect a budget or
+//!   a stuck loop are left out.
 //! * `cargo xtask bench --trajectories FILE [--format openai-chat]` scores other agents'
 //!   recorded runs and prints one JSON line on stdout.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use skills_agent::models::{ModelSpec, connect};
 
-const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT]
+const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS]]
        cargo xtask bench --trajectories FILE [--format openai-chat]";
+
+/// A live run's model and time limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Live {
+    spec: String,
+    timeout_secs: u64,
+}
 
 /// What the command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Command {
-    /// Run the scripted scenarios and write the report into `out`.
-    Scripted { out: PathBuf, strategies: Vec<String>, filter: Option<String> },
+    /// Run the scenarios (scripted, or on a live model) and write the report into `out`.
+    Suite { out: PathBuf, strategies: Vec<String>, filter: Option<String>, live: Option<Live> },
     /// Score recorded trajectories in `format`.
     Trajectories { file: PathBuf, format: String },
 }
@@ -25,11 +38,26 @@ enum Command {
 /// Runs `bench <arguments>`.
 pub fn run(arguments: &[String]) -> Result<()> {
     match parse(arguments)? {
-        Command::Scripted { out, strategies, filter } => {
+        Command::Suite { out, strategies, filter, live } => {
             let mut config = bench::suite::SuiteConfig::new(&out);
             config.strategies = strategies;
             config.filter = filter;
-            let (results, written) = bench::run_scripted_suite(&config)?;
+            let (results, written) = match &live {
+                None => bench::run_scripted_suite(&config)?,
+                Some(Live { spec, timeout_secs }) => {
+                    let parsed = ModelSpec::parse(spec)?;
+                    let env: Vec<(String, String)> = std::env::vars().collect();
+                    let connected = connect(&parsed, &env, &config.examples.join("task"))?;
+                    let model = bench::suite::LiveModel {
+                        provider: connected.provider,
+                        name: connected.name,
+                        decide: parsed.decide_mode(),
+                        timeout: Duration::from_secs(*timeout_secs),
+                        secrets: connected.secrets,
+                    };
+                    bench::run_live_suite(&config, &model, spec)?
+                }
+            };
             for summary in &results.strategies {
                 eprintln!(
                     "bench: {}: {}/{} succeeded, {} model calls, silent-call rate {:.1}%",
@@ -49,7 +77,8 @@ pub fn run(arguments: &[String]) -> Result<()> {
                 println!("{}", path.display());
             }
             let failed = results.runs.iter().filter(|run| !run.success).count();
-            if failed > 0 {
+            // A live model may fail checks; a scripted run that fails one is a broken bench.
+            if failed > 0 && live.is_none() {
                 bail!("{failed} runs failed their checks (see {})", written.markdown.display());
             }
         }
@@ -67,6 +96,9 @@ fn parse(arguments: &[String]) -> Result<Command> {
     let mut out = None;
     let mut strategies = Vec::new();
     let mut filter = None;
+    let mut live = false;
+    let mut spec = None;
+    let mut timeout = None;
     let mut rest = arguments.iter();
     while let Some(argument) = rest.next() {
         match argument.as_str() {
@@ -75,11 +107,28 @@ fn parse(arguments: &[String]) -> Result<Command> {
             "--out" => out = Some(PathBuf::from(rest.next().context(USAGE)?)),
             "--strategy" => strategies.push(rest.next().context(USAGE)?.clone()),
             "--scenario" => filter = Some(rest.next().context(USAGE)?.clone()),
+            "--live" => live = true,
+            "--model" => spec = Some(rest.next().context(USAGE)?.clone()),
+            "--timeout" => {
+                let value = rest.next().context(USAGE)?;
+                timeout = Some(value.parse::<u64>().ok().filter(|secs| *secs > 0).with_context(
+                    || format!("--timeout takes whole seconds, got `{value}`\n{USAGE}"),
+                )?);
+            }
             other => bail!("unexpected argument `{other}`\n{USAGE}"),
         }
     }
+    if !live && (spec.is_some() || timeout.is_some()) {
+        bail!("--model and --timeout go with --live\n{USAGE}");
+    }
+    let live = live.then(|| Live {
+        spec: spec.unwrap_or_else(|| "local".to_owned()),
+        timeout_secs: timeout.unwrap_or(600),
+    });
     match trajectories {
-        Some(file) if out.is_none() && strategies.is_empty() && filter.is_none() => {
+        Some(file)
+            if out.is_none() && strategies.is_empty() && filter.is_none() && live.is_none() =>
+        {
             Ok(Command::Trajectories {
                 file,
                 format: format.unwrap_or_else(|| bench::trajectories::OPENAI_CHAT.to_owned()),
@@ -87,10 +136,11 @@ fn parse(arguments: &[String]) -> Result<Command> {
         }
         Some(_) => bail!("--trajectories takes only --format\n{USAGE}"),
         None if format.is_some() => bail!("--format goes with --trajectories\n{USAGE}"),
-        None => Ok(Command::Scripted {
+        None => Ok(Command::Suite {
             out: out.unwrap_or_else(|| crate::tidy::workspace_root().join("target/bench")),
             strategies,
             filter,
+            live,
         }),
     }
 }
@@ -104,21 +154,49 @@ mod tests {
     }
 
     #[test]
-    fn the_scripted_suite_defaults_to_target_bench() {
+    fn the_suite_defaults_to_target_bench_scripted_and_live_to_the_local_model() {
         let default = crate::tidy::workspace_root().join("target/bench");
         assert_eq!(
             parse(&args("")).ok(),
-            Some(Command::Scripted { out: default, strategies: Vec::new(), filter: None })
+            Some(Command::Suite {
+                out: default.clone(),
+                strategies: Vec::new(),
+                filter: None,
+                live: None
+            })
         );
         assert_eq!(
             parse(&args("--out o --strategy react --strategy safe --scenario batch")).ok(),
-            Some(Command::Scripted {
+            Some(Command::Suite {
                 out: PathBuf::from("o"),
                 strategies: vec!["react".to_owned(), "safe".to_owned()],
                 filter: Some("batch".to_owned()),
+                live: None,
             })
         );
         assert!(parse(&args("--out")).is_err());
+        let live = |spec: &str, timeout_secs| Some(Live { spec: spec.to_owned(), timeout_secs });
+        assert_eq!(
+            parse(&args("--live")).ok(),
+            Some(Command::Suite {
+                out: default.clone(),
+                strategies: Vec::new(),
+                filter: None,
+                live: live("local", 600)
+            })
+        );
+        assert_eq!(
+            parse(&args("--live --model local:0.5b --timeout 90")).ok(),
+            Some(Command::Suite {
+                out: default,
+                strategies: Vec::new(),
+                filter: None,
+                live: live("local:0.5b", 90)
+            })
+        );
+        assert!(parse(&args("--model local")).is_err());
+        assert!(parse(&args("--live --timeout 0")).is_err());
+        assert!(parse(&args("--live --trajectories t.json")).is_err());
     }
 
     #[test]

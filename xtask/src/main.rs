@@ -5,9 +5,10 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  bench [--out DIR] [--strategy NAME]... [--scenario TEXT]
-                                run the scripted scenarios per strategy; write results.json,
-                                report.md and report.html into DIR (default target/bench/)
+  bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS]]
+                                run the scenarios per strategy (scripted, or on a real model,
+                                `local` by default); write results.json, report.md and
+                                report.html into DIR (default target/bench/)
   bench --trajectories FILE [--format openai-chat]
                                 score other agents' recorded runs (OpenAI chat messages): one JSON
                                 line with the silent-call rate, reasoned calls, success rate
