@@ -88,6 +88,8 @@ enum Command {
         #[command(subcommand)]
         command: SkillsCommand,
     },
+    /// Watch runs live and replay them in a browser (an HTTP server over a runs directory).
+    Serve(crate::serve::ServeArgs),
     /// The embedded local model (llama.cpp + Qwen2.5-Coder from PyPI).
     Model {
         #[command(subcommand)]
@@ -284,6 +286,7 @@ async fn dispatch(command: Command) -> Result<u8> {
             runs_list(runs_dir, workspace, json)
         }
         Command::Skills { command } => skills(command),
+        Command::Serve(args) => crate::serve::serve(args).await,
         Command::Model { command } => model(&command),
     }
 }

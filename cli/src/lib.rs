@@ -9,3 +9,4 @@ pub mod cli;
 pub mod config;
 pub mod local_model;
 pub mod models;
+mod serve;

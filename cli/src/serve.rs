@@ -1,0 +1,503 @@
+//! `skills-agent serve`: an HTTP server over a runs directory, to watch runs live and replay
+//! them in a browser.
+//!
+//! Everything comes from the run directories (`events.jsonl` is the source of truth), so the
+//! server needs no access to the agents writing them: a run started by any process shows up.
+//!
+//! * `GET /` — the single page (`serve/index.html`, embedded in the binary).
+//! * `GET /api/runs` — the runs, oldest first: `run_id`, `status` (`finished` when the record
+//!   ends with `run_finished`, `running` when it does not and grew in the last five minutes,
+//!   `interrupted` otherwise), `outcome`, `strategy`, `model`, `turns`, `task`, `started`,
+//!   `updated`, `events`, `last_seq`.
+//! * `GET /api/runs/{id}` — the same summary plus `state` (`state.json`), `result` (the last
+//!   `run_finished` data) and `final_text` (`final.md`).
+//! * `GET /api/runs/{id}/events` — Server-Sent Events: the recorded events in order (SSE `id`
+//!   = `seq`, `data` = the event's JSON), one `caught_up` event (data: the last seq sent) when
+//!   the record is replayed, then every complete line appended later. A torn last line is not
+//!   an event until its newline arrives. `Last-Event-ID` (or `?after=SEQ`) resumes after that
+//!   seq; `?follow=false` ends the stream after the replay instead.
+//! * `GET /api/runs/{id}/observations/{sha256}` — a stored observation (`text/plain`).
+//!
+//! Run ids and observation references are checked lexically (`is_valid_run_id`,
+//! `is_sha256_hex`) before any path is built, so no request reaches outside the runs directory.
+//! The server listens on loopback by default and then only answers requests whose `Host` is a
+//! loopback name (no DNS rebinding); any other address needs `--allow-remote` and a bearer
+//! token, which every `/api/` request must then carry (`Authorization: Bearer TOKEN`, or
+//! `?token=TOKEN` for `EventSource`, which cannot set headers).
+
+use std::convert::Infallible;
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use agent_core::{EventKind, is_sha256_hex, is_valid_run_id};
+use anyhow::{Context, Result};
+use axum::Router;
+use axum::extract::{Path as UrlPath, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use clap::Args;
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use crate::cli::usage;
+
+/// The page, embedded.
+const INDEX_HTML: &str = include_str!("serve/index.html");
+
+/// The variable a token may come from (safer than the command line, which `ps` shows).
+const TOKEN_VARIABLE: &str = "SKILLS_AGENT_SERVE_TOKEN";
+
+/// How often a followed `events.jsonl` is looked at for new lines.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A run whose record has not grown for this long is `interrupted`, not `running`.
+const RUNNING_WINDOW: Duration = Duration::from_secs(300);
+
+/// Flags of `skills-agent serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The runs directory (default: .agent/runs under the workspace).
+    #[arg(long)]
+    runs_dir: Option<PathBuf>,
+    /// The workspace (default: the current directory).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Where to listen (port 0 picks a free port; the URL is printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:8737")]
+    addr: SocketAddr,
+    /// Allow an address other than loopback (a token is then required).
+    #[arg(long)]
+    allow_remote: bool,
+    /// The bearer token every API request must carry (default: $SKILLS_AGENT_SERVE_TOKEN;
+    /// at least 16 characters of A-Z a-z 0-9 . _ ~ -).
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+}
+
+#[derive(Debug)]
+struct Server {
+    runs_dir: PathBuf,
+    token: Option<String>,
+    /// Bound to loopback without a token: refuse requests for other host names.
+    check_host: bool,
+}
+
+type Shared = Arc<Server>;
+
+/// Runs the server until Ctrl-C.
+pub(crate) async fn serve(args: ServeArgs) -> Result<u8> {
+    let runs_dir = match args.runs_dir {
+        Some(dir) => dir,
+        None => {
+            let workspace = match args.workspace {
+                Some(path) => path,
+                None => std::env::current_dir().context("cannot read the current directory")?,
+            };
+            workspace.join(".agent").join("runs")
+        }
+    };
+    let token =
+        args.token.or_else(|| std::env::var(TOKEN_VARIABLE).ok().filter(|value| !value.is_empty()));
+    if let Some(token) = &token
+        && (token.len() < 16
+            || !token.bytes().all(|byte| {
+                byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'~' | b'-')
+            }))
+    {
+        return Err(usage(
+            "the token must be at least 16 characters of A-Z a-z 0-9 . _ ~ -".to_owned(),
+        ));
+    }
+    let loopback = args.addr.ip().is_loopback();
+    if !loopback && !args.allow_remote {
+        return Err(usage(format!(
+            "{} is not a loopback address: add --allow-remote and a token (--token or \
+             {TOKEN_VARIABLE}) to listen there",
+            args.addr
+        )));
+    }
+    if !loopback && token.is_none() {
+        return Err(usage(format!(
+            "listening on {} needs a bearer token (--token or {TOKEN_VARIABLE})",
+            args.addr
+        )));
+    }
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|error| usage(format!("cannot listen on {}: {error}", args.addr)))?;
+    let local = listener.local_addr().context("cannot read the listening address")?;
+    let server = Arc::new(Server { runs_dir, token, check_host: loopback });
+    let app = router(server.clone());
+    {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "listening on http://{local}/");
+        let _ = stdout.flush();
+    }
+    eprintln!("serving the runs in {}", server.runs_dir.display());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("the server stopped")?;
+    Ok(0)
+}
+
+fn router(server: Shared) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/api/runs", get(list_runs))
+        .route("/api/runs/{id}", get(run_details))
+        .route("/api/runs/{id}/events", get(run_events))
+        .route("/api/runs/{id}/observations/{hash}", get(observation))
+        .layer(middleware::from_fn_with_state(server.clone(), admit))
+        .with_state(server)
+}
+
+/// An API error: a status and `{"error": message}`.
+#[derive(Debug)]
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, axum::Json(json!({"error": self.1}))).into_response()
+    }
+}
+
+/// The host check and the token check, before any handler.
+async fn admit(State(server): State<Shared>, request: Request, next: Next) -> Response {
+    if server.check_host && server.token.is_none() {
+        let host = request.headers().get(header::HOST).and_then(|value| value.to_str().ok());
+        if !host.is_some_and(is_loopback_host) {
+            return ApiError(
+                StatusCode::FORBIDDEN,
+                "this server answers loopback names only".into(),
+            )
+            .into_response();
+        }
+    }
+    if let Some(token) = &server.token
+        && request.uri().path().starts_with("/api/")
+    {
+        let bearer = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        let query = request
+            .uri()
+            .query()
+            .unwrap_or("")
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("token="));
+        if !bearer.or(query).is_some_and(|given| same_secret(given.as_bytes(), token.as_bytes())) {
+            let mut response =
+                ApiError(StatusCode::UNAUTHORIZED, "a bearer token is required".into())
+                    .into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+}
+
+/// Compares without stopping at the first difference.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given.iter().zip(expected).fold(0u8, |difference, (a, b)| difference | (a ^ b)) == 0
+}
+
+async fn index() -> Response {
+    let mut response = Html(INDEX_HTML).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+             connect-src 'self'; img-src 'self' data:",
+        ),
+    );
+    response
+}
+
+/// The run directory of a checked id, which must hold an `events.jsonl`.
+fn run_dir(server: &Server, id: &str) -> Result<PathBuf, ApiError> {
+    if !is_valid_run_id(id) {
+        return Err(ApiError(StatusCode::BAD_REQUEST, "not a run id".into()));
+    }
+    let directory = server.runs_dir.join(id);
+    if !directory.join("events.jsonl").is_file() {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no run {id}")));
+    }
+    Ok(directory)
+}
+
+fn internal(error: impl std::fmt::Display) -> ApiError {
+    ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+}
+
+async fn list_runs(State(server): State<Shared>) -> Result<Response, ApiError> {
+    let runs = tokio::task::spawn_blocking(move || {
+        let Ok(entries) = std::fs::read_dir(&server.runs_dir) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = entries
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| is_valid_run_id(name))
+            .collect();
+        ids.sort();
+        ids.iter().filter_map(|id| summarize(id, &server.runs_dir.join(id))).collect::<Vec<Value>>()
+    })
+    .await
+    .map_err(internal)?;
+    Ok(axum::Json(Value::Array(runs)).into_response())
+}
+
+/// The complete lines of an `events.jsonl` as JSON values (lines that are not JSON objects
+/// are left out, and so is a torn last line).
+fn read_event_values(path: &Path) -> std::io::Result<(Vec<Value>, SystemTime)> {
+    let file = std::fs::File::open(path)?;
+    let modified = file.metadata()?.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut reader = std::io::BufReader::new(file);
+    let mut events = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 || !line.ends_with(b"\n") {
+            break;
+        }
+        if let Ok(value @ Value::Object(_)) = serde_json::from_slice::<Value>(&line) {
+            events.push(value);
+        }
+    }
+    Ok((events, modified))
+}
+
+/// A run's summary, or `None` when it has no readable `events.jsonl`.
+fn summarize(id: &str, directory: &Path) -> Option<Value> {
+    let (events, modified) = read_event_values(&directory.join("events.jsonl")).ok()?;
+    let kind = |event: &Value| event.get("type").and_then(Value::as_str).map(str::to_owned);
+    let finished = EventKind::RunFinished.as_str();
+    let start = events.first().and_then(|event| event.get("data"));
+    let finish = events.iter().rev().find(|event| kind(event).as_deref() == Some(finished));
+    let status = if events.last().and_then(kind).as_deref() == Some(finished) {
+        "finished"
+    } else if modified.elapsed().is_ok_and(|age| age < RUNNING_WINDOW) {
+        "running"
+    } else {
+        "interrupted"
+    };
+    let task: String = start
+        .and_then(|data| data.get("task"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect();
+    Some(json!({
+        "run_id": id,
+        "status": status,
+        "outcome": finish.and_then(|event| event.pointer("/data/outcome")).cloned(),
+        "strategy": start.and_then(|data| data.pointer("/config/strategy")).cloned(),
+        "model": start.and_then(|data| data.pointer("/config/model/model")).cloned(),
+        "turns": events.last().and_then(|event| event.get("turn")).cloned().unwrap_or(json!(0)),
+        "task": task,
+        "started": events.first().and_then(|event| event.get("ts")).cloned(),
+        "updated": events.last().and_then(|event| event.get("ts")).cloned(),
+        "events": events.len(),
+        "last_seq": events.last().and_then(|event| event.get("seq")).cloned(),
+    }))
+}
+
+async fn run_details(
+    State(server): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Response, ApiError> {
+    let directory = run_dir(&server, &id)?;
+    let details = tokio::task::spawn_blocking(move || {
+        let mut summary = summarize(&id, &directory)?;
+        let (events, _) = read_event_values(&directory.join("events.jsonl")).ok()?;
+        let finished = EventKind::RunFinished.as_str();
+        let result = events
+            .iter()
+            .rev()
+            .find(|event| event.get("type").and_then(Value::as_str) == Some(finished))
+            .and_then(|event| event.get("data"))
+            .cloned();
+        let state = std::fs::read(directory.join("state.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+        let final_text = std::fs::read_to_string(directory.join("final.md")).ok();
+        if let Value::Object(map) = &mut summary {
+            map.insert("state".into(), state.unwrap_or(Value::Null));
+            map.insert("result".into(), result.unwrap_or(Value::Null));
+            map.insert("final_text".into(), final_text.map_or(Value::Null, Value::String));
+        }
+        Some(summary)
+    })
+    .await
+    .map_err(internal)?;
+    match details {
+        Some(details) => Ok(axum::Json(details).into_response()),
+        None => Err(ApiError(StatusCode::NOT_FOUND, "the run's events cannot be read".into())),
+    }
+}
+
+async fn observation(
+    State(server): State<Shared>,
+    UrlPath((id, hash)): UrlPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    if !is_sha256_hex(&hash) {
+        return Err(ApiError(StatusCode::BAD_REQUEST, "not an observation reference".into()));
+    }
+    let directory = run_dir(&server, &id)?;
+    let path = directory.join("observations").join(format!("{hash}.txt"));
+    let is_file = tokio::fs::symlink_metadata(&path).await.is_ok_and(|meta| meta.is_file());
+    if !is_file {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no observation {hash}")));
+    }
+    let bytes = tokio::fs::read(&path).await.map_err(internal)?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        text,
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    /// Keep the stream open for appended events (default true).
+    follow: Option<bool>,
+    /// Start after this seq (as `Last-Event-ID`).
+    after: Option<u64>,
+}
+
+async fn run_events(
+    State(server): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let directory = run_dir(&server, &id)?;
+    let last_event_id = match headers.get("last-event-id") {
+        None => None,
+        Some(value) => {
+            Some(value.to_str().ok().and_then(|text| text.trim().parse::<u64>().ok()).ok_or_else(
+                || ApiError(StatusCode::BAD_REQUEST, "Last-Event-ID is not a seq".into()),
+            )?)
+        }
+    };
+    let tail = Tail {
+        path: directory.join("events.jsonl"),
+        reader: None,
+        partial: Vec::new(),
+        after: last_event_id.or(query.after).unwrap_or(0),
+        follow: query.follow.unwrap_or(true),
+        caught_up: false,
+    };
+    let stream = futures_util::stream::unfold(tail, |mut tail| async move {
+        tail.next().await.map(|event| (Ok(event), tail))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A reader that follows an `events.jsonl` as it grows.
+struct Tail {
+    path: PathBuf,
+    reader: Option<tokio::io::BufReader<tokio::fs::File>>,
+    /// The bytes of a line whose newline has not arrived yet.
+    partial: Vec<u8>,
+    /// The last seq sent (events at or below it are skipped).
+    after: u64,
+    follow: bool,
+    caught_up: bool,
+}
+
+impl Tail {
+    /// The next SSE event, waiting for the file to grow when following; `None` ends the
+    /// stream.
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            let reader = match &mut self.reader {
+                Some(reader) => reader,
+                None => {
+                    let file = tokio::fs::File::open(&self.path).await.ok()?;
+                    self.reader.insert(tokio::io::BufReader::new(file))
+                }
+            };
+            let read = reader.read_until(b'\n', &mut self.partial).await.ok()?;
+            if read > 0 && self.partial.ends_with(b"\n") {
+                let line = std::mem::take(&mut self.partial);
+                let Ok(value) = serde_json::from_slice::<Value>(&line) else {
+                    continue;
+                };
+                let Some(seq) = value.get("seq").and_then(Value::as_u64) else {
+                    continue;
+                };
+                if seq <= self.after {
+                    continue;
+                }
+                self.after = seq;
+                // Re-serialised: one line, whatever whitespace the file had.
+                let data = serde_json::to_string(&value).ok()?;
+                return Some(SseEvent::default().id(seq.to_string()).data(data));
+            }
+            // At the end of the file (a torn line stays in `partial` until it completes).
+            if !self.follow {
+                return None;
+            }
+            if !self.caught_up {
+                self.caught_up = true;
+                return Some(SseEvent::default().event("caught_up").data(self.after.to_string()));
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for host in ["localhost", "localhost:8737", "127.0.0.1:1", "127.1.2.3", "[::1]:80", "[::1]"]
+        {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["example.com", "10.0.0.1:80", "localhost.evil.com", "[::2]:80", ""] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abcdefghijklmnop", b"abcdefghijklmnop"));
+        assert!(!same_secret(b"abcdefghijklmnoq", b"abcdefghijklmnop"));
+        assert!(!same_secret(b"abc", b"abcdefghijklmnop"));
+    }
+}
