@@ -22,7 +22,10 @@ struct Bar {
 
 /// A horizontal bar chart.
 fn bar_chart(title: &str, bars: &[Bar]) -> String {
-    let (label_width, bar_width, row) = (230.0, 360.0, 26.0);
+    // About 7 px per character at 13 px: long labels get the room they need.
+    let longest = bars.iter().map(|bar| bar.label.chars().count()).max().unwrap_or(0);
+    let label_width = (longest as f64 * 7.2 + 16.0).max(160.0).round();
+    let (bar_width, row) = (360.0, 26.0);
     let height = 36.0 + row * bars.len() as f64;
     let max = bars.iter().map(|bar| bar.value).fold(0.0_f64, f64::max);
     let mut svg = format!(
@@ -199,4 +202,52 @@ pub(crate) fn html(results: &Results) -> String {
     }
     page.push_str("</table>\n</body></html>\n");
     page
+}
+
+/// The page's charts stacked into one SVG image (`report.svg`, for a README).
+pub(crate) fn summary_svg(results: &Results) -> String {
+    let page = html(results);
+    let mut charts = Vec::new();
+    let mut rest = page.as_str();
+    while let Some(start) = rest.find("<svg ") {
+        let Some(length) = rest[start..].find("</svg>") else { break };
+        let end = start + length + "</svg>".len();
+        charts.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    let height_of = |chart: &str| -> f64 {
+        chart
+            .split_once("height=\"")
+            .and_then(|(_, after)| after.split_once('"'))
+            .and_then(|(height, _)| height.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let width_of = |chart: &str| -> f64 {
+        chart
+            .split_once("width=\"")
+            .and_then(|(_, after)| after.split_once('"'))
+            .and_then(|(width, _)| width.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let width = charts.iter().map(|chart| width_of(chart)).fold(0.0_f64, f64::max);
+    let gap = 12.0;
+    let mut body = String::new();
+    let mut top = 10.0;
+    for chart in &charts {
+        let placed = chart.replacen(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" ",
+            &format!("<svg x=\"10\" y=\"{top}\" "),
+            1,
+        );
+        body.push_str(&placed);
+        body.push('\n');
+        top += height_of(chart) + gap;
+    }
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{top}\" viewBox=\"0 0 {w} {top}\" \
+         font-family=\"system-ui,sans-serif\"><style>text{{font-size:13px;fill:#222}}\
+         .title{{font-weight:bold;font-size:14px}}</style>\
+         <rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n{body}</svg>\n",
+        w = width + 20.0
+    )
 }

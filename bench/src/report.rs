@@ -1,5 +1,6 @@
 //! The report: `results.json` (every figure), `report.md` (the tables, with the seed-000
-//! "Reasoning quality" section) and a self-contained `report.html` with SVG charts.
+//! "Reasoning quality" section), a self-contained `report.html` with SVG charts, and
+//! `report.svg`, those charts as one image.
 //!
 //! Everything here is a pure function of the run records, so two scripted runs give the same
 //! `results.json` apart from the `wall_ms` fields.
@@ -225,9 +226,11 @@ pub struct Written {
     pub markdown: PathBuf,
     /// `report.html`.
     pub html: PathBuf,
+    /// `report.svg`: the page's charts as one image.
+    pub svg: PathBuf,
 }
 
-/// Writes `results.json`, `report.md` and `report.html` into `out`.
+/// Writes `results.json`, `report.md`, `report.html` and `report.svg` into `out`.
 ///
 /// # Errors
 ///
@@ -240,11 +243,13 @@ pub fn write(results: &Results, out: &Path) -> Result<Written> {
         results: out.join("results.json"),
         markdown: out.join("report.md"),
         html: out.join("report.html"),
+        svg: out.join("report.svg"),
     };
     for (path, text) in [
         (&written.results, format!("{json}\n")),
         (&written.markdown, markdown(results)),
         (&written.html, crate::html::html(results)),
+        (&written.svg, crate::html::summary_svg(results)),
     ] {
         std::fs::write(path, text).map_err(|error| Error::io(path, error))?;
     }

@@ -81,6 +81,12 @@ fn report_checks(records: Vec<RunRecord>, out: &std::path::Path, config: &SuiteC
             && !html.contains("<script")
             && !html.contains("https://"),
     );
+    let svg = std::fs::read_to_string(&written.svg).unwrap();
+    check(
+        "report/svg_stacks_the_charts",
+        svg.starts_with("<svg ")
+            && svg.matches("<svg ").count() == html.matches("<svg ").count() + 1,
+    );
     if config.filter.is_none() {
         let ratio = results.batchable.react_over_plan_execute_think;
         println!(

@@ -73,7 +73,7 @@ pub fn run(arguments: &[String]) -> Result<()> {
                     "bench: batchable scenarios: react makes {ratio:.2}x the model calls of plan-execute-think"
                 );
             }
-            for path in [&written.results, &written.markdown, &written.html] {
+            for path in [&written.results, &written.markdown, &written.html, &written.svg] {
                 println!("{}", path.display());
             }
             let failed = results.runs.iter().filter(|run| !run.success).count();
