@@ -230,6 +230,7 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 
 async fn index() -> Response {
     let mut response = Html(INDEX_HTML).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(

@@ -94,7 +94,13 @@ fn finished_run(run_id: &str) -> Vec<Value> {
             "run_started",
             json!({"task": "Sum the column", "config": {"strategy": "react", "model": {"model": "mock"}}}),
         ),
-        event(run_id, 2, 1, "turn_started", json!({"budget": {"turns": {"used": 0, "limit": 12}}})),
+        event(
+            run_id,
+            2,
+            1,
+            "turn_started",
+            json!({"budget": {"turns": [1, 12], "tool_calls": [0, 30]}}),
+        ),
         event(
             run_id,
             3,
@@ -239,7 +245,15 @@ async fn lists_runs_with_status_strategy_model_turns_and_outcome() {
     assert_eq!(missing.status(), 404);
     let page = client().get(server.url("/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
-    assert!(page.text().await.unwrap().contains("<html"));
+    assert!(
+        page.headers()["content-security-policy"].to_str().unwrap().contains("default-src 'none'")
+    );
+    let html = page.text().await.unwrap();
+    for part in ["<html", "new EventSource(", "/api/runs", "caught_up", "assistant_delta"] {
+        assert!(html.contains(part), "the page lacks {part}");
+    }
+    // No outside resources: everything is in the one page.
+    assert!(!html.contains("http://") && !html.contains("https://"));
 }
 
 #[tokio::test]
