@@ -17,6 +17,11 @@
 //!   an event until its newline arrives. `Last-Event-ID` (or `?after=SEQ`) resumes after that
 //!   seq; `?follow=false` ends the stream after the replay instead.
 //! * `GET /api/runs/{id}/observations/{sha256}` — a stored observation (`text/plain`).
+//! * `POST /api/runs` `{task, strategy?, model?}` — only with `--allow-start`: starts
+//!   `skills-agent run` (this binary) in the workspace, writing to the served runs directory,
+//!   and answers `201 {run_id}` once the run's record exists (`202 {run_id: null}` when it
+//!   takes longer than a minute, e.g. while the local model starts). The request must be
+//!   `application/json`, which a cross-site form cannot send without the browser asking first.
 //!
 //! Run ids and observation references are checked lexically (`is_valid_run_id`,
 //! `is_sha256_hex`) before any path is built, so no request reaches outside the runs directory.
@@ -25,12 +30,13 @@
 //! token, which every `/api/` request must then carry (`Authorization: Bearer TOKEN`, or
 //! `?token=TOKEN` for `EventSource`, which cannot set headers).
 
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use agent_core::{EventKind, is_sha256_hex, is_valid_run_id};
 use anyhow::{Context, Result};
@@ -61,6 +67,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// A run whose record has not grown for this long is `interrupted`, not `running`.
 const RUNNING_WINDOW: Duration = Duration::from_secs(300);
 
+/// How long `POST /api/runs` waits for the new run's record before answering without its id.
+const START_WAIT: Duration = Duration::from_secs(60);
+
 /// Flags of `skills-agent serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -80,6 +89,9 @@ pub(crate) struct ServeArgs {
     /// at least 16 characters of A-Z a-z 0-9 . _ ~ -).
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
+    /// Allow `POST /api/runs` to start runs (`skills-agent run` in the workspace).
+    #[arg(long)]
+    allow_start: bool,
 }
 
 #[derive(Debug)]
@@ -88,21 +100,36 @@ struct Server {
     token: Option<String>,
     /// Bound to loopback without a token: refuse requests for other host names.
     check_host: bool,
+    /// Set with `--allow-start`.
+    start: Option<Starter>,
+}
+
+/// What `POST /api/runs` needs: this binary, the workspace, and a lock so that one start at a
+/// time looks for its new run directory.
+#[derive(Debug)]
+struct Starter {
+    executable: PathBuf,
+    workspace: PathBuf,
+    lock: tokio::sync::Mutex<()>,
 }
 
 type Shared = Arc<Server>;
 
 /// Runs the server until Ctrl-C.
 pub(crate) async fn serve(args: ServeArgs) -> Result<u8> {
-    let runs_dir = match args.runs_dir {
-        Some(dir) => dir,
-        None => {
-            let workspace = match args.workspace {
-                Some(path) => path,
-                None => std::env::current_dir().context("cannot read the current directory")?,
-            };
-            workspace.join(".agent").join("runs")
-        }
+    let workspace = match args.workspace {
+        Some(path) => path,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let runs_dir = args.runs_dir.unwrap_or_else(|| workspace.join(".agent").join("runs"));
+    let start = if args.allow_start {
+        let workspace = workspace
+            .canonicalize()
+            .map_err(|error| usage(format!("workspace {}: {error}", workspace.display())))?;
+        let executable = std::env::current_exe().context("cannot find this binary")?;
+        Some(Starter { executable, workspace, lock: tokio::sync::Mutex::new(()) })
+    } else {
+        None
     };
     let token =
         args.token.or_else(|| std::env::var(TOKEN_VARIABLE).ok().filter(|value| !value.is_empty()));
@@ -134,7 +161,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8> {
         .await
         .map_err(|error| usage(format!("cannot listen on {}: {error}", args.addr)))?;
     let local = listener.local_addr().context("cannot read the listening address")?;
-    let server = Arc::new(Server { runs_dir, token, check_host: loopback });
+    let server = Arc::new(Server { runs_dir, token, check_host: loopback, start });
     let app = router(server.clone());
     {
         let mut stdout = std::io::stdout().lock();
@@ -154,7 +181,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8> {
 fn router(server: Shared) -> Router {
     Router::new()
         .route("/", get(index))
-        .route("/api/runs", get(list_runs))
+        .route("/api/runs", get(list_runs).post(start_run))
         .route("/api/runs/{id}", get(run_details))
         .route("/api/runs/{id}/events", get(run_events))
         .route("/api/runs/{id}/observations/{hash}", get(observation))
@@ -477,6 +504,127 @@ impl Tail {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct StartRequest {
+    task: String,
+    strategy: Option<String>,
+    model: Option<String>,
+}
+
+/// The run ids in the runs directory that have a record.
+fn recorded_runs(runs_dir: &Path) -> HashSet<String> {
+    let Ok(entries) = std::fs::read_dir(runs_dir) else {
+        return HashSet::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| is_valid_run_id(name) && runs_dir.join(name).join("events.jsonl").is_file())
+        .collect()
+}
+
+/// A run that appeared since `before`: the one whose first event is a `run_started` of
+/// `task`, or the only one (the recorded task may differ by a redacted secret).
+fn new_run(runs_dir: &Path, before: &HashSet<String>, task: &str) -> Option<String> {
+    let mut new: Vec<String> = recorded_runs(runs_dir).difference(before).cloned().collect();
+    new.sort();
+    let same_task = new.iter().find(|id| {
+        read_event_values(&runs_dir.join(id).join("events.jsonl")).is_ok_and(|(events, _)| {
+            events.first().and_then(|event| event.pointer("/data/task")).and_then(Value::as_str)
+                == Some(task)
+        })
+    });
+    match (same_task, new.as_slice()) {
+        (Some(id), _) => Some(id.clone()),
+        (None, [only]) => Some(only.clone()),
+        (None, _) => None,
+    }
+}
+
+async fn start_run(
+    State(server): State<Shared>,
+    axum::Json(request): axum::Json<StartRequest>,
+) -> Result<Response, ApiError> {
+    let Some(starter) = &server.start else {
+        return Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "starting runs is off (serve --allow-start turns it on)".into(),
+        ));
+    };
+    let bad = |message: String| ApiError(StatusCode::BAD_REQUEST, message);
+    if request.task.trim().is_empty() {
+        return Err(bad("the task is empty".into()));
+    }
+    if let Some(strategy) = &request.strategy
+        && !agent_core::STRATEGIES.contains(&strategy.as_str())
+    {
+        return Err(bad(format!(
+            "unknown strategy `{strategy}`; known: {}",
+            agent_core::STRATEGIES.join(", ")
+        )));
+    }
+    if let Some(model) = &request.model {
+        crate::models::ModelSpec::parse(model).map_err(|error| bad(format!("{error:#}")))?;
+    }
+    let _one_at_a_time = starter.lock.lock().await;
+    let runs_dir = server.runs_dir.clone();
+    let before = {
+        let runs_dir = runs_dir.clone();
+        tokio::task::spawn_blocking(move || recorded_runs(&runs_dir)).await.map_err(internal)?
+    };
+    let mut command = tokio::process::Command::new(&starter.executable);
+    command.arg("run").arg("--quiet").arg("--workspace").arg(&starter.workspace);
+    command.arg("--runs-dir").arg(&runs_dir);
+    if let Some(strategy) = &request.strategy {
+        command.arg(format!("--strategy={strategy}"));
+    }
+    if let Some(model) = &request.model {
+        command.arg(format!("--model={model}"));
+    }
+    command
+        .arg("--")
+        .arg(&request.task)
+        .current_dir(&starter.workspace)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().map_err(internal)?;
+    let deadline = Instant::now() + START_WAIT;
+    loop {
+        let exited = child.try_wait().map_err(internal)?;
+        let found = {
+            let (runs_dir, before, task) = (runs_dir.clone(), before.clone(), request.task.clone());
+            tokio::task::spawn_blocking(move || new_run(&runs_dir, &before, &task))
+                .await
+                .map_err(internal)?
+        };
+        if found.is_some() || Instant::now() > deadline {
+            // The run goes on; its output is drained and its exit collected in the background.
+            tokio::spawn(async move {
+                let _ = child.wait_with_output().await;
+            });
+            let status = if found.is_some() { StatusCode::CREATED } else { StatusCode::ACCEPTED };
+            return Ok((status, axum::Json(json!({"run_id": found}))).into_response());
+        }
+        if let Some(status) = exited {
+            let output =
+                tokio::time::timeout(Duration::from_secs(2), child.wait_with_output()).await;
+            let stderr = match output {
+                Ok(Ok(output)) => String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+                Ok(Err(_)) | Err(_) => String::new(),
+            };
+            return Err(ApiError(
+                if status.code() == Some(2) {
+                    StatusCode::BAD_REQUEST
+                } else {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                },
+                format!("the run did not start ({status}): {stderr}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -19,12 +19,18 @@ const DEADLINE: Duration = Duration::from_secs(30);
 
 const TOKEN: &str = "test-token-0123456789";
 
-fn command(args: &[&str]) -> Command {
+/// `skills-agent serve ARGS` with a private HOME, config and cache under `home` and no
+/// provider keys.
+fn command(args: &[&str], home: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_skills-agent"));
     command
         .arg("serve")
         .args(args)
-        .env_remove("SKILLS_AGENT_SERVE_TOKEN")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("SKILLS_AGENT_CACHE", home.join("cache"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -38,14 +44,15 @@ struct Server {
 }
 
 impl Server {
+    /// Serves `runs_dir` on loopback (with a home inside it, which no run id can name).
     fn start(runs_dir: &Path, extra: &[&str]) -> Server {
         let mut args = vec!["--runs-dir", runs_dir.to_str().unwrap(), "--addr", "127.0.0.1:0"];
         args.extend_from_slice(extra);
-        Server::start_with(&args)
+        Server::start_with(&args, &runs_dir.join(".home"))
     }
 
-    fn start_with(args: &[&str]) -> Server {
-        let mut child = command(args).spawn().unwrap();
+    fn start_with(args: &[&str], home: &Path) -> Server {
+        let mut child = command(args, home).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let Some(url) = line.trim().strip_prefix("listening on ") else {
@@ -375,22 +382,17 @@ async fn a_token_is_required_off_loopback_and_checked_when_set() {
     ] {
         let mut full = vec!["--runs-dir", runs_dir];
         full.extend(args.iter().copied());
-        let output = command(&full).output().unwrap();
+        let output = command(&full, &runs.path().join(".home")).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
     let run_id = "20260101_000000_aaaa";
     write_run(runs.path(), run_id, &finished_run(run_id));
-    let remote = Server::start_with(&[
-        "--runs-dir",
-        runs_dir,
-        "--addr",
-        "0.0.0.0:0",
-        "--allow-remote",
-        "--token",
-        TOKEN,
-    ]);
+    let remote = Server::start_with(
+        &["--runs-dir", runs_dir, "--addr", "0.0.0.0:0", "--allow-remote", "--token", TOKEN],
+        &runs.path().join(".home"),
+    );
     let local = Server::start(runs.path(), &["--token", TOKEN]);
     for server in [&remote, &local] {
         let refused = client().get(server.url("/api/runs")).send().await.unwrap();
@@ -410,4 +412,78 @@ async fn a_token_is_required_off_loopback_and_checked_when_set() {
         // The page holds no data; it asks for the token.
         assert_eq!(client().get(server.url("/")).send().await.unwrap().status(), 200);
     }
+}
+
+fn post_json(server: &Server, body: &Value) -> reqwest::RequestBuilder {
+    client()
+        .post(server.url("/api/runs"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+}
+
+#[tokio::test]
+async fn starts_a_run_only_when_allowed_and_streams_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (workspace, home) = (root.join("workspace"), root.join("home"));
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let answers = json!([{"tool_calls": [{"name": "final_answer", "arguments": {"content": "Hello from the server."}}]}]);
+    std::fs::write(workspace.join("answers.json"), answers.to_string()).unwrap();
+    let runs_dir = workspace.join(".agent/runs");
+    let task = json!({"task": "Say hello", "model": "mock:answers.json", "strategy": "react"});
+
+    let closed = Server::start_with(
+        &["--workspace", workspace.to_str().unwrap(), "--addr", "127.0.0.1:0"],
+        &home,
+    );
+    assert_eq!(post_json(&closed, &task).send().await.unwrap().status(), 403);
+    drop(closed);
+
+    let server = Server::start_with(
+        &["--workspace", workspace.to_str().unwrap(), "--addr", "127.0.0.1:0", "--allow-start"],
+        &home,
+    );
+    for (body, expected) in [
+        (json!({"task": "  ", "model": "mock:answers.json"}), "empty"),
+        (json!({"task": "x", "strategy": "guess"}), "unknown strategy"),
+        (json!({"task": "x", "model": "nonsense:x"}), "unknown model spec"),
+        (json!({"task": "x", "model": "mock:missing.json"}), "did not start"),
+    ] {
+        let response = post_json(&server, &body).send().await.unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        let text = response.text().await.unwrap();
+        assert!(text.contains(expected), "{body}: {text}");
+    }
+    // A form post (no JSON content type) is not accepted.
+    let form = client()
+        .post(server.url("/api/runs"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("task=x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 415);
+
+    let response = post_json(&server, &task).send().await.unwrap();
+    assert_eq!(response.status(), 201);
+    let run_id = serde_json::from_str::<Value>(&response.text().await.unwrap()).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(runs_dir.join(&run_id).join("events.jsonl").is_file());
+    let url = server.url(&format!("/api/runs/{run_id}/events"));
+    let mut reader = SseReader::open(client().get(&url)).await;
+    let finished = loop {
+        let message = reader.next().await.expect("the stream ended before run_finished");
+        if message.event.is_some() {
+            continue;
+        }
+        let event: Value = serde_json::from_str(&message.data).unwrap();
+        if event["type"] == "run_finished" {
+            break event;
+        }
+    };
+    assert_eq!(finished["data"]["final_text"], "Hello from the server.");
+    assert_eq!(finished["data"]["outcome"], "completed");
 }
