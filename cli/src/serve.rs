@@ -5,6 +5,7 @@
 //! server needs no access to the agents writing them: a run started by any process shows up.
 //!
 //! * `GET /` — the single page (`serve/index.html`, embedded in the binary).
+//! * `GET /api/info` — `{allow_start, strategies}`, for the page.
 //! * `GET /api/runs` — the runs, oldest first: `run_id`, `status` (`finished` when the record
 //!   ends with `run_finished`, `running` when it does not and grew in the last five minutes,
 //!   `interrupted` otherwise), `outcome`, `strategy`, `model`, `turns`, `task`, `started`,
@@ -32,6 +33,7 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::future::IntoFuture;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -169,18 +171,19 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8> {
         let _ = stdout.flush();
     }
     eprintln!("serving the runs in {}", server.runs_dir.display());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("the server stopped")?;
+    // Ctrl-C ends the server at once: a graceful shutdown would wait for every open event
+    // stream, which a browser keeps open for as long as the page is.
+    tokio::select! {
+        result = axum::serve(listener, app).into_future() => result.context("the server stopped")?,
+        _ = tokio::signal::ctrl_c() => {}
+    }
     Ok(0)
 }
 
 fn router(server: Shared) -> Router {
     Router::new()
         .route("/", get(index))
+        .route("/api/info", get(info))
         .route("/api/runs", get(list_runs).post(start_run))
         .route("/api/runs/{id}", get(run_details))
         .route("/api/runs/{id}/events", get(run_events))
@@ -282,6 +285,14 @@ fn run_dir(server: &Server, id: &str) -> Result<PathBuf, ApiError> {
 
 fn internal(error: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+}
+
+async fn info(State(server): State<Shared>) -> Response {
+    axum::Json(json!({
+        "allow_start": server.start.is_some(),
+        "strategies": agent_core::STRATEGIES,
+    }))
+    .into_response()
 }
 
 async fn list_runs(State(server): State<Shared>) -> Result<Response, ApiError> {

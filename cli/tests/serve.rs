@@ -438,12 +438,16 @@ async fn starts_a_run_only_when_allowed_and_streams_it() {
         &home,
     );
     assert_eq!(post_json(&closed, &task).send().await.unwrap().status(), 403);
+    let info = client().get(closed.url("/api/info")).send().await.unwrap().text().await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&info).unwrap()["allow_start"], false);
     drop(closed);
 
     let server = Server::start_with(
         &["--workspace", workspace.to_str().unwrap(), "--addr", "127.0.0.1:0", "--allow-start"],
         &home,
     );
+    let info = client().get(server.url("/api/info")).send().await.unwrap().text().await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&info).unwrap()["allow_start"], true);
     for (body, expected) in [
         (json!({"task": "  ", "model": "mock:answers.json"}), "empty"),
         (json!({"task": "x", "strategy": "guess"}), "unknown strategy"),
