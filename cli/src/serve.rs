@@ -31,7 +31,7 @@
 //! token, which every `/api/` request must then carry (`Authorization: Bearer TOKEN`, or
 //! `?token=TOKEN` for `EventSource`, which cannot set headers).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::IntoFuture;
 use std::io::{BufRead, Write};
@@ -104,6 +104,18 @@ struct Server {
     check_host: bool,
     /// Set with `--allow-start`.
     start: Option<Starter>,
+    /// Run summaries by run id, kept while `events.jsonl` keeps its length and time.
+    summaries: std::sync::Mutex<HashMap<String, CachedSummary>>,
+}
+
+#[derive(Debug, Clone)]
+struct CachedSummary {
+    length: u64,
+    modified: SystemTime,
+    /// Whether the record ends with `run_finished`.
+    finished: bool,
+    /// The summary without its `status`, which depends on the time.
+    summary: Value,
 }
 
 /// What `POST /api/runs` needs: this binary, the workspace, and a lock so that one start at a
@@ -163,7 +175,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8> {
         .await
         .map_err(|error| usage(format!("cannot listen on {}: {error}", args.addr)))?;
     let local = listener.local_addr().context("cannot read the listening address")?;
-    let server = Arc::new(Server { runs_dir, token, check_host: loopback, start });
+    let server = Arc::new(Server {
+        runs_dir,
+        token,
+        check_host: loopback,
+        start,
+        summaries: std::sync::Mutex::new(HashMap::new()),
+    });
     let app = router(server.clone());
     {
         let mut stdout = std::io::stdout().lock();
@@ -305,7 +323,7 @@ async fn list_runs(State(server): State<Shared>) -> Result<Response, ApiError> {
             .filter(|name| is_valid_run_id(name))
             .collect();
         ids.sort();
-        ids.iter().filter_map(|id| summarize(id, &server.runs_dir.join(id))).collect::<Vec<Value>>()
+        ids.iter().filter_map(|id| summarize(&server, id)).collect::<Vec<Value>>()
     })
     .await
     .map_err(internal)?;
@@ -332,20 +350,48 @@ fn read_event_values(path: &Path) -> std::io::Result<(Vec<Value>, SystemTime)> {
     Ok((events, modified))
 }
 
-/// A run's summary, or `None` when it has no readable `events.jsonl`.
-fn summarize(id: &str, directory: &Path) -> Option<Value> {
-    let (events, modified) = read_event_values(&directory.join("events.jsonl")).ok()?;
-    let kind = |event: &Value| event.get("type").and_then(Value::as_str).map(str::to_owned);
-    let finished = EventKind::RunFinished.as_str();
-    let start = events.first().and_then(|event| event.get("data"));
-    let finish = events.iter().rev().find(|event| kind(event).as_deref() == Some(finished));
-    let status = if events.last().and_then(kind).as_deref() == Some(finished) {
+/// A run's summary, or `None` when it has no readable `events.jsonl`; read again only when
+/// the record changed.
+fn summarize(server: &Server, id: &str) -> Option<Value> {
+    let path = server.runs_dir.join(id).join("events.jsonl");
+    let metadata = std::fs::metadata(&path).ok()?;
+    let (length, modified) = (metadata.len(), metadata.modified().ok()?);
+    let lock = || server.summaries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cached = lock()
+        .get(id)
+        .filter(|cached| (cached.length, cached.modified) == (length, modified))
+        .cloned();
+    let cached = match cached {
+        Some(cached) => cached,
+        None => {
+            let (finished, summary) = read_summary(id, &path)?;
+            let cached = CachedSummary { length, modified, finished, summary };
+            lock().insert(id.to_owned(), cached.clone());
+            cached
+        }
+    };
+    let status = if cached.finished {
         "finished"
     } else if modified.elapsed().is_ok_and(|age| age < RUNNING_WINDOW) {
         "running"
     } else {
         "interrupted"
     };
+    let mut summary = cached.summary;
+    if let Value::Object(map) = &mut summary {
+        map.insert("status".into(), json!(status));
+    }
+    Some(summary)
+}
+
+/// Whether the record ends with `run_finished`, and the summary without its status.
+fn read_summary(id: &str, path: &Path) -> Option<(bool, Value)> {
+    let (events, _) = read_event_values(path).ok()?;
+    let kind = |event: &Value| event.get("type").and_then(Value::as_str).map(str::to_owned);
+    let finished = EventKind::RunFinished.as_str();
+    let start = events.first().and_then(|event| event.get("data"));
+    let finish = events.iter().rev().find(|event| kind(event).as_deref() == Some(finished));
+    let ends_finished = events.last().and_then(kind).as_deref() == Some(finished);
     let task: String = start
         .and_then(|data| data.get("task"))
         .and_then(Value::as_str)
@@ -353,19 +399,22 @@ fn summarize(id: &str, directory: &Path) -> Option<Value> {
         .chars()
         .take(200)
         .collect();
-    Some(json!({
-        "run_id": id,
-        "status": status,
-        "outcome": finish.and_then(|event| event.pointer("/data/outcome")).cloned(),
-        "strategy": start.and_then(|data| data.pointer("/config/strategy")).cloned(),
-        "model": start.and_then(|data| data.pointer("/config/model/model")).cloned(),
-        "turns": events.last().and_then(|event| event.get("turn")).cloned().unwrap_or(json!(0)),
-        "task": task,
-        "started": events.first().and_then(|event| event.get("ts")).cloned(),
-        "updated": events.last().and_then(|event| event.get("ts")).cloned(),
-        "events": events.len(),
-        "last_seq": events.last().and_then(|event| event.get("seq")).cloned(),
-    }))
+    Some((
+        ends_finished,
+        json!({
+            "run_id": id,
+            "status": null,
+            "outcome": finish.and_then(|event| event.pointer("/data/outcome")).cloned(),
+            "strategy": start.and_then(|data| data.pointer("/config/strategy")).cloned(),
+            "model": start.and_then(|data| data.pointer("/config/model/model")).cloned(),
+            "turns": events.last().and_then(|event| event.get("turn")).cloned().unwrap_or(json!(0)),
+            "task": task,
+            "started": events.first().and_then(|event| event.get("ts")).cloned(),
+            "updated": events.last().and_then(|event| event.get("ts")).cloned(),
+            "events": events.len(),
+            "last_seq": events.last().and_then(|event| event.get("seq")).cloned(),
+        }),
+    ))
 }
 
 async fn run_details(
@@ -374,7 +423,7 @@ async fn run_details(
 ) -> Result<Response, ApiError> {
     let directory = run_dir(&server, &id)?;
     let details = tokio::task::spawn_blocking(move || {
-        let mut summary = summarize(&id, &directory)?;
+        let mut summary = summarize(&server, &id)?;
         let (events, _) = read_event_values(&directory.join("events.jsonl")).ok()?;
         let finished = EventKind::RunFinished.as_str();
         let result = events

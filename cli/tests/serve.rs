@@ -220,8 +220,8 @@ fn seqs(messages: &[Message]) -> Vec<u64> {
 async fn lists_runs_with_status_strategy_model_turns_and_outcome() {
     let runs = tempfile::tempdir().unwrap();
     write_run(runs.path(), "20260101_000000_aaaa", &finished_run("20260101_000000_aaaa"));
-    let unfinished = &finished_run("20260101_000001_bbbb")[..3];
-    write_run(runs.path(), "20260101_000001_bbbb", unfinished);
+    let second = finished_run("20260101_000001_bbbb");
+    let second_dir = write_run(runs.path(), "20260101_000001_bbbb", &second[..3]);
     std::fs::create_dir(runs.path().join("not-a-run")).unwrap();
     let server = Server::start(runs.path(), &[]);
     let response = client().get(server.url("/api/runs")).send().await.unwrap();
@@ -248,6 +248,17 @@ async fn lists_runs_with_status_strategy_model_turns_and_outcome() {
     assert_eq!(details["result"]["final_text"], "The total is 42.");
     assert_eq!(details["status"], "finished");
     assert_eq!(details["state"], Value::Null);
+    // The list follows the records as they grow.
+    let rest: String = second[3..].iter().map(line).collect();
+    append(&second_dir.join("events.jsonl"), &rest);
+    let list: Value = serde_json::from_str(
+        &client().get(server.url("/api/runs")).send().await.unwrap().text().await.unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (&list[1]["status"], &list[1]["outcome"], &list[1]["events"]),
+        (&json!("finished"), &json!("completed"), &json!(6))
+    );
     let missing = client().get(server.url("/api/runs/20990101_000000_zzzz")).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     let page = client().get(server.url("/")).send().await.unwrap();
@@ -345,6 +356,20 @@ async fn serves_stored_observations_and_refuses_traversal() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+    // A stored name that is a symlink out of the run is not followed.
+    let link = "c".repeat(64);
+    std::os::unix::fs::symlink(
+        runs.path().join("secret.txt"),
+        directory.join(format!("observations/{link}.txt")),
+    )
+    .unwrap();
+    let linked = client()
+        .get(server.url(&format!("/api/runs/{run_id}/observations/{link}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(linked.status(), 404);
+    assert_ne!(linked.text().await.unwrap(), "secret");
     for path in [
         "/api/runs/..%2Fsecret.txt".to_owned(),
         "/api/runs/..%2F..%2Fetc/events".to_owned(),
