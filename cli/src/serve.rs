@@ -53,7 +53,7 @@ use clap::Args;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncSeekExt};
 
 use crate::cli::usage;
 
@@ -503,6 +503,7 @@ async fn run_events(
         path: directory.join("events.jsonl"),
         reader: None,
         partial: Vec::new(),
+        consumed: 0,
         after: last_event_id.or(query.after).unwrap_or(0),
         follow: query.follow.unwrap_or(true),
         caught_up: false,
@@ -519,6 +520,8 @@ struct Tail {
     reader: Option<tokio::io::BufReader<tokio::fs::File>>,
     /// The bytes of a line whose newline has not arrived yet.
     partial: Vec<u8>,
+    /// The length of the complete lines read (where the reader starts again).
+    consumed: u64,
     /// The last seq sent (events at or below it are skipped).
     after: u64,
     follow: bool,
@@ -533,13 +536,15 @@ impl Tail {
             let reader = match &mut self.reader {
                 Some(reader) => reader,
                 None => {
-                    let file = tokio::fs::File::open(&self.path).await.ok()?;
+                    let mut file = tokio::fs::File::open(&self.path).await.ok()?;
+                    file.seek(std::io::SeekFrom::Start(self.consumed)).await.ok()?;
                     self.reader.insert(tokio::io::BufReader::new(file))
                 }
             };
             let read = reader.read_until(b'\n', &mut self.partial).await.ok()?;
             if read > 0 && self.partial.ends_with(b"\n") {
                 let line = std::mem::take(&mut self.partial);
+                self.consumed += line.len() as u64;
                 let Ok(value) = serde_json::from_slice::<Value>(&line) else {
                     continue;
                 };
@@ -554,7 +559,7 @@ impl Tail {
                 let data = serde_json::to_string(&value).ok()?;
                 return Some(SseEvent::default().id(seq.to_string()).data(data));
             }
-            // At the end of the file (a torn line stays in `partial` until it completes).
+            // At the end of the file.
             if !self.follow {
                 return None;
             }
@@ -563,6 +568,18 @@ impl Tail {
                 return Some(SseEvent::default().event("caught_up").data(self.after.to_string()));
             }
             tokio::time::sleep(POLL_INTERVAL).await;
+            // A torn line is read again from its start: `resume` cuts it off before it
+            // appends, so what follows the last complete line may have changed. A file shorter
+            // than the lines read is read again from the start (sent events are skipped by
+            // seq).
+            let length = tokio::fs::metadata(&self.path).await.ok()?.len();
+            if length < self.consumed {
+                self.consumed = 0;
+            }
+            if !self.partial.is_empty() || self.consumed == 0 {
+                self.reader = None;
+                self.partial.clear();
+            }
         }
     }
 }

@@ -516,3 +516,36 @@ async fn starts_a_run_only_when_allowed_and_streams_it() {
     assert_eq!(finished["data"]["final_text"], "Hello from the server.");
     assert_eq!(finished["data"]["outcome"], "completed");
 }
+
+#[tokio::test]
+async fn follows_a_record_whose_torn_line_is_cut_off_by_resume() {
+    let runs = tempfile::tempdir().unwrap();
+    let run_id = "20260101_000000_dddd";
+    let events = finished_run(run_id);
+    let directory = write_run(runs.path(), run_id, &events[..2]);
+    let path = directory.join("events.jsonl");
+    let valid = std::fs::metadata(&path).unwrap().len();
+    append(
+        &path,
+        r#"{"ts":"2026-01-01T00:00:03.000Z","run_id":"20260101_000000_dddd","seq":3,"tu"#,
+    );
+    let server = Server::start(runs.path(), &[]);
+    let url = server.url(&format!("/api/runs/{run_id}/events"));
+    let mut reader = SseReader::open(client().get(&url)).await;
+    let mut received = Vec::new();
+    for _ in 0..3 {
+        received.push(reader.next().await.unwrap());
+    }
+    assert_eq!(seqs(&received[..2]), vec![1, 2]);
+    assert_eq!(received[2].event.as_deref(), Some("caught_up"));
+    // What `resume` does: cut the torn line off, then append the events that follow.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(valid).unwrap();
+    let rest: String = events[2..].iter().map(line).collect();
+    append(&path, &rest);
+    let mut followed = Vec::new();
+    for _ in 2..events.len() {
+        followed.push(reader.next().await.unwrap());
+    }
+    assert_eq!(seqs(&followed), vec![3, 4, 5, 6]);
+    assert_eq!(serde_json::from_str::<Value>(&followed[0].data).unwrap(), events[2]);
+}
