@@ -26,10 +26,11 @@
 //!
 //! Run ids and observation references are checked lexically (`is_valid_run_id`,
 //! `is_sha256_hex`) before any path is built, so no request reaches outside the runs directory.
-//! The server listens on loopback by default and then only answers requests whose `Host` is a
-//! loopback name (no DNS rebinding); any other address needs `--allow-remote` and a bearer
-//! token, which every `/api/` request must then carry (`Authorization: Bearer TOKEN`, or
-//! `?token=TOKEN` for `EventSource`, which cannot set headers).
+//! The server listens on loopback by default and then, without a token, only answers requests
+//! whose `Host` is a loopback name (no DNS rebinding). Any other address needs `--allow-remote`
+//! and a bearer token (`--token` or `SKILLS_AGENT_SERVE_TOKEN`; honoured on loopback too), which
+//! every `/api/` request must then carry (`Authorization: Bearer TOKEN`, or `?token=TOKEN` for
+//! `EventSource`, which cannot set headers); the page takes it from `#token=TOKEN`.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
