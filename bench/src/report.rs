@@ -342,28 +342,30 @@ pub fn markdown(results: &Results) -> String {
     }
     let batch = &results.batchable;
     let _ = writeln!(out, "\n## Batchable scenarios: model calls\n");
-    let names: Vec<&String> = batch.model_calls.keys().collect();
-    let _ = writeln!(
-        out,
-        "| scenario | {} |",
-        names.iter().map(|name| name.as_str()).collect::<Vec<_>>().join(" | ")
-    );
-    let _ = writeln!(out, "|---|{}", "---|".repeat(names.len()));
-    for scenario in &batch.scenarios {
-        let calls: Vec<String> = names
-            .iter()
-            .map(|strategy| {
-                results
-                    .runs
-                    .iter()
-                    .find(|run| &run.scenario == scenario && &&run.strategy == strategy)
-                    .map_or_else(|| "-".to_owned(), |run| run.model_calls.to_string())
-            })
-            .collect();
-        let _ = writeln!(out, "| {scenario} | {} |", calls.join(" | "));
+    if !batch.scenarios.is_empty() {
+        let names: Vec<&String> = batch.model_calls.keys().collect();
+        let _ = writeln!(
+            out,
+            "| scenario | {} |",
+            names.iter().map(|name| name.as_str()).collect::<Vec<_>>().join(" | ")
+        );
+        let _ = writeln!(out, "|---|{}", "---|".repeat(names.len()));
+        for scenario in &batch.scenarios {
+            let calls: Vec<String> = names
+                .iter()
+                .map(|strategy| {
+                    results
+                        .runs
+                        .iter()
+                        .find(|run| &run.scenario == scenario && &&run.strategy == strategy)
+                        .map_or_else(|| "-".to_owned(), |run| run.model_calls.to_string())
+                })
+                .collect();
+            let _ = writeln!(out, "| {scenario} | {} |", calls.join(" | "));
+        }
+        let totals: Vec<String> = batch.model_calls.values().map(u64::to_string).collect();
+        let _ = writeln!(out, "| **total** | {} |", totals.join(" | "));
     }
-    let totals: Vec<String> = batch.model_calls.values().map(u64::to_string).collect();
-    let _ = writeln!(out, "| **total** | {} |", totals.join(" | "));
     match batch.react_over_plan_execute_think {
         Some(ratio) => {
             let _ = writeln!(
