@@ -505,6 +505,7 @@ async fn run_events(
         reader: None,
         partial: Vec::new(),
         consumed: 0,
+        retried_at: None,
         after: last_event_id.or(query.after).unwrap_or(0),
         follow: query.follow.unwrap_or(true),
         caught_up: false,
@@ -519,10 +520,12 @@ async fn run_events(
 struct Tail {
     path: PathBuf,
     reader: Option<tokio::io::BufReader<tokio::fs::File>>,
-    /// The bytes of a line whose newline has not arrived yet.
+    /// The bytes read of the line being read.
     partial: Vec<u8>,
     /// The length of the complete lines read (where the reader starts again).
     consumed: u64,
+    /// Where a line that was not JSON was read again from, once.
+    retried_at: Option<u64>,
     /// The last seq sent (events at or below it are skipped).
     after: u64,
     follow: bool,
@@ -532,6 +535,11 @@ struct Tail {
 impl Tail {
     /// The next SSE event, waiting for the file to grow when following; `None` ends the
     /// stream.
+    ///
+    /// `resume` cuts a torn last line off before it appends, so the bytes after the last
+    /// complete line may change: a torn line is never kept across reads but read again from its
+    /// start, and a line that is not JSON is read again once from its start before it is
+    /// skipped.
     async fn next(&mut self) -> Option<SseEvent> {
         loop {
             let reader = match &mut self.reader {
@@ -545,10 +553,16 @@ impl Tail {
             let read = reader.read_until(b'\n', &mut self.partial).await.ok()?;
             if read > 0 && self.partial.ends_with(b"\n") {
                 let line = std::mem::take(&mut self.partial);
-                self.consumed += line.len() as u64;
                 let Ok(value) = serde_json::from_slice::<Value>(&line) else {
+                    if self.retried_at != Some(self.consumed) {
+                        self.retried_at = Some(self.consumed);
+                        self.reader = None;
+                    } else {
+                        self.consumed += line.len() as u64;
+                    }
                     continue;
                 };
+                self.consumed += line.len() as u64;
                 let Some(seq) = value.get("seq").and_then(Value::as_u64) else {
                     continue;
                 };
@@ -560,7 +574,11 @@ impl Tail {
                 let data = serde_json::to_string(&value).ok()?;
                 return Some(SseEvent::default().id(seq.to_string()).data(data));
             }
-            // At the end of the file.
+            // At the end of the file; a torn line is read again from its start next time.
+            if !self.partial.is_empty() {
+                self.partial.clear();
+                self.reader = None;
+            }
             if !self.follow {
                 return None;
             }
@@ -569,17 +587,12 @@ impl Tail {
                 return Some(SseEvent::default().event("caught_up").data(self.after.to_string()));
             }
             tokio::time::sleep(POLL_INTERVAL).await;
-            // A torn line is read again from its start: `resume` cuts it off before it
-            // appends, so what follows the last complete line may have changed. A file shorter
-            // than the lines read is read again from the start (sent events are skipped by
-            // seq).
+            // A file shorter than the lines read is read again from the start (the events
+            // already sent are skipped by seq).
             let length = tokio::fs::metadata(&self.path).await.ok()?.len();
             if length < self.consumed {
                 self.consumed = 0;
-            }
-            if !self.partial.is_empty() || self.consumed == 0 {
                 self.reader = None;
-                self.partial.clear();
             }
         }
     }
