@@ -51,13 +51,17 @@ impl Category {
 }
 
 /// A call the run must have made (BFCL-style): an executed action of this type whose
-/// arguments hold every key of `args` with exactly that value.
+/// arguments hold every key of `args` with exactly that value (with `prefix`, a list may go
+/// on after the expected items: `["sales.csv"]` accepts `["sales.csv", "amount"]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExpectedCall {
     /// The action type (`run_script`, `select_skills`, …).
     pub action: String,
     /// The arguments that must match (a subset of the call's arguments).
     pub args: Value,
+    /// Whether an expected list only has to start the actual one.
+    #[serde(default)]
+    pub prefix: bool,
 }
 
 /// How a run of the scenario is judged. Every part must hold for success.
@@ -94,7 +98,18 @@ impl Check {
 
     /// Requires an executed `action` whose arguments hold `args`.
     pub fn call(mut self, action: &str, args: Value) -> Check {
-        self.calls.push(ExpectedCall { action: action.to_owned(), args });
+        self.calls.push(ExpectedCall { action: action.to_owned(), args, prefix: false });
+        self
+    }
+
+    /// Requires `run_script SKILL SCRIPT` with arguments that start with `args` (an optional
+    /// argument the skill allows may follow).
+    pub fn script_starting(mut self, skill: &str, script: &str, args: &[&str]) -> Check {
+        self.calls.push(ExpectedCall {
+            action: "run_script".to_owned(),
+            args: json!({"skill": skill, "script": script, "args": args}),
+            prefix: true,
+        });
         self
     }
 
@@ -152,7 +167,11 @@ impl Check {
         for expected in &self.calls {
             let found = executed.iter().any(|(action, _)| {
                 action.get("type").and_then(Value::as_str) == Some(expected.action.as_str())
-                    && holds(action.get("args").unwrap_or(&Value::Null), &expected.args)
+                    && holds(
+                        action.get("args").unwrap_or(&Value::Null),
+                        &expected.args,
+                        expected.prefix,
+                    )
             });
             if !found {
                 failures.push(format!("no {} call with {}", expected.action, expected.args));
@@ -171,12 +190,17 @@ impl Check {
 }
 
 /// Whether `actual` holds every key of `expected` with the same value (objects), or equals it.
-fn holds(actual: &Value, expected: &Value) -> bool {
-    match expected {
-        Value::Object(expected) => expected
+/// With `prefix`, an expected list holds when it starts the actual list.
+fn holds(actual: &Value, expected: &Value, prefix: bool) -> bool {
+    match (expected, actual) {
+        (Value::Object(expected), _) => expected
             .iter()
-            .all(|(key, value)| actual.get(key).is_some_and(|actual| holds(actual, value))),
-        other => actual == other,
+            .all(|(key, value)| actual.get(key).is_some_and(|actual| holds(actual, value, prefix))),
+        (Value::Array(expected), Value::Array(actual)) if prefix => {
+            actual.len() >= expected.len()
+                && expected.iter().zip(actual).all(|(expected, actual)| expected == actual)
+        }
+        (other, _) => actual == other,
     }
 }
 
@@ -458,10 +482,15 @@ mod tests {
 
     #[test]
     fn expected_arguments_are_a_subset_compared_exactly() {
-        assert!(holds(&json!({"a": [1, 2], "b": 3}), &json!({"a": [1, 2]})));
-        assert!(!holds(&json!({"a": [1, 2, 3]}), &json!({"a": [1, 2]})));
-        assert!(!holds(&json!({"a": "1"}), &json!({"a": 1})));
-        assert!(!holds(&json!(null), &json!({"a": 1})));
-        assert!(holds(&json!({"a": {"b": 1, "c": 2}}), &json!({"a": {"b": 1}})));
+        assert!(holds(&json!({"a": [1, 2], "b": 3}), &json!({"a": [1, 2]}), false));
+        assert!(!holds(&json!({"a": [1, 2, 3]}), &json!({"a": [1, 2]}), false));
+        assert!(!holds(&json!({"a": "1"}), &json!({"a": 1}), false));
+        assert!(!holds(&json!(null), &json!({"a": 1}), false));
+        assert!(holds(&json!({"a": {"b": 1, "c": 2}}), &json!({"a": {"b": 1}}), false));
+        // A prefix: the expected items first, anything after.
+        assert!(holds(&json!({"a": [1, 2, 3]}), &json!({"a": [1, 2]}), true));
+        assert!(holds(&json!({"a": [1, 2]}), &json!({"a": [1, 2]}), true));
+        assert!(!holds(&json!({"a": [1]}), &json!({"a": [1, 2]}), true));
+        assert!(!holds(&json!({"a": [2, 1]}), &json!({"a": [1, 2]}), true));
     }
 }
