@@ -739,6 +739,14 @@ fn deltas_of(response: &Response) -> Vec<Delta> {
             fragment: arguments.to_string(),
         });
     }
+    // A call whose arguments were no JSON streamed its name too (`action_planned`), after
+    // the readable calls in the common case of one call.
+    let first = response.tool_calls.len();
+    for (offset, call) in response.invalid_tool_calls.iter().enumerate() {
+        let index = (first + offset) as u32;
+        deltas.push(Delta::ToolCallStart { index, id: call.id.clone(), name: call.name.clone() });
+        deltas.push(Delta::ToolCallArguments { index, fragment: call.raw_arguments.clone() });
+    }
     deltas
 }
 

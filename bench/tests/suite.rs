@@ -14,7 +14,7 @@ use serde_json::Value;
 /// Runs whose replay diverges from the record because of agent-core, not the bench: a tool
 /// call whose arguments are not JSON streams `action_planned` live, which the replay of the
 /// recorded (invalid) answer does not emit. Listed so that the suite notices when it is fixed.
-const KNOWN_REPLAY_DIVERGENCES: &[&str] = &["broken-arguments/react"];
+const KNOWN_REPLAY_DIVERGENCES: &[&str] = &[];
 
 fn passed(record: &RunRecord) -> bool {
     let name = format!("{}/{}", record.scenario, record.strategy);
