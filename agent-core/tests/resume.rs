@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agent_core::{AgentConfig, Event, EventKind, Outcome, comparable, replay_check};
-use common::{Fixture, answer, call, select, tool, toolbox, wait_for, well_formed};
+use common::{Fixture, answer, call, copy_dir, select, tool, toolbox, wait_for, well_formed};
 use model_adapter::{ChatRequest, MockModel, MockReply, ModelProvider};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -236,14 +236,6 @@ fn replies() -> Vec<MockReply> {
         tool("log", &["two"]),
         answer("Logged one and two; printed forty lines."),
     ]
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for file in common::files_under(from) {
-        let target = to.join(file.strip_prefix(from).unwrap());
-        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-        std::fs::copy(&file, target).unwrap();
-    }
 }
 
 async fn a_run_resumes_from_any_point_of_its_record() -> anyhow::Result<()> {

@@ -8,14 +8,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_core::{
     AgentConfig, DecideMode, EventKind, Outcome, STRATEGIES, comparable, replay_check,
 };
-use common::{call, text, toolbox};
+use common::{call, copy_dir, purposes, toolbox};
 use model_adapter::{MockModel, MockReply, ResponseFormat, ToolChoice};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -74,15 +73,6 @@ fn think(summary: &str, completed: bool) -> MockReply {
             "next_steps_preview": "",
         }),
     )
-}
-
-/// The purposes of the model calls, in order.
-fn purposes(events: &[agent_core::Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter(|event| event.kind == EventKind::ModelRequest)
-        .map(|event| text(&event.data["purpose"]))
-        .collect()
 }
 
 /// The replies of the two-round run most tests start from.
@@ -323,14 +313,6 @@ async fn replay_reproduces_a_plan_execute_think_run() -> anyhow::Result<()> {
     assert!(report.compliance.final_text_present);
     assert_eq!(report.turns.len(), 2);
     Ok(())
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for file in common::files_under(from) {
-        let target = to.join(file.strip_prefix(from).unwrap());
-        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-        std::fs::copy(&file, target).unwrap();
-    }
 }
 
 async fn a_plan_execute_think_run_resumes_from_any_point_of_its_record() -> anyhow::Result<()> {

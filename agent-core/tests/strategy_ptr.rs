@@ -14,10 +14,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_core::{
-    Agent, AgentConfig, ConsoleOptions, ConsoleSink, DecideMode, Event, EventKind, Outcome,
-    RunResult, STORE_PATH, STRATEGIES, comparable, replay_check,
+    Agent, AgentConfig, ConsoleOptions, ConsoleSink, DecideMode, EventKind, Outcome, RunResult,
+    STORE_PATH, STRATEGIES, comparable, replay_check,
 };
-use common::{Fixture, Ran, call, request_text, text, toolbox, well_formed};
+use common::{Fixture, Ran, call, purposes, request_text, text, toolbox, well_formed};
 use model_adapter::{ChatRequest, FinishReason, MockModel, MockReply, ResponseFormat, ToolChoice};
 use pretty_assertions::assert_eq;
 use serde_json::{Map, Value, json};
@@ -118,15 +118,6 @@ async fn assert_replays(run_dir: &Path) {
         well_formed(run_dir).iter().filter(|event| event.kind != EventKind::AssistantDelta).count();
     assert_eq!(report.events_compared, recorded);
     assert!(report.compliance.final_text_present);
-}
-
-/// The purposes of the model calls, in order.
-fn purposes(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter(|event| event.kind == EventKind::ModelRequest)
-        .map(|event| text(&event.data["purpose"]))
-        .collect()
 }
 
 /// The task's state (`strategy_state` of `state.json`).

@@ -19,7 +19,7 @@ use agent_core::{
     AgentConfig, DecideMode, Event, EventKind, Outcome, PeerAgent, STRATEGIES, SafeConfig,
     comparable, replay_check,
 };
-use common::{Fixture, call, request_text, schema, text, toolbox};
+use common::{Fixture, call, copy_dir, purposes, request_text, schema, text, toolbox};
 use model_adapter::{
     ChatRequest, DeltaStream, FinishReason, MockModel, MockReply, ModelProvider, Response,
     ResponseFormat, ToolChoice,
@@ -108,15 +108,6 @@ fn script_step(script: &str, args: &[&str]) -> (&'static str, Value) {
 
 fn ask_step(agent: &str, request: &str) -> (&'static str, Value) {
     ("request_collaboration", json!({"agent": agent, "request": request}))
-}
-
-/// The purposes of the model calls, in order.
-fn purposes(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter(|event| event.kind == EventKind::ModelRequest)
-        .map(|event| text(&event.data["purpose"]))
-        .collect()
 }
 
 /// `(kind, data)` of the collaboration events, in order.
@@ -833,14 +824,6 @@ async fn json_mode_drops_repeated_steps_and_keeps_a_failed_plan_open() -> anyhow
         ["judge_complexity", "make_plan", "make_plan", "report", "make_plan", "report"]
     );
     assert_replayed(&ran.run_dir, ran.events.len()).await
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for file in common::files_under(from) {
-        let target = to.join(file.strip_prefix(from).unwrap());
-        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-        std::fs::copy(&file, target).unwrap();
-    }
 }
 
 fn collaboration_replies() -> Vec<MockReply> {

@@ -19,10 +19,10 @@ mod safe;
 
 use serde_json::json;
 
-use model_adapter::{ChatRequest, Response};
-use serde_json::Value;
+use model_adapter::{ChatRequest, Response, ResponseFormat, Tool, ToolChoice};
+use serde_json::{Map, Value};
 
-use crate::action::ActionSpace;
+use crate::action::{ActionSpace, strip_fence};
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
@@ -174,5 +174,61 @@ pub(super) async fn ask(
             )?;
             Ok(None)
         }
+    }
+}
+
+/// The request of a forced phase: the context, the phase's note, and exactly one tool, named
+/// in `tool_choice` — or, in [`DecideMode::Json`], its schema as the response format.
+pub(super) fn forced_request(
+    run: &mut Run,
+    note: &str,
+    tool: &str,
+    description: &str,
+    schema: Value,
+) -> ChatRequest {
+    let mut request =
+        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
+    request.temperature = run.config.model.temperature;
+    request.max_tokens = Some(run.config.model.max_tokens);
+    match run.config.decide {
+        DecideMode::Tools => {
+            request.tools = vec![Tool {
+                name: tool.to_owned(),
+                description: description.to_owned(),
+                parameters: schema,
+            }];
+            request.tool_choice = ToolChoice::Named(tool.to_owned());
+            request.parallel_tool_calls = Some(false);
+        }
+        DecideMode::Json => {
+            request.response_format =
+                ResponseFormat::JsonSchema { name: tool.to_owned(), schema, strict: true };
+        }
+    }
+    request
+}
+
+/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
+pub(super) fn forced_arguments(
+    response: &Response,
+    mode: DecideMode,
+    tool: &str,
+) -> std::result::Result<Map<String, Value>, String> {
+    let value = if let Some(call) = response.tool_calls.first() {
+        if call.name != tool {
+            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
+        }
+        call.arguments.clone()
+    } else if let Some(bad) = response.invalid_tool_calls.first() {
+        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
+    } else if mode == DecideMode::Json {
+        serde_json::from_str(strip_fence(&response.text))
+            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
+    } else {
+        return Err(format!("expected a call to `{tool}`, got no tool call"));
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
     }
 }

@@ -18,11 +18,11 @@
 //! ends the run `max_turns` too. Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
-use model_adapter::{ChatRequest, Message, Response, ResponseFormat, Tool, ToolChoice};
+use model_adapter::{Message, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::action::{Action, ActionSpace, action_from, strip_fence};
+use crate::action::{Action, ActionSpace, action_from};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
@@ -31,7 +31,7 @@ use crate::guard;
 use crate::run::{Ending, Run};
 use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
 
-use super::{ask, finish_turn, skills_lines, start_turn};
+use super::{ask, finish_turn, forced_arguments, forced_request, skills_lines, start_turn};
 
 /// The strategy's name in `AgentConfig::strategy`.
 pub(super) const NAME: &str = "plan-execute-think";
@@ -171,7 +171,13 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
         let mut stop: Option<(Outcome, String)> = None;
         let mut executed = false;
         if !steps_allowed.is_empty() {
-            let request = forced_request(run, &note, PLAN_TOOL, plan_schema(&space, rounds.round));
+            let request = forced_request(
+                run,
+                &note,
+                PLAN_TOOL,
+                describe(PLAN_TOOL),
+                plan_schema(&space, rounds.round),
+            );
             match ask(run, "plan", request, None).await? {
                 None => {}
                 Some(response) => {
@@ -235,7 +241,13 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
                 finish_turn(run, &reasoning)?;
                 return end(run, &rounds, outcome, &reason).await;
             }
-            let request = forced_request(run, &note, THINK_TOOL, think_schema(may_complete(run)));
+            let request = forced_request(
+                run,
+                &note,
+                THINK_TOOL,
+                describe(THINK_TOOL),
+                think_schema(may_complete(run)),
+            );
             match ask(run, "think", request, None).await? {
                 None => {}
                 Some(response) => {
@@ -393,36 +405,6 @@ fn step_actions(space: &ActionSpace) -> Vec<&'static str> {
     space.allowed().into_iter().filter(|name| *name != "final_answer").collect()
 }
 
-/// The request of a forced phase: the context, the phase's note, and exactly one tool named
-/// in `tool_choice` (or its schema as the response format).
-fn forced_request(run: &mut Run, note: &str, tool: &str, schema: Value) -> ChatRequest {
-    let mut request =
-        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
-    request.temperature = run.config.model.temperature;
-    request.max_tokens = Some(run.config.model.max_tokens);
-    match run.config.decide {
-        DecideMode::Tools => {
-            let description = if tool == PLAN_TOOL {
-                "Plan the next batch of 1-8 actions over the skills; they run in order."
-            } else {
-                "Assess the round's results and say whether the task is done."
-            };
-            request.tools = vec![Tool {
-                name: tool.to_owned(),
-                description: description.to_owned(),
-                parameters: schema,
-            }];
-            request.tool_choice = ToolChoice::Named(tool.to_owned());
-            request.parallel_tool_calls = Some(false);
-        }
-        DecideMode::Json => {
-            request.response_format =
-                ResponseFormat::JsonSchema { name: tool.to_owned(), schema, strict: true };
-        }
-    }
-    request
-}
-
 /// The schema of `plan_tool_call`: steps drawn from the actions the space allows now.
 fn plan_schema(space: &ActionSpace, round: u32) -> Value {
     let variants: Vec<Value> = step_actions(space)
@@ -474,31 +456,6 @@ fn think_schema(may_complete: bool) -> Value {
         "propertyOrdering": ["internal_analysis", "user_summary", "task_completed", "next_steps_preview"],
         "additionalProperties": false,
     })
-}
-
-/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
-fn forced_arguments(
-    response: &Response,
-    mode: DecideMode,
-    tool: &str,
-) -> std::result::Result<Map<String, Value>, String> {
-    let value = if let Some(call) = response.tool_calls.first() {
-        if call.name != tool {
-            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
-        }
-        call.arguments.clone()
-    } else if let Some(bad) = response.invalid_tool_calls.first() {
-        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
-    } else if mode == DecideMode::Json {
-        serde_json::from_str(strip_fence(&response.text))
-            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
-    } else {
-        return Err(format!("expected a call to `{tool}`, got no tool call"));
-    };
-    match value {
-        Value::Object(map) => Ok(map),
-        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
-    }
 }
 
 fn parse_plan(
@@ -683,4 +640,13 @@ fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {
         budgets.max_script_runs,
         crate::reasoning::reasoning_signal(&run.state, &run.input_sizes)
     )
+}
+
+/// What the forced tool `tool` of this strategy does, as the model reads it.
+fn describe(tool: &str) -> &'static str {
+    if tool == PLAN_TOOL {
+        "Plan the next batch of 1-8 actions over the skills; they run in order."
+    } else {
+        "Assess the round's results and say whether the task is done."
+    }
 }

@@ -55,13 +55,11 @@
 //! `plan_updated.progress` ("Replanning done: M steps", "Replanning done: the task is
 //! complete").
 
-use model_adapter::{
-    ChatRequest, ContentPart, Message, Response, ResponseFormat, Tool, ToolChoice,
-};
+use model_adapter::{ContentPart, Message, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::action::{Action, ActionSpace, action_from, strip_fence};
+use crate::action::{Action, ActionSpace, action_from};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
@@ -70,7 +68,7 @@ use crate::guard;
 use crate::run::{Ending, InputKind, Run};
 use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
 
-use super::{ask, finish_turn, skills_lines, start_turn};
+use super::{ask, finish_turn, forced_arguments, forced_request, skills_lines, start_turn};
 
 /// The strategy's name in `AgentConfig::strategy`.
 pub(super) const NAME: &str = "plan-thought-replan";
@@ -431,7 +429,7 @@ async fn plan_once(run: &mut Run, task: &mut TaskState) -> Result<Option<(Outcom
         }
         let space = thought_space(run);
         let note = plan_note(run, &space, attempt);
-        let request = forced_request(run, &note, PLAN_TOOL, plan_schema());
+        let request = forced_request(run, &note, PLAN_TOOL, describe(PLAN_TOOL), plan_schema());
         let Some(response) = ask(run, "plan", request, None).await? else { continue };
         let parsed = parse_plan(&response, run.config.decide);
         let tool_call_id = run.push_answer(&response);
@@ -524,7 +522,7 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Round> {
     task.last_ok_observation = None;
     save(run, task);
     let schema = thought_schema(run.config.decide, &statuses, &space, &tools);
-    let request = forced_request(run, &note, THOUGHT_TOOL, schema);
+    let request = forced_request(run, &note, THOUGHT_TOOL, describe(THOUGHT_TOOL), schema);
     let mut reasoning = Value::Null;
     let Some(response) = ask(run, "thought", request, None).await? else {
         task.failed();
@@ -686,7 +684,13 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Round> {
     task.step_count += 1;
     task.last_ok_observation = None;
     save(run, task);
-    let request = forced_request(run, &note, REPLAN_TOOL, replan_schema(run.config.decide));
+    let request = forced_request(
+        run,
+        &note,
+        REPLAN_TOOL,
+        describe(REPLAN_TOOL),
+        replan_schema(run.config.decide),
+    );
     let reasoning = Value::Null;
     let Some(response) = ask(run, "replan", request, None).await? else {
         task.failed();
@@ -768,42 +772,6 @@ fn clip(text: &str, max: usize) -> String {
         Some((cut, _)) => text[..cut].to_owned(),
         None => text.to_owned(),
     }
-}
-
-/// The request of a forced phase: the context, the phase's note, and exactly one tool named
-/// in `tool_choice` (or its schema as the response format).
-fn forced_request(run: &mut Run, note: &str, tool: &str, schema: Value) -> ChatRequest {
-    let mut request =
-        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
-    request.temperature = run.config.model.temperature;
-    request.max_tokens = Some(run.config.model.max_tokens);
-    match run.config.decide {
-        DecideMode::Tools => {
-            let description = match tool {
-                PLAN_TOOL => "Plan the task once: the steps to do, in order, as short sentences.",
-                THOUGHT_TOOL => {
-                    "Decide for the current plan item: continue with one action, ask_user, or \
-                     done when the item is finished."
-                }
-                _ => {
-                    "Review the plan after a finished item or the user's answer: replanned with \
-                     the steps left, or done with the final answer."
-                }
-            };
-            request.tools = vec![Tool {
-                name: tool.to_owned(),
-                description: description.to_owned(),
-                parameters: schema,
-            }];
-            request.tool_choice = ToolChoice::Named(tool.to_owned());
-            request.parallel_tool_calls = Some(false);
-        }
-        DecideMode::Json => {
-            request.response_format =
-                ResponseFormat::JsonSchema { name: tool.to_owned(), schema, strict: true };
-        }
-    }
-    request
 }
 
 fn text_schema(max: usize) -> Value {
@@ -947,31 +915,6 @@ fn replan_schema(mode: DecideMode) -> Value {
             );
             json!({"anyOf": [object_schema(replanned), object_schema(done)]})
         }
-    }
-}
-
-/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
-fn forced_arguments(
-    response: &Response,
-    mode: DecideMode,
-    tool: &str,
-) -> std::result::Result<Map<String, Value>, String> {
-    let value = if let Some(call) = response.tool_calls.first() {
-        if call.name != tool {
-            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
-        }
-        call.arguments.clone()
-    } else if let Some(bad) = response.invalid_tool_calls.first() {
-        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
-    } else if mode == DecideMode::Json {
-        serde_json::from_str(strip_fence(&response.text))
-            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
-    } else {
-        return Err(format!("expected a call to `{tool}`, got no tool call"));
-    };
-    match value {
-        Value::Object(map) => Ok(map),
-        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
     }
 }
 
@@ -1293,6 +1236,21 @@ fn replan_note(run: &Run, task: &TaskState) -> String {
          with the results from the observations."
     ));
     note
+}
+
+/// What the forced tool `tool` of this strategy does, as the model reads it.
+fn describe(tool: &str) -> &'static str {
+    match tool {
+        PLAN_TOOL => "Plan the task once: the steps to do, in order, as short sentences.",
+        THOUGHT_TOOL => {
+            "Decide for the current plan item: continue with one action, ask_user, or \
+             done when the item is finished."
+        }
+        _ => {
+            "Review the plan after a finished item or the user's answer: replanned with \
+             the steps left, or done with the final answer."
+        }
+    }
 }
 
 #[cfg(test)]

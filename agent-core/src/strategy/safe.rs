@@ -105,15 +105,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use model_adapter::{
-    ChatRequest, DeltaStream, Message, ModelProvider, Response, ResponseFormat, TimeoutPhase, Tool,
-    ToolChoice,
-};
+use model_adapter::{ChatRequest, DeltaStream, Message, ModelProvider, Response, TimeoutPhase};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::action::{Action, ActionSpace, action_from, strip_fence};
+use crate::action::{Action, ActionSpace, action_from};
 use crate::budget::Outcome;
 use crate::config::{DecideMode, PeerAgent, SafeConfig};
 use crate::context::Context;
@@ -123,7 +120,7 @@ use crate::guard;
 use crate::run::{Answer, Ending, Run};
 use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
 
-use super::{ask, finish_turn, skills_lines, start_turn};
+use super::{ask, finish_turn, forced_arguments, forced_request, skills_lines, start_turn};
 
 /// The strategy's name in `AgentConfig::strategy`.
 pub(super) const NAME: &str = "safe";
@@ -506,7 +503,7 @@ async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         &[JUDGE_TOOL],
         Some(("safe", json!({"agent": MAIN, "phase": "judge"}))),
     )?;
-    let request = forced_request(run, &note, JUDGE_TOOL, judge_schema());
+    let request = forced_request(run, &note, JUDGE_TOOL, describe(JUDGE_TOOL), judge_schema());
     let mut reasoning = Value::Null;
     let mut judged = None;
     if let Some(response) = ask(run, JUDGE_TOOL, request, None).await? {
@@ -583,7 +580,7 @@ async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         &[SOP_TOOL],
         Some(("safe", json!({"agent": MAIN, "phase": "sop"}))),
     )?;
-    let request = forced_request(run, &note, SOP_TOOL, sop_schema(&candidates));
+    let request = forced_request(run, &note, SOP_TOOL, describe(SOP_TOOL), sop_schema(&candidates));
     let mut reasoning = Value::Null;
     let mut flow = Flow::Continue;
     if let Some(response) = ask(run, SOP_TOOL, request, None).await? {
@@ -670,7 +667,7 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
     let mut failed_step = false;
     if can_plan {
         let schema = plan_schema(&space, &functions, &safe.peer_ids());
-        let request = forced_request(run, &note, PLAN_TOOL, schema);
+        let request = forced_request(run, &note, PLAN_TOOL, describe(PLAN_TOOL), schema);
         if let Some(response) = ask(run, PLAN_TOOL, request, None).await? {
             let parsed = parse_plan(&response, run.config.decide, &space, &safe.peer_ids());
             let tool_call_id = run.push_answer(&response);
@@ -738,7 +735,13 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
         // A small model reports success after a failed step with an invented result; the
         // grammar leaves it only `false` there (a native tool caller is trusted with it).
         let may_complete = !(failed_step && run.config.decide == DecideMode::Json);
-        let request = forced_request(run, &note, REPORT_TOOL, report_schema(may_complete));
+        let request = forced_request(
+            run,
+            &note,
+            REPORT_TOOL,
+            describe(REPORT_TOOL),
+            report_schema(may_complete),
+        );
         if let Some(response) = ask(run, REPORT_TOOL, request, None).await? {
             let parsed = parse_report(&response, run.config.decide);
             let tool_call_id = run.push_answer(&response);
@@ -1221,40 +1224,6 @@ fn step_functions(space: &ActionSpace) -> Vec<&'static str> {
         .collect()
 }
 
-/// The request of a forced phase: the context, the phase's note, and exactly one tool named
-/// in `tool_choice` (or its schema as the response format).
-fn forced_request(run: &mut Run, note: &str, tool: &str, schema: Value) -> ChatRequest {
-    let mut request =
-        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
-    request.temperature = run.config.model.temperature;
-    request.max_tokens = Some(run.config.model.max_tokens);
-    match run.config.decide {
-        DecideMode::Tools => {
-            let description = match tool {
-                JUDGE_TOOL => "Judge whether the task is simple or complex.",
-                SOP_TOOL => "Choose the standard operating procedure (workflow skill) to follow.",
-                PLAN_TOOL => {
-                    "Plan 1-8 steps: actions over the skills, or requests to other agents; they \
-                     run in order."
-                }
-                _ => "Give the answer for the user and say whether the task is done.",
-            };
-            request.tools = vec![Tool {
-                name: tool.to_owned(),
-                description: description.to_owned(),
-                parameters: schema,
-            }];
-            request.tool_choice = ToolChoice::Named(tool.to_owned());
-            request.parallel_tool_calls = Some(false);
-        }
-        DecideMode::Json => {
-            request.response_format =
-                ResponseFormat::JsonSchema { name: tool.to_owned(), schema, strict: true };
-        }
-    }
-    request
-}
-
 fn object_schema(properties: &Map<String, Value>, required: &[&str]) -> Value {
     json!({
         "type": "object",
@@ -1336,31 +1305,6 @@ fn report_schema(may_complete: bool) -> Value {
         if may_complete { json!({"type": "boolean"}) } else { json!({"enum": [false]}) };
     properties.insert("task_completed".into(), completed);
     object_schema(&properties, &["answer", "task_completed"])
-}
-
-/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
-fn forced_arguments(
-    response: &Response,
-    mode: DecideMode,
-    tool: &str,
-) -> std::result::Result<Map<String, Value>, String> {
-    let value = if let Some(call) = response.tool_calls.first() {
-        if call.name != tool {
-            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
-        }
-        call.arguments.clone()
-    } else if let Some(bad) = response.invalid_tool_calls.first() {
-        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
-    } else if mode == DecideMode::Json {
-        serde_json::from_str(strip_fence(&response.text))
-            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
-    } else {
-        return Err(format!("expected a call to `{tool}`, got no tool call"));
-    };
-    match value {
-        Value::Object(map) => Ok(map),
-        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
-    }
 }
 
 /// An optional string field (`reasoning`).
@@ -1634,4 +1578,17 @@ fn report_note(run: &Run, safe: &SafeState, stopped: Option<&str>, failed_step: 
          still missing)."
     ));
     note
+}
+
+/// What the forced tool `tool` of this strategy does, as the model reads it.
+fn describe(tool: &str) -> &'static str {
+    match tool {
+        JUDGE_TOOL => "Judge whether the task is simple or complex.",
+        SOP_TOOL => "Choose the standard operating procedure (workflow skill) to follow.",
+        PLAN_TOOL => {
+            "Plan 1-8 steps: actions over the skills, or requests to other agents; they \
+             run in order."
+        }
+        _ => "Give the answer for the user and say whether the task is done.",
+    }
 }

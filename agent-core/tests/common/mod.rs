@@ -687,3 +687,21 @@ pub fn script_rule(
         decision,
     }
 }
+
+/// Copies the files under `from` to the same places under `to` (parents created).
+pub fn copy_dir(from: &Path, to: &Path) {
+    for file in files_under(from) {
+        let target = to.join(file.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(&file, target).unwrap();
+    }
+}
+
+/// The purposes of the model calls, in order.
+pub fn purposes(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|event| event.kind == EventKind::ModelRequest)
+        .map(|event| text(&event.data["purpose"]))
+        .collect()
+}
