@@ -466,14 +466,20 @@ fn prepare(
         ))
     });
     let cancel = agent_core::CancellationToken::new();
+    // The SIGINT handler is installed here, before any line editor reads a line: rustyline
+    // puts its own handler in place while it reads and restores the one it found, so a handler
+    // registered later (by a task's first poll) would be replaced by the default, and Ctrl-C
+    // would kill the process instead of cancelling the task.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot install the Ctrl-C handler")?;
     match interrupts {
         Interrupts::OneRun => {
             let cancel = cancel.clone();
             tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
+                if interrupt.recv().await.is_some() {
                     eprintln!("\nskills-agent: cancelling (Ctrl-C again to quit at once)");
                     cancel.cancel();
-                    if tokio::signal::ctrl_c().await.is_ok() {
+                    if interrupt.recv().await.is_some() {
                         std::process::exit(130);
                     }
                 }
@@ -481,7 +487,7 @@ fn prepare(
         }
         Interrupts::Session(current) => {
             tokio::spawn(async move {
-                while tokio::signal::ctrl_c().await.is_ok() {
+                while interrupt.recv().await.is_some() {
                     if let Ok(token) = current.lock() {
                         eprintln!("\nskills-agent: cancelling this task (the session goes on)");
                         token.cancel();
