@@ -27,7 +27,11 @@ pub struct AuditRecord {
     pub approver: Option<String>,
     /// `"ran"`, the refusal kind (`"policy_forbidden"`, `"approval_denied"`, …), `"error"`
     /// when the runtime itself failed (helper missing, spawn error), or `"abandoned"` when the
-    /// caller dropped the run before it finished.
+    /// caller dropped the run before it finished. A non-script action let through by
+    /// [`Runtime::authorize`](crate::Runtime::authorize) is `"authorized"`; a service
+    /// ([`Runtime::spawn_service`](crate::Runtime::spawn_service)) writes `"service_started"`
+    /// when it starts and `"service_stopped"` (with its duration and exit status) when it is
+    /// shut down or dropped.
     pub outcome: String,
     /// The refusal or error message.
     pub refusal: Option<String>,
@@ -55,6 +59,39 @@ pub struct AuditRecord {
     pub stderr_total_bytes: u64,
     /// Whether the failure looks like a sandbox denial.
     pub likely_denied: bool,
+}
+
+impl AuditRecord {
+    /// A record of one action with every outcome field empty.
+    pub(crate) fn new(
+        call_id: String,
+        skill: Option<String>,
+        argv: Vec<String>,
+        cwd: PathBuf,
+    ) -> AuditRecord {
+        AuditRecord {
+            call_id,
+            skill,
+            argv,
+            cwd,
+            decision: None,
+            approver: None,
+            outcome: String::new(),
+            refusal: None,
+            withheld_environment: Vec::new(),
+            sandbox: None,
+            approval_ms: 0,
+            duration_ms: 0,
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            stdout_total_bytes: 0,
+            stderr_total_bytes: 0,
+            likely_denied: false,
+        }
+    }
 }
 
 /// Where audit records go.

@@ -48,6 +48,25 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A service was refused before its program ran: the sandbox cannot provide what it needs,
+    /// its working directory is outside the workspace, or its program is out of its reach.
+    #[error("cannot start service `{name}`: {}", refusal.message)]
+    ServiceRefused {
+        /// The service's name.
+        name: String,
+        /// Why (the same refusal `run` would give a command, with the sandbox report when the
+        /// helper refused).
+        refusal: crate::exec::Refusal,
+    },
+    /// A service could not be started: its program is missing, or the sandbox helper stopped
+    /// before it started the program.
+    #[error("cannot start service `{name}`: {reason}")]
+    ServiceStart {
+        /// The service's name.
+        name: String,
+        /// What went wrong and what to do.
+        reason: String,
+    },
     /// The helper plan could not be serialised.
     #[error("cannot serialise the sandbox plan: {0}")]
     Plan(#[from] serde_json::Error),

@@ -94,6 +94,7 @@ mod policy;
 mod report;
 mod root_mode;
 mod runtime;
+mod service;
 mod spec;
 mod supervise;
 
@@ -109,4 +110,5 @@ pub use policy::{
 };
 pub use report::{Backend, Layer, LayerStatus, SandboxReport};
 pub use runtime::{BackendChoice, DEFAULT_SANDBOX_USER, Runtime, RuntimeConfig, SandboxHelper};
+pub use service::{SERVICE_CPU_SECONDS, Service, ServiceRequest};
 pub use spec::{HELPER_MODE_ARGUMENT, Rlimits};

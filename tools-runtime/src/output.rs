@@ -118,3 +118,64 @@ fn count_newlines(bytes: &[u8]) -> u64 {
 fn count_newlines_in_deque(bytes: &VecDeque<u8>, first: usize) -> u64 {
     bytes.range(..first).filter(|byte| **byte == b'\n').count() as u64
 }
+
+/// Keeps the last `limit` bytes of a stream (a service's stderr, read for as long as it runs).
+#[derive(Debug, Clone)]
+pub(crate) struct TailBuffer {
+    tail: VecDeque<u8>,
+    limit: usize,
+    total_bytes: u64,
+}
+
+impl TailBuffer {
+    pub(crate) fn new(limit: usize) -> TailBuffer {
+        TailBuffer { tail: VecDeque::new(), limit, total_bytes: 0 }
+    }
+
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        self.total_bytes += chunk.len() as u64;
+        let chunk = &chunk[chunk.len().saturating_sub(self.limit)..];
+        let overflow = (self.tail.len() + chunk.len()).saturating_sub(self.limit);
+        self.tail.drain(..overflow);
+        self.tail.extend(chunk);
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn total_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    /// The kept bytes as text (invalid UTF-8 replaced), with a marker when earlier bytes were
+    /// dropped.
+    pub(crate) fn text(&self) -> String {
+        let (first, second) = self.tail.as_slices();
+        let mut bytes = Vec::with_capacity(self.tail.len());
+        bytes.extend_from_slice(first);
+        bytes.extend_from_slice(second);
+        let text = String::from_utf8_lossy(&bytes);
+        let dropped = self.total_bytes - self.tail.len() as u64;
+        if dropped > 0 {
+            format!("[... {dropped} earlier bytes omitted ...]\n{text}")
+        } else {
+            text.into_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_buffer_keeps_the_last_bytes_and_says_how_many_went() {
+        let mut buffer = TailBuffer::new(4);
+        buffer.push(b"ab");
+        assert_eq!(buffer.text(), "ab");
+        buffer.push(b"cdef");
+        assert_eq!(buffer.text(), "[... 2 earlier bytes omitted ...]\ncdef");
+        buffer.push(b"0123456789");
+        assert_eq!(buffer.text(), "[... 12 earlier bytes omitted ...]\n6789");
+        buffer.push(b"x");
+        assert_eq!(buffer.text(), "[... 13 earlier bytes omitted ...]\n789x");
+    }
+}

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::{AuditRecord, AuditSink};
 use crate::cgroup::RunCgroup;
-use crate::environment::build_environment;
+use crate::environment::{EnvPolicy, build_environment};
 use crate::error::{Error, Result};
 use crate::exec::{ExecOutcome, ExecRequest, ExecResult, Limits, Refusal, RefusalKind};
 use crate::output::{CapturedText, HeadTailBuffer};
@@ -24,10 +24,12 @@ use crate::policy::{
 };
 use crate::report::{Backend, Layer, LayerStatus, SandboxReport};
 use crate::root_mode::narrowed_readable_roots;
-use crate::spec::{HELPER_MODE_ARGUMENT, HelperPlan, LandlockPlan, RefusalCause, Stage};
+use crate::spec::{
+    HELPER_MODE_ARGUMENT, HelperPlan, HelperReport, LandlockPlan, RefusalCause, Stage,
+};
 use crate::supervise::{
-    RunResources, bubblewrap_argv, create_private_tmp, drain, find_program, likely_denied,
-    protected_paths,
+    ReportCollector, RunResources, bubblewrap_argv, create_private_tmp, drain, find_program,
+    likely_denied, protected_paths,
 };
 
 /// The default `sandbox_user` (`nobody:nogroup`): who commands run as when the runtime runs as
@@ -192,7 +194,7 @@ impl RuntimeConfig {
 pub struct Runtime {
     config: RuntimeConfig,
     approver: Option<Arc<dyn Approver>>,
-    audit: Option<Arc<dyn AuditSink>>,
+    pub(crate) audit: Option<Arc<dyn AuditSink>>,
 }
 
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -228,28 +230,12 @@ impl Runtime {
     /// A caller that drops the future midway (its own timeout) still gets an audit record,
     /// with the outcome `abandoned`; the command and everything it started are killed.
     pub async fn run(&self, request: &ExecRequest) -> Result<ExecOutcome> {
-        let record = AuditRecord {
-            call_id: request.call_id.clone(),
-            skill: request.skill.clone(),
-            argv: request.argv(),
-            cwd: request.cwd.clone(),
-            decision: None,
-            approver: None,
-            outcome: String::new(),
-            refusal: None,
-            withheld_environment: Vec::new(),
-            sandbox: None,
-            approval_ms: 0,
-            duration_ms: 0,
-            exit_code: None,
-            signal: None,
-            timed_out: false,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            stdout_total_bytes: 0,
-            stderr_total_bytes: 0,
-            likely_denied: false,
-        };
+        let record = AuditRecord::new(
+            request.call_id.clone(),
+            request.skill.clone(),
+            request.argv(),
+            request.cwd.clone(),
+        );
         let mut pending = AuditOnDrop { audit: self.audit.as_ref(), record, finished: false };
         let outcome = match validate(request) {
             Ok(()) => self.decide_and_run(request, &mut pending.record).await,
@@ -325,45 +311,8 @@ impl Runtime {
         if let Err(violation) = check_arguments(&request.args, &cwd, &roots, &argument_read_roots) {
             return Ok(path_refusal(&violation));
         }
-        let mode = self.config.policy.approval_mode;
-        if needs_approval(mode, merged.decision, request.allow_network) {
-            let started = Instant::now();
-            let answer = self.ask_approver(request, &cwd, &merged).await;
-            record.approval_ms = millis(started.elapsed());
-            match answer {
-                Ok(name) => record.approver = Some(name),
-                Err(refusal) => {
-                    record.approver = self.approver.as_ref().map(|approver| approver.name());
-                    return Ok(ExecOutcome::Refused(refusal));
-                }
-            }
-        } else if merged.decision == Decision::Prompt {
-            return Ok(refused(
-                RefusalKind::ApprovalUnavailable,
-                format!("`{}` needs approval but the approval mode is `never`", argv.join(" ")),
-            ));
-        } else {
-            record.approver = Some("policy".to_owned());
-        }
-        self.run_sandboxed(request, &roots, &cwd, record).await
-    }
-
-    async fn ask_approver(
-        &self,
-        request: &ExecRequest,
-        cwd: &Path,
-        merged: &MergedDecision,
-    ) -> std::result::Result<String, Refusal> {
-        let argv = request.argv();
-        let Some(approver) = &self.approver else {
-            return Err(Refusal {
-                kind: RefusalKind::ApprovalUnavailable,
-                message: format!("`{}` needs approval but no approver is set", argv.join(" ")),
-                sandbox: None,
-            });
-        };
         let reason = match (merged.decision, request.allow_network) {
-            (Decision::Prompt, _) => format!("policy says prompt ({})", describe_rules(merged)),
+            (Decision::Prompt, _) => format!("policy says prompt ({})", describe_rules(&merged)),
             (Decision::Allow | Decision::Forbidden, true) => {
                 "the command asks for network access".to_owned()
             }
@@ -374,33 +323,80 @@ impl Runtime {
         let approval = ApprovalRequest {
             call_id: request.call_id.clone(),
             skill: request.skill.clone(),
-            argv: argv.clone(),
-            cwd: cwd.to_path_buf(),
+            argv,
+            cwd: cwd.clone(),
             allow_network: request.allow_network,
             reason,
         };
+        let gate = self.approval_gate(merged.decision, &approval).await;
+        record.approval_ms = gate.approval_ms;
+        record.approver = gate.approver;
+        if let Err(refusal) = gate.verdict {
+            return Ok(ExecOutcome::Refused(refusal));
+        }
+        self.run_sandboxed(request, &roots, &cwd, record).await
+    }
+
+    /// The approval step of `run` and `authorize`: `forbidden` is refused, the approval mode
+    /// says whether the approver is asked (a `prompt` under `never` is refused), the approver
+    /// has `approval_timeout` to answer.
+    pub(crate) async fn approval_gate(
+        &self,
+        decision: Decision,
+        approval: &ApprovalRequest,
+    ) -> ApprovalVerdict {
+        let action = approval.argv.join(" ");
+        let refusal = |kind: RefusalKind, message: String| ApprovalVerdict {
+            verdict: Err(Refusal { kind, message, sandbox: None }),
+            approver: None,
+            approval_ms: 0,
+        };
+        if decision == Decision::Forbidden {
+            return refusal(RefusalKind::PolicyForbidden, format!("policy forbids `{action}`"));
+        }
+        let mode = self.config.policy.approval_mode;
+        if !needs_approval(mode, decision, approval.allow_network) {
+            return match decision {
+                Decision::Prompt => refusal(
+                    RefusalKind::ApprovalUnavailable,
+                    format!("`{action}` needs approval but the approval mode is `never`"),
+                ),
+                Decision::Allow | Decision::Forbidden => ApprovalVerdict {
+                    verdict: Ok(()),
+                    approver: Some("policy".to_owned()),
+                    approval_ms: 0,
+                },
+            };
+        }
+        let Some(approver) = &self.approver else {
+            return refusal(
+                RefusalKind::ApprovalUnavailable,
+                format!("`{action}` needs approval but no approver is set"),
+            );
+        };
+        let started = Instant::now();
         let timeout = self.config.policy.approval_timeout;
-        match tokio::time::timeout(timeout, approver.approve(&approval)).await {
-            Ok(ApprovalAnswer::Approved) => Ok(approver.name()),
+        let verdict = match tokio::time::timeout(timeout, approver.approve(approval)).await {
+            Ok(ApprovalAnswer::Approved) => Ok(()),
             Ok(ApprovalAnswer::Denied { reason }) => Err(Refusal {
                 kind: RefusalKind::ApprovalDenied,
                 message: format!(
-                    "{} denied `{}`{}",
+                    "{} denied `{action}`{}",
                     approver.name(),
-                    argv.join(" "),
                     reason.map(|reason| format!(": {reason}")).unwrap_or_default()
                 ),
                 sandbox: None,
             }),
             Err(_) => Err(Refusal {
                 kind: RefusalKind::ApprovalTimedOut,
-                message: format!(
-                    "no approval for `{}` within {} ms",
-                    argv.join(" "),
-                    timeout.as_millis()
-                ),
+                message: format!("no approval for `{action}` within {} ms", timeout.as_millis()),
                 sandbox: None,
             }),
+        };
+        ApprovalVerdict {
+            verdict,
+            approver: Some(approver.name()),
+            approval_ms: millis(started.elapsed()),
         }
     }
 
@@ -422,7 +418,7 @@ impl Runtime {
 
     fn choose_backend(
         &self,
-        request: &ExecRequest,
+        has_protected_paths: bool,
         root_without_capabilities: bool,
     ) -> std::result::Result<(Backend, Option<PathBuf>), String> {
         if root_without_capabilities {
@@ -430,12 +426,12 @@ impl Runtime {
             return Ok((Backend::Direct, None));
         }
         let bubblewrap = find_program(&self.config.bubblewrap_program);
-        match (self.config.backend, request.protected_paths.is_empty(), bubblewrap) {
-            (BackendChoice::Direct, true, _) => Ok((Backend::Direct, None)),
-            (BackendChoice::Direct, false, _) => {
+        match (self.config.backend, has_protected_paths, bubblewrap) {
+            (BackendChoice::Direct, false, _) => Ok((Backend::Direct, None)),
+            (BackendChoice::Direct, true, _) => {
                 Err("protected paths inside the workspace need the bubblewrap backend".to_owned())
             }
-            (BackendChoice::Auto, true, _) => Ok((Backend::Direct, None)),
+            (BackendChoice::Auto, false, _) => Ok((Backend::Direct, None)),
             (BackendChoice::Auto | BackendChoice::Bubblewrap, _, Some(bwrap)) => {
                 Ok((Backend::Bubblewrap, Some(bwrap)))
             }
@@ -446,26 +442,33 @@ impl Runtime {
         }
     }
 
-    async fn run_sandboxed(
+    /// Holds the host resources of one launch (private tmp, cgroups) and builds the helper's
+    /// plan: who the command runs as, which backend, its environment, what it may read and
+    /// write. `Ok(Err(refusal))` when no backend can serve the launch.
+    pub(crate) fn prepare_launch(
         &self,
-        request: &ExecRequest,
-        roots: &[PathBuf],
-        cwd: &Path,
-        record: &mut AuditRecord,
-    ) -> Result<ExecOutcome> {
+        launch: &Launch<'_>,
+    ) -> Result<std::result::Result<PreparedLaunch, Refusal>> {
         let is_root = nix::unistd::geteuid().is_root();
         let (run_as, root_without_capabilities) = match is_root {
             true => {
-                let (user, root_mode) = self.sandbox_user_for(roots);
+                let (user, root_mode) = self.sandbox_user_for(launch.roots);
                 (Some(user), root_mode)
             }
             false => (None, false),
         };
-        let (backend, bubblewrap) = match self.choose_backend(request, root_without_capabilities) {
+        let (backend, bubblewrap) = match self
+            .choose_backend(!launch.protected_paths.is_empty(), root_without_capabilities)
+        {
             Ok(choice) => choice,
-            Err(reason) => return Ok(refused(RefusalKind::SandboxUnavailable, reason)),
+            Err(message) => {
+                return Ok(Err(Refusal {
+                    kind: RefusalKind::SandboxUnavailable,
+                    message,
+                    sandbox: None,
+                }));
+            }
         };
-        let limits = request.limits.unwrap_or(self.config.limits);
         // Unpredictable, so nobody can plant the private tmp or the cgroup before the run.
         let random = {
             use std::hash::{BuildHasher, Hasher};
@@ -478,68 +481,41 @@ impl Runtime {
         );
         let private_tmp = self.config.private_tmp_parent.join(format!("tools-runtime-{run_name}"));
         create_private_tmp(&private_tmp, run_as)?;
-        let mut resources = RunResources::new(private_tmp, &run_name, &limits);
-        let outcome = self
-            .supervise(
-                request,
-                roots,
-                cwd,
-                record,
-                backend,
-                bubblewrap,
-                limits,
-                run_as,
-                root_without_capabilities,
-                &mut resources,
-            )
-            .await;
-        resources.release().await;
-        outcome
-    }
+        let resources = RunResources::new(private_tmp.clone(), &run_name, &launch.limits);
+        let private_tmp_text = private_tmp.display().to_string();
 
-    #[allow(clippy::too_many_arguments)]
-    async fn supervise(
-        &self,
-        request: &ExecRequest,
-        roots: &[PathBuf],
-        cwd: &Path,
-        record: &mut AuditRecord,
-        backend: Backend,
-        bubblewrap: Option<PathBuf>,
-        limits: Limits,
-        run_as: Option<(u32, u32)>,
-        root_without_capabilities: bool,
-        resources: &mut RunResources,
-    ) -> Result<ExecOutcome> {
-        let private_tmp = resources.private_tmp.clone();
         let mut report = SandboxReport::new(backend);
         report.set(Layer::ProcessGroup, LayerStatus::Active, None);
-        let base_environment =
-            request.base_environment.clone().unwrap_or_else(|| std::env::vars().collect());
+        let own_environment: Vec<(String, String)>;
+        let base_environment = match launch.base_environment {
+            Some(base) => base,
+            None => {
+                own_environment = std::env::vars().collect();
+                &own_environment
+            }
+        };
         let (environment, withheld) =
-            build_environment(&request.env, &base_environment, &private_tmp.display().to_string());
+            build_environment(launch.env, base_environment, &private_tmp_text);
         report.set(
             Layer::CleanEnvironment,
             LayerStatus::Active,
             (!withheld.is_empty()).then(|| format!("withheld: {}", withheld.join(", "))),
         );
-        record.withheld_environment = withheld;
-
         for (layer, reason) in &resources.cgroup_unavailable {
             report.set(*layer, LayerStatus::Unavailable, Some(reason.clone()));
         }
-        let mut writable: Vec<PathBuf> = roots.to_vec();
-        writable.push(private_tmp.clone());
+        let mut writable: Vec<PathBuf> = launch.roots.to_vec();
+        writable.push(private_tmp);
         let (readable, world_readable, read_only_binds) = if root_without_capabilities {
-            let protected = protected_paths(&request.protected_paths, roots);
+            let protected = protected_paths(launch.protected_paths, launch.roots);
             if !protected.notes.is_empty() {
                 report.notes.insert(Layer::ReadOnlyMounts, protected.notes.join("; "));
             }
             let readable = narrowed_readable_roots(
                 &self.config.uid0_readable_roots,
                 environment.get("PATH").map(String::as_str),
-                &request.program,
-                &request.read_only_paths,
+                launch.program,
+                launch.read_only_paths,
             );
             (readable, self.config.uid0_world_readable_roots.clone(), protected.existing)
         } else {
@@ -547,74 +523,124 @@ impl Runtime {
         };
         let mut plan = HelperPlan {
             stage: Stage::Everything,
-            program: PathBuf::from(&request.program),
-            args: request.args.clone(),
+            program: PathBuf::from(launch.program),
+            args: launch.args.to_vec(),
             environment,
-            cwd: cwd.to_path_buf(),
+            cwd: launch.cwd.to_path_buf(),
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
             cgroup_pids_procs: resources.pids.as_ref().map(RunCgroup::procs_file),
             cgroup_memory_procs: resources.memory.as_ref().map(RunCgroup::procs_file),
-            rlimits: limits.rlimits,
+            rlimits: launch.limits.rlimits,
             run_as,
             root_without_capabilities,
             read_only_binds,
-            deny_network: !request.allow_network,
+            deny_network: !launch.allow_network,
             landlock: LandlockPlan {
                 readable,
                 world_readable,
                 writable: writable.clone(),
-                deny_tcp: !request.allow_network,
+                deny_tcp: !launch.allow_network,
             },
-            require_filesystem_confinement: request.require_filesystem_confinement,
+            require_filesystem_confinement: launch.require_filesystem_confinement,
             bubblewrap_argv: Vec::new(),
             helper_program: self.config.helper.program.clone(),
         };
         if let Some(bwrap) = &bubblewrap {
             plan.stage = Stage::OutsideBubblewrap;
-            let protected = protected_paths(&request.protected_paths, roots);
+            let protected = protected_paths(launch.protected_paths, launch.roots);
             if !protected.notes.is_empty() {
                 report.notes.insert(Layer::Bubblewrap, protected.notes.join("; "));
             }
-            plan.bubblewrap_argv =
-                bubblewrap_argv(bwrap, &writable, &protected.existing, cwd, request.allow_network);
+            plan.bubblewrap_argv = bubblewrap_argv(
+                bwrap,
+                &writable,
+                &protected.existing,
+                launch.cwd,
+                launch.allow_network,
+            );
         }
-        let plan_json = serde_json::to_string(&plan)?;
+        Ok(Ok(PreparedLaunch { resources, backend, report, plan, withheld_environment: withheld }))
+    }
 
-        let started = Instant::now();
+    /// Starts the helper with `prepared`'s plan in its own process group, stdout and stderr
+    /// piped; the group is recorded in the resources so it dies with them.
+    ///
+    /// The helper's parent-death signal fires when the calling thread ends (see the crate docs).
+    pub(crate) fn spawn_helper(
+        &self,
+        prepared: &mut PreparedLaunch,
+        stdin: Stdio,
+    ) -> Result<tokio::process::Child> {
+        let plan_json = serde_json::to_string(&prepared.plan)?;
         let mut command = tokio::process::Command::new(&self.config.helper.program);
         command
             .arg(HELPER_MODE_ARGUMENT)
             .arg(plan_json)
             .env_clear()
-            .current_dir(cwd)
-            .stdin(Stdio::null())
+            .current_dir(&prepared.plan.cwd)
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let spawned = command.spawn();
-        let mut child = spawned
+        let child = command
+            .spawn()
             .map_err(|source| Error::Spawn { path: self.config.helper.program.clone(), source })?;
-        resources.group = child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
+        prepared.resources.group =
+            child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
+        Ok(child)
+    }
+
+    async fn run_sandboxed(
+        &self,
+        request: &ExecRequest,
+        roots: &[PathBuf],
+        cwd: &Path,
+        record: &mut AuditRecord,
+    ) -> Result<ExecOutcome> {
+        let launch = Launch {
+            program: &request.program,
+            args: &request.args,
+            roots,
+            cwd,
+            protected_paths: &request.protected_paths,
+            read_only_paths: &request.read_only_paths,
+            env: &request.env,
+            base_environment: request.base_environment.as_deref(),
+            allow_network: request.allow_network,
+            limits: request.limits.unwrap_or(self.config.limits),
+            require_filesystem_confinement: request.require_filesystem_confinement,
+        };
+        let mut prepared = match self.prepare_launch(&launch)? {
+            Ok(prepared) => prepared,
+            Err(refusal) => return Ok(ExecOutcome::Refused(refusal)),
+        };
+        record.withheld_environment = prepared.withheld_environment.clone();
+        let outcome = self.supervise(request, &mut prepared).await;
+        prepared.resources.release().await;
+        outcome
+    }
+
+    async fn supervise(
+        &self,
+        request: &ExecRequest,
+        prepared: &mut PreparedLaunch,
+    ) -> Result<ExecOutcome> {
+        let started = Instant::now();
+        let mut child = self.spawn_helper(prepared, Stdio::null())?;
+        let resources = &prepared.resources;
         let stdout_buffer = Arc::new(Mutex::new(HeadTailBuffer::new(request.max_output_bytes)));
         let stderr_buffer = Arc::new(Mutex::new(HeadTailBuffer::new(request.max_output_bytes)));
-        let helper_reports = Arc::new(Mutex::new(Vec::new()));
+        let collector = ReportCollector::new(prepared.backend);
+        let helper_reports = Arc::clone(&collector.reports);
         let stdout_task = child
             .stdout
             .take()
             .map(|stdout| tokio::spawn(drain(stdout, Arc::clone(&stdout_buffer), None)));
-        // One report line per helper stage: the direct helper, or outside and inside bwrap.
-        let report_lines = match backend {
-            Backend::Direct => 1,
-            Backend::Bubblewrap => 2,
-        };
-        let stderr_task = child.stderr.take().map(|stderr| {
-            tokio::spawn(drain(
-                stderr,
-                Arc::clone(&stderr_buffer),
-                Some((Arc::clone(&helper_reports), report_lines)),
-            ))
-        });
+        let stderr_task = child
+            .stderr
+            .take()
+            .map(|stderr| tokio::spawn(drain(stderr, Arc::clone(&stderr_buffer), Some(collector))));
 
         let (status, timed_out) = match tokio::time::timeout(request.timeout, child.wait()).await {
             Ok(Ok(status)) => (status, false),
@@ -641,32 +667,13 @@ impl Runtime {
         }
         let duration = started.elapsed();
 
-        let helper_reports =
-            helper_reports.lock().map(|reports| reports.clone()).unwrap_or_default();
-        let mut refusal = None;
-        for helper_report in &helper_reports {
-            report.merge_from(&helper_report.report);
-            if let Some(reason) = &helper_report.refused {
-                refusal = Some((reason.clone(), helper_report.cause));
-            }
-        }
-        if helper_reports.is_empty() {
-            report
-                .notes
-                .insert(Layer::ProcessGroup, "the sandbox helper sent no report".to_owned());
-        }
-        if backend == Backend::Bubblewrap
-            && !helper_reports.iter().any(|line| line.report.is_active(Layer::Bubblewrap))
+        let mut report = prepared.report.clone();
+        let helper_reports = ReportCollector::reports(&helper_reports);
+        if let Some((reason, cause)) =
+            conclude_helper_reports(&mut report, prepared.backend, &helper_reports)
         {
-            report.layers.insert(Layer::Bubblewrap, LayerStatus::Failed);
-        }
-        if let Some((reason, cause)) = refusal {
-            let kind = match cause {
-                RefusalCause::Sandbox => RefusalKind::SandboxUnavailable,
-                RefusalCause::WorkingDirectory => RefusalKind::WorkspaceInaccessible,
-            };
             return Ok(ExecOutcome::Refused(Refusal {
-                kind,
+                kind: refusal_kind(cause),
                 message: format!("refusing to run `{}`: {reason}", request.argv().join(" ")),
                 sandbox: Some(report),
             }));
@@ -694,11 +701,79 @@ impl Runtime {
     }
 }
 
+/// What the approval step decided, and who decided it (`"policy"` when nobody was asked).
+#[derive(Debug)]
+pub(crate) struct ApprovalVerdict {
+    pub(crate) verdict: std::result::Result<(), Refusal>,
+    pub(crate) approver: Option<String>,
+    pub(crate) approval_ms: u64,
+}
+
+/// What starting a command through the helper needs; shared by `run` and `spawn_service`.
+#[derive(Debug)]
+pub(crate) struct Launch<'a> {
+    pub(crate) program: &'a str,
+    pub(crate) args: &'a [String],
+    /// Canonical workspace roots.
+    pub(crate) roots: &'a [PathBuf],
+    /// Canonical working directory inside them.
+    pub(crate) cwd: &'a Path,
+    pub(crate) protected_paths: &'a [PathBuf],
+    pub(crate) read_only_paths: &'a [PathBuf],
+    pub(crate) env: &'a EnvPolicy,
+    pub(crate) base_environment: Option<&'a [(String, String)]>,
+    pub(crate) allow_network: bool,
+    pub(crate) limits: Limits,
+    pub(crate) require_filesystem_confinement: bool,
+}
+
+/// A launch whose host resources are held and whose helper plan is built, not yet spawned.
+#[derive(Debug)]
+pub(crate) struct PreparedLaunch {
+    pub(crate) resources: RunResources,
+    pub(crate) backend: Backend,
+    /// The runtime's side of the report (process group, environment, cgroups).
+    pub(crate) report: SandboxReport,
+    pub(crate) plan: HelperPlan,
+    pub(crate) withheld_environment: Vec<String>,
+}
+
+/// Merges the helper's report lines into `report` and returns its refusal, if it refused.
+pub(crate) fn conclude_helper_reports(
+    report: &mut SandboxReport,
+    backend: Backend,
+    helper_reports: &[HelperReport],
+) -> Option<(String, RefusalCause)> {
+    let mut refusal = None;
+    for helper_report in helper_reports {
+        report.merge_from(&helper_report.report);
+        if let Some(reason) = &helper_report.refused {
+            refusal = Some((reason.clone(), helper_report.cause));
+        }
+    }
+    if helper_reports.is_empty() {
+        report.notes.insert(Layer::ProcessGroup, "the sandbox helper sent no report".to_owned());
+    }
+    if backend == Backend::Bubblewrap
+        && !helper_reports.iter().any(|line| line.report.is_active(Layer::Bubblewrap))
+    {
+        report.layers.insert(Layer::Bubblewrap, LayerStatus::Failed);
+    }
+    refusal
+}
+
+pub(crate) fn refusal_kind(cause: RefusalCause) -> RefusalKind {
+    match cause {
+        RefusalCause::Sandbox => RefusalKind::SandboxUnavailable,
+        RefusalCause::WorkingDirectory => RefusalKind::WorkspaceInaccessible,
+    }
+}
+
 /// Writes the audit record of a run whose future was dropped before it finished.
-struct AuditOnDrop<'a> {
-    audit: Option<&'a Arc<dyn AuditSink>>,
-    record: AuditRecord,
-    finished: bool,
+pub(crate) struct AuditOnDrop<'a> {
+    pub(crate) audit: Option<&'a Arc<dyn AuditSink>>,
+    pub(crate) record: AuditRecord,
+    pub(crate) finished: bool,
 }
 
 impl Drop for AuditOnDrop<'_> {

@@ -11,8 +11,8 @@ use tokio::io::AsyncReadExt;
 use crate::cgroup::RunCgroup;
 use crate::error::{Error, Result};
 use crate::exec::Limits;
-use crate::output::HeadTailBuffer;
-use crate::report::Layer;
+use crate::output::{HeadTailBuffer, TailBuffer};
+use crate::report::{Backend, Layer};
 use crate::spec::{HelperReport, REPORT_LINE_PREFIX};
 
 /// What one run holds on the host: its private tmp, its cgroups and its process group.
@@ -102,15 +102,61 @@ pub(crate) fn likely_denied(exit_code: Option<i32>, signal: Option<i32>, stderr:
     exit_code.is_some_and(|code| code != 0) && DENIAL_TEXT.iter().any(|text| stderr.contains(text))
 }
 
-/// Reads a pipe into its buffer; on stderr, first peels off the helper's report lines.
+/// Where a drained pipe's bytes go: the head + tail capture of a run, the tail of a service.
+pub(crate) trait OutputSink: Send + 'static {
+    /// Appends a chunk.
+    fn push(&mut self, bytes: &[u8]);
+}
+
+impl OutputSink for HeadTailBuffer {
+    fn push(&mut self, bytes: &[u8]) {
+        HeadTailBuffer::push(self, bytes);
+    }
+}
+
+impl OutputSink for TailBuffer {
+    fn push(&mut self, bytes: &[u8]) {
+        TailBuffer::push(self, bytes);
+    }
+}
+
+/// Collects the helper's report lines from the start of its stderr.
+#[derive(Debug)]
+pub(crate) struct ReportCollector {
+    /// The reports read so far.
+    pub(crate) reports: Arc<Mutex<Vec<HelperReport>>>,
+    /// How many lines the helper stages write (one per stage).
+    pub(crate) expected: usize,
+    /// Dropped once the report lines are over (all arrived, something else came, or the pipe
+    /// closed): a service's start waits for that.
+    pub(crate) complete: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl ReportCollector {
+    pub(crate) fn new(backend: Backend) -> ReportCollector {
+        // One report line per helper stage: the direct helper, or outside and inside bwrap.
+        let expected = match backend {
+            Backend::Direct => 1,
+            Backend::Bubblewrap => 2,
+        };
+        ReportCollector { reports: Arc::new(Mutex::new(Vec::new())), expected, complete: None }
+    }
+
+    /// The reports read so far.
+    pub(crate) fn reports(reports: &Mutex<Vec<HelperReport>>) -> Vec<HelperReport> {
+        reports.lock().map(|reports| reports.clone()).unwrap_or_default()
+    }
+}
+
+/// Reads a pipe into its sink; on stderr, first peels off the helper's report lines.
 ///
 /// `reports` also says how many lines the helper stages write (one per stage): once that many
 /// arrived, everything after is the command's, so a command cannot append a forged report of
 /// its own (claiming layers, or a refusal that would hide that it ran).
-pub(crate) async fn drain<R: tokio::io::AsyncRead + Unpin>(
+pub(crate) async fn drain<R: tokio::io::AsyncRead + Unpin, S: OutputSink>(
     mut pipe: R,
-    buffer: Arc<Mutex<HeadTailBuffer>>,
-    mut reports: Option<(Arc<Mutex<Vec<HelperReport>>>, usize)>,
+    buffer: Arc<Mutex<S>>,
+    mut reports: Option<ReportCollector>,
 ) {
     let mut chunk = vec![0_u8; 64 * 1024];
     // Bytes seen while still at the start of the stream, where report lines may be.
@@ -122,16 +168,16 @@ pub(crate) async fn drain<R: tokio::io::AsyncRead + Unpin>(
         };
         let mut bytes = &chunk[..read];
         let owned;
-        if let (Some(prefix_bytes), Some((reports, remaining))) =
-            (pending.as_mut(), reports.as_mut())
-        {
+        if let (Some(prefix_bytes), Some(collector)) = (pending.as_mut(), reports.as_mut()) {
             prefix_bytes.extend_from_slice(bytes);
-            match peel_report_lines(prefix_bytes, reports, remaining) {
+            match peel_report_lines(prefix_bytes, &collector.reports, &mut collector.expected) {
                 Peeled::NeedMore => continue,
                 Peeled::Rest(rest) => {
                     owned = rest;
                     bytes = &owned;
                     pending = None;
+                    // The report lines are over: whoever waits for them may go on.
+                    reports = None;
                 }
             }
         }
@@ -139,6 +185,7 @@ pub(crate) async fn drain<R: tokio::io::AsyncRead + Unpin>(
             buffer.push(bytes);
         }
     }
+    drop(reports);
     if let (Some(rest), Ok(mut buffer)) = (pending, buffer.lock()) {
         buffer.push(&rest);
     }
@@ -176,7 +223,9 @@ fn peel_report_lines(
         }
         *remaining = remaining.saturating_sub(1);
         bytes.drain(..=newline);
-        if bytes.is_empty() {
+        // The last line ends the reports at once (a service's start waits for exactly that);
+        // otherwise wait for the next line.
+        if bytes.is_empty() && *remaining > 0 {
             return Peeled::NeedMore;
         }
     }
