@@ -7,6 +7,7 @@ use model_adapter::{Response, Tool};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::external::{ExternalTool, short_description, validate_arguments};
 use crate::state::{Plan, PlanUpdate};
 
 /// One action the model asks the runtime to perform.
@@ -37,6 +38,20 @@ pub enum Action {
         /// Arguments.
         #[serde(default)]
         args: Vec<String>,
+    },
+    /// Show the descriptions and argument schemas of external tools the catalog only names
+    /// (a long tool list is summarised, like skill bodies are loaded on demand).
+    DescribeTools {
+        /// Tool names (`mcp__SERVER__TOOL`).
+        names: Vec<String>,
+    },
+    /// Call an external (MCP) tool.
+    CallTool {
+        /// The tool (`mcp__SERVER__TOOL`).
+        name: String,
+        /// Its arguments, which must fit its input schema.
+        #[serde(default = "empty_object")]
+        arguments: Value,
     },
     /// Bring back the full text of an observation that compaction shortened.
     RecallObservation {
@@ -69,10 +84,12 @@ pub enum Action {
 }
 
 /// The names of the actions, in the order they are offered.
-pub const ACTION_NAMES: [&str; 8] = [
+pub const ACTION_NAMES: [&str; 10] = [
     "select_skills",
     "load_resource",
     "run_script",
+    "describe_tools",
+    "call_tool",
     "recall_observation",
     "todo",
     "schedule",
@@ -87,6 +104,8 @@ impl Action {
             Action::SelectSkills { .. } => "select_skills",
             Action::LoadResource { .. } => "load_resource",
             Action::RunScript { .. } => "run_script",
+            Action::DescribeTools { .. } => "describe_tools",
+            Action::CallTool { .. } => "call_tool",
             Action::RecallObservation { .. } => "recall_observation",
             Action::Todo { .. } => "todo",
             Action::Schedule { .. } => "schedule",
@@ -108,6 +127,15 @@ impl Action {
                 for arg in args {
                     text.push(' ');
                     text.push_str(arg);
+                }
+                text
+            }
+            Action::DescribeTools { names } => format!("describe_tools {}", names.join(", ")),
+            Action::CallTool { name, arguments } => {
+                let mut text = format!("call_tool {name} {arguments}");
+                if text.chars().count() > 160 {
+                    text = text.chars().take(159).collect();
+                    text.push('…');
                 }
                 text
             }
@@ -157,6 +185,12 @@ pub struct InvalidAnswer {
 /// answer.
 pub fn parse_answer(response: &Response, prose_is_final: bool) -> Result<Decision, InvalidAnswer> {
     if let Some(call) = response.tool_calls.first() {
+        // An external tool offered as its own function: its arguments are the tool's own.
+        if call.name.starts_with(EXTERNAL_PREFIX) {
+            let action =
+                Action::CallTool { name: call.name.clone(), arguments: call.arguments.clone() };
+            return Ok(Decision { thought: None, action, plan: None, plan_update: None });
+        }
         let Value::Object(mut arguments) = call.arguments.clone() else {
             return Err(invalid(format!(
                 "the arguments of `{}` must be a JSON object, got {}",
@@ -207,6 +241,18 @@ pub fn parse_answer(response: &Response, prose_is_final: bool) -> Result<Decisio
         Err(error) => Err(invalid(format!("the answer is not valid JSON: {error}"))),
     }
 }
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+/// The prefix of external tools' names (`mcp__SERVER__TOOL`).
+pub(crate) const EXTERNAL_PREFIX: &str = "mcp__";
+
+/// At most this many callable external tools are offered as functions of their own (native
+/// tool calling) or as one schema variant each (JSON mode); more go through one `call_tool`
+/// with a name and free-form arguments, checked against the tool's schema after the answer.
+pub(crate) const MAX_OWN_FUNCTIONS: usize = 8;
 
 fn final_text(response: &Response) -> Decision {
     Decision {
@@ -281,6 +327,12 @@ pub struct ActionSpace {
     pub load: Vec<(String, Vec<String>)>,
     /// Selected skills with scripts, and those scripts.
     pub run: Vec<(String, Vec<String>)>,
+    /// External tools the catalog only names, which `describe_tools` may describe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub describe: Vec<String>,
+    /// External tools `call_tool` may call (described, not forbidden).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call: Vec<ExternalTool>,
     /// Observations compaction shortened, which `recall_observation` may bring back.
     pub recall: Vec<String>,
     /// Offer the built-in `todo` and `schedule` tools.
@@ -312,6 +364,8 @@ pub enum PlanField {
 const THOUGHT_MAX: usize = 300;
 const ANSWER_MAX: usize = 4_000;
 const ARG_MAX: usize = 200;
+/// Tools per `describe_tools`.
+const MAX_DESCRIBE: usize = 4;
 
 impl ActionSpace {
     /// The names of the allowed actions, in offer order (`final_answer` is always allowed).
@@ -325,6 +379,12 @@ impl ActionSpace {
         }
         if !self.run.is_empty() {
             names.push("run_script");
+        }
+        if !self.describe.is_empty() {
+            names.push("describe_tools");
+        }
+        if !self.call.is_empty() {
+            names.push("call_tool");
         }
         if !self.recall.is_empty() {
             names.push("recall_observation");
@@ -342,6 +402,11 @@ impl ActionSpace {
     /// Whether `action` is inside the space; the error says what is allowed instead.
     pub fn check(&self, action: &Action) -> Result<(), String> {
         let name = action.name();
+        if let Action::CallTool { name: tool, .. } = action
+            && self.describe.contains(tool)
+        {
+            return Err(format!("tool `{tool}` is not described yet: describe_tools it first"));
+        }
         if !self.allowed().contains(&name) {
             return Err(format!(
                 "`{name}` is not allowed now{}; allowed: {}",
@@ -398,6 +463,42 @@ impl ActionSpace {
                     ));
                 }
                 Ok(())
+            }
+            Action::DescribeTools { names } => {
+                if names.is_empty() {
+                    return Err("`describe_tools` needs at least one tool name".to_owned());
+                }
+                if names.len() > MAX_DESCRIBE {
+                    return Err(format!("describe at most {MAX_DESCRIBE} tools at a time"));
+                }
+                if let Some(unknown) = names.iter().find(|name| !self.describe.contains(name)) {
+                    if self.call.iter().any(|tool| &tool.name == unknown) {
+                        return Err(format!(
+                            "`{unknown}` is already described: call it with call_tool"
+                        ));
+                    }
+                    return Err(format!(
+                        "there is no tool `{unknown}` to describe; describable: {}",
+                        self.describe.join(", ")
+                    ));
+                }
+                Ok(())
+            }
+            Action::CallTool { name, arguments } => {
+                let Some(tool) = self.call.iter().find(|tool| &tool.name == name) else {
+                    if self.describe.contains(name) {
+                        return Err(format!(
+                            "tool `{name}` is not described yet: describe_tools it first"
+                        ));
+                    }
+                    let callable: Vec<&str> =
+                        self.call.iter().map(|tool| tool.name.as_str()).collect();
+                    return Err(format!(
+                        "there is no tool `{name}`; callable: {}",
+                        if callable.is_empty() { "none".to_owned() } else { callable.join(", ") }
+                    ));
+                };
+                validate_arguments(tool, arguments)
             }
             Action::RecallObservation { id } => {
                 if self.recall.contains(id) {
@@ -486,6 +587,18 @@ impl ActionSpace {
                     "additionalProperties": false,
                 })
             }
+            "describe_tools" => json!({
+                "type": "object",
+                "properties": {"names": {
+                    "type": "array",
+                    "items": {"enum": self.describe},
+                    "minItems": 1,
+                    "maxItems": MAX_DESCRIBE,
+                }},
+                "required": ["names"],
+                "additionalProperties": false,
+            }),
+            "call_tool" => self.call_tool_schema(),
             "recall_observation" => json!({
                 "type": "object",
                 "properties": {"id": {"enum": self.recall}},
@@ -511,6 +624,33 @@ impl ActionSpace {
                 "additionalProperties": false,
             }),
         }
+    }
+
+    /// `call_tool`'s arguments: one variant per tool (its name and its own input schema) when
+    /// there are few, else a name from the enum and any object (checked after the answer).
+    fn call_tool_schema(&self) -> Value {
+        let variant = |name: Value, arguments: Value| {
+            json!({
+                "type": "object",
+                "properties": {"name": name, "arguments": arguments},
+                "required": ["name", "arguments"],
+                "propertyOrdering": ["name", "arguments"],
+                "additionalProperties": false,
+            })
+        };
+        if self.call.len() > MAX_OWN_FUNCTIONS {
+            let names: Vec<&str> = self.call.iter().map(|tool| tool.name.as_str()).collect();
+            return variant(json!({"enum": names}), json!({"type": "object"}));
+        }
+        let variants: Vec<Value> = self
+            .call
+            .iter()
+            .map(|tool| variant(json!({"const": tool.name}), tool.input_schema.clone()))
+            .collect();
+        if variants.len() == 1 {
+            return variants.into_iter().next().unwrap_or(Value::Null);
+        }
+        json!({"anyOf": variants})
     }
 
     fn plan_property(&self) -> Option<(&'static str, Value)> {
@@ -603,8 +743,11 @@ impl ActionSpace {
     /// The turn's tools ([`DecideMode::Tools`](crate::DecideMode::Tools)): one per allowed
     /// action, each also taking an optional `thought` and the turn's plan field.
     pub fn tools(&self) -> Vec<Tool> {
-        self.allowed()
+        let own_functions = self.call.len() <= MAX_OWN_FUNCTIONS;
+        let mut tools: Vec<Tool> = self
+            .allowed()
             .into_iter()
+            .filter(|name| !(own_functions && *name == "call_tool"))
             .map(|name| {
                 let mut parameters = self.args_schema(name);
                 if let Some(properties) =
@@ -634,7 +777,19 @@ impl ActionSpace {
                     parameters,
                 }
             })
-            .collect()
+            .collect();
+        if own_functions {
+            // Each callable external tool as a function of its own, with its own schema (its
+            // arguments are the tool's: no `thought` is added to them). Before `final_answer`.
+            let at = tools.len().saturating_sub(1);
+            let external = self.call.iter().map(|tool| Tool {
+                name: tool.name.clone(),
+                description: short_description(&tool.description, 300),
+                parameters: tool.input_schema.clone(),
+            });
+            tools.splice(at..at, external);
+        }
+        tools
     }
 }
 
@@ -656,6 +811,10 @@ pub(crate) fn tool_description(name: &str) -> &'static str {
         "recall_observation" => {
             "Show again the full text of an earlier observation that was shortened."
         }
+        "describe_tools" => {
+            "Show the description and arguments of external tools the catalog only names."
+        }
+        "call_tool" => "Call an external (MCP) tool with arguments that fit its schema.",
         "todo" => "The user's to-do list: `list`, `add TEXT`, `done N`, `remove N`.",
         "schedule" => "The user's schedule: `list`, `add WHEN :: WHAT`, `remove N`.",
         "ask_user" => "Ask the user one question when the task cannot go on without their answer.",

@@ -21,9 +21,12 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::event::{EventBus, EventKind, EventSink, JsonlSink};
 use crate::exec::{Executor, LiveTools};
+use crate::external::{ExternalTool, ExternalTools};
 use crate::reasoning::ReasoningMetrics;
 use crate::replay::Recording;
-use crate::run::{Ending, InputKind, ModelSource, RecordedDeadline, RecordedEnding, Run};
+use crate::run::{
+    Ending, ExternalRecord, InputKind, ModelSource, RecordedDeadline, RecordedEnding, Run,
+};
 use crate::rundir::{Redactor, RunDir, new_run_id};
 use crate::state::{Counters, RunState, SkillEntry};
 
@@ -80,6 +83,7 @@ pub struct AgentBuilder {
     approver: Option<Arc<dyn Approver>>,
     redactor: Redactor,
     cancel: CancellationToken,
+    external: Option<Arc<dyn ExternalTools>>,
 }
 
 /// Runs tasks: one model, one set of skill roots, one sandbox configuration.
@@ -97,6 +101,7 @@ pub struct Agent {
     approver: Option<Arc<dyn Approver>>,
     redactor: Arc<Redactor>,
     cancel: CancellationToken,
+    external: Option<Arc<dyn ExternalTools>>,
 }
 
 impl Agent {
@@ -116,6 +121,7 @@ impl Agent {
             approver: None,
             redactor: Redactor::new(),
             cancel: CancellationToken::new(),
+            external: None,
         }
     }
 }
@@ -187,6 +193,14 @@ impl AgentBuilder {
         self
     }
 
+    /// External tools (MCP servers) offered next to the skills: listed in the catalog,
+    /// called through `call_tool` (or, natively, as functions named after them) under the
+    /// same validation, policy, approval, budgets, events and replay as every action.
+    pub fn external_tools(mut self, tools: Arc<dyn ExternalTools>) -> AgentBuilder {
+        self.external = Some(tools);
+        self
+    }
+
     /// A token that cancels runs (the current turn stops; the run ends `cancelled`).
     pub fn cancellation(mut self, token: CancellationToken) -> AgentBuilder {
         self.cancel = token;
@@ -222,6 +236,7 @@ impl AgentBuilder {
             approver: self.approver,
             redactor: Arc::new(self.redactor),
             cancel: self.cancel,
+            external: self.external,
         })
     }
 }
@@ -285,7 +300,12 @@ impl Approver for EventingApprover {
 }
 
 /// The system message: the protocol and the catalog.
-fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> String {
+fn system_prompt(
+    config: &AgentConfig,
+    catalog: &[SkillEntry],
+    tools: &[ExternalTool],
+    task: &str,
+) -> String {
     let mut text = String::from(
         "You complete the user's task with Agent Skills: folders with instructions (SKILL.md), \
          scripts and reference files. Each turn you choose exactly one action; the runtime \
@@ -297,6 +317,19 @@ fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> St
          - run_script: run a script of a selected skill; its output comes back as the observation\n\
          - recall_observation: show again an observation that was shortened\n",
     );
+    let offered: Vec<&ExternalTool> =
+        tools.iter().filter(|tool| tool.decision != tools_runtime::Decision::Forbidden).collect();
+    let summarised = !offered.is_empty() && crate::guard::tools_summarised(&offered, config);
+    if summarised {
+        text.push_str(
+            "- describe_tools: show the description and arguments of external tools the catalog only names\n",
+        );
+    }
+    if !offered.is_empty() {
+        text.push_str(
+            "- call_tool: call an external (MCP) tool with its name and arguments that fit its schema\n",
+        );
+    }
     if config.guard.builtin_tools {
         text.push_str(
             "- todo, schedule: the user's to-do list and schedule (`list`, `add …`, `done N`, `remove N`)\n",
@@ -363,6 +396,7 @@ fn system_prompt(config: &AgentConfig, catalog: &[SkillEntry], task: &str) -> St
     if omitted > 0 {
         text.push_str(&format!("({omitted} more skills left out for space)\n"));
     }
+    text.push_str(&crate::external::catalog(&offered, summarised));
     text
 }
 
@@ -395,6 +429,9 @@ pub(crate) struct RunStart {
     /// the start so replay and resume see the same note whatever the workspace holds later.
     #[serde(default)]
     pub(crate) input_sizes: Vec<u64>,
+    /// The external tools on offer at the start (the catalog's tools part).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tools: Vec<ExternalTool>,
 }
 
 /// What a run is made of besides its recorded start.
@@ -410,6 +447,8 @@ pub(crate) struct RunParts {
     pub(crate) endings: VecDeque<RecordedEnding>,
     /// Re-running a record: the time limits it recorded as passed, in order.
     pub(crate) deadlines: VecDeque<RecordedDeadline>,
+    /// Re-running a record: its `tool_servers` and `tools_changed`.
+    pub(crate) external: ExternalRecord,
 }
 
 /// An input after a run's first task: recorded (a re-run: the file sizes the record measured)
@@ -422,14 +461,15 @@ pub(crate) struct UserInput {
 
 /// Builds a run from its recorded start; shared by `run`, `resume` and replay.
 pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
-    let RunParts { bus, model, executor, run_dir, cancel, endings, deadlines } = parts;
-    let system = system_prompt(&start.config, &start.catalog, &start.task);
+    let RunParts { bus, model, executor, run_dir, cancel, endings, deadlines, external } = parts;
+    let system = system_prompt(&start.config, &start.catalog, &start.tools, &start.task);
     Run {
         config: start.config.clone(),
         state: RunState {
             run_id: run_id.to_owned(),
             task: start.task.clone(),
             catalog: start.catalog.clone(),
+            tools: start.tools.clone(),
             selected: Vec::new(),
             plan: None,
             counters: Counters::default(),
@@ -458,6 +498,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         observation_texts: Vec::new(),
         state_json: Default::default(),
         input_sizes: start.input_sizes.clone(),
+        external,
     }
 }
 
@@ -469,6 +510,8 @@ pub(crate) async fn finish_run(
     inputs: VecDeque<UserInput>,
 ) -> Result<RunResult> {
     run.emit(EventKind::RunStarted, serde_json::to_value(start)?)?;
+    run.announce_tool_servers()?;
+    run.external.fresh = true;
     let mut result = work(run, InputKind::Task).await?;
     for input in inputs {
         result = continue_with(run, input).await?;
@@ -602,7 +645,13 @@ async fn continue_with(run: &mut Run, input: UserInput) -> Result<RunResult> {
 }
 
 impl Agent {
-    fn live_tools(&self, index: SkillIndex, bus: &EventBus, runs_dir: Option<&Path>) -> LiveTools {
+    fn live_tools(
+        &self,
+        index: SkillIndex,
+        bus: &EventBus,
+        runs_dir: Option<&Path>,
+        run_dir: Option<&RunDir>,
+    ) -> LiveTools {
         let runtime = self.runtime.clone().map(|mut config| {
             for skill in &index.skills {
                 if !config.argument_read_roots.contains(&skill.directory) {
@@ -632,6 +681,14 @@ impl Agent {
             workspace: self.workspace.clone(),
             protected,
             scripts: self.config.scripts.clone(),
+            external: self.external.clone(),
+            approver: self.approver.as_ref().map(|approver| {
+                Arc::new(EventingApprover { inner: Arc::clone(approver), bus: bus.clone() })
+                    as Arc<dyn Approver>
+            }),
+            policy: self.runtime.as_ref().map(|config| config.policy.clone()).unwrap_or_default(),
+            tool_timeout_ms: self.config.tools.timeout_ms,
+            run_dir: run_dir.cloned(),
         }
     }
 
@@ -684,11 +741,12 @@ impl Agent {
                 .iter()
                 .map(|diagnostic| json!({"path": diagnostic.path, "line": diagnostic.line, "rule": diagnostic.rule, "message": diagnostic.message}))
                 .collect(),
+            tools: self.external.as_ref().map(|external| external.tools()).unwrap_or_default(),
         };
         let executor = Executor {
             recorded: Default::default(),
             commands: Default::default(),
-            live: Some(self.live_tools(index, &bus, self.runs_dir.as_deref())),
+            live: Some(self.live_tools(index, &bus, self.runs_dir.as_deref(), run_dir.as_ref())),
         };
         let model =
             ModelSource { recorded: Default::default(), live: Some(Arc::clone(&self.model)) };
@@ -700,6 +758,7 @@ impl Agent {
             cancel: self.cancel.clone(),
             endings: VecDeque::new(),
             deadlines: VecDeque::new(),
+            external: ExternalRecord::default(),
         };
         let mut run = new_run(&run_id, &start, parts);
         finish_run(&mut run, &start, VecDeque::new()).await
@@ -771,7 +830,7 @@ impl Agent {
             Arc::clone(&self.redactor),
         );
         bus.expect(recording.comparable_events(), recording.last_seq, directory.path());
-        let live = self.live_tools(index, &bus, directory.path().parent());
+        let live = self.live_tools(index, &bus, directory.path().parent(), Some(&directory));
         let executor = Executor {
             recorded: recording.executions.clone().into(),
             commands: recording.commands.clone().into(),
@@ -789,6 +848,7 @@ impl Agent {
             cancel: self.cancel.clone(),
             endings: recording.endings.clone().into(),
             deadlines: recording.deadlines.clone().into(),
+            external: recording.external(),
         };
         let mut inputs: VecDeque<UserInput> = recording.inputs.clone().into();
         if let Some(text) = input {

@@ -219,6 +219,31 @@ impl SafeConfig {
     }
 }
 
+/// How external (MCP) tools are offered and called.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExternalToolSettings {
+    /// Timeout of one call in milliseconds, for tools whose server sets none.
+    pub timeout_ms: u64,
+    /// With more tools than this on offer, the catalog names them (by server) and
+    /// `describe_tools` loads their descriptions and schemas on demand.
+    pub catalog_max_tools: usize,
+    /// The same when the tools' catalog lines would take more characters than this.
+    pub catalog_chars: usize,
+}
+
+impl Default for ExternalToolSettings {
+    fn default() -> ExternalToolSettings {
+        ExternalToolSettings { timeout_ms: 60_000, catalog_max_tools: 12, catalog_chars: 3_000 }
+    }
+}
+
+impl ExternalToolSettings {
+    fn is_default(&self) -> bool {
+        *self == ExternalToolSettings::default()
+    }
+}
+
 /// Everything that decides how a run behaves; recorded in `run_started`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -241,6 +266,10 @@ pub struct AgentConfig {
     /// `run_started` when it has its defaults).
     #[serde(skip_serializing_if = "SafeConfig::is_default")]
     pub safe: SafeConfig,
+    /// External (MCP) tools: call timeout and catalog size (left out of `run_started` when
+    /// it has its defaults).
+    #[serde(skip_serializing_if = "ExternalToolSettings::is_default")]
+    pub tools: ExternalToolSettings,
 }
 
 impl Default for AgentConfig {
@@ -254,6 +283,7 @@ impl Default for AgentConfig {
             context: ContextConfig::default(),
             scripts: ScriptSettings::default(),
             safe: SafeConfig::default(),
+            tools: ExternalToolSettings::default(),
         }
     }
 }

@@ -193,6 +193,42 @@ impl ConsoleSink {
             EventKind::CollaborationDropped => {
                 format!("  {} late answer to {} dropped\n", self.paint("33", "·"), text("id"))
             }
+            EventKind::ToolServers => {
+                let servers = data.get("servers").unwrap_or(&Value::Null);
+                let count = servers.as_array().map_or(0, Vec::len);
+                let tools = data.get("tools").and_then(Value::as_u64).unwrap_or(0);
+                let mut lines = format!(
+                    "  {} {count} MCP server{} · {tools} tool{}\n",
+                    self.paint("2", "·"),
+                    if count == 1 { "" } else { "s" },
+                    if tools == 1 { "" } else { "s" }
+                );
+                for (name, state, reason) in crate::external::unhealthy_servers(servers) {
+                    let reason =
+                        if reason.is_empty() { String::new() } else { format!(": {reason}") };
+                    lines.push_str(&format!(
+                        "  {} MCP server `{name}` {state}{reason} — the run goes on without its tools\n",
+                        self.paint("31", "✗")
+                    ));
+                }
+                lines
+            }
+            EventKind::ToolsChanged => {
+                let list = |key: &str| {
+                    data.get(key)
+                        .and_then(Value::as_array)
+                        .map(|names| {
+                            names.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
+                        })
+                        .unwrap_or_default()
+                };
+                format!(
+                    "  {} MCP tools changed · new: {} · gone: {}\n",
+                    self.paint("33", "·"),
+                    list("added"),
+                    list("removed")
+                )
+            }
             EventKind::DeadlinePassed => format!(
                 "  {} the {} time limit ({} ms) passed\n",
                 self.paint("33", "⏱"),

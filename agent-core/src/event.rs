@@ -100,6 +100,12 @@ pub enum EventKind {
     /// `{agent, id, from, reason: "late"|"unknown", response}`: the requester `agent`
     /// discarded a response it no longer waits for (never applied).
     CollaborationDropped,
+    /// `{servers: [{name, transport, state, tools, sandbox, …}], tools}`: the external (MCP)
+    /// servers of the run and their state, once at its start (a failed server is here).
+    ToolServers,
+    /// `{refresh, added, removed, tools}`: the external tools on offer changed before a turn
+    /// (`refresh`: the how-many-th look at the list).
+    ToolsChanged,
 }
 
 impl EventKind {
@@ -133,6 +139,8 @@ impl EventKind {
             EventKind::CollaborationResponded => "collaboration_responded",
             EventKind::CollaborationTimedOut => "collaboration_timed_out",
             EventKind::CollaborationDropped => "collaboration_dropped",
+            EventKind::ToolServers => "tool_servers",
+            EventKind::ToolsChanged => "tools_changed",
         }
     }
 }

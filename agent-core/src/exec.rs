@@ -11,11 +11,16 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use skill_loader::{ExcerptContent, ResourceKind, SkillLoader};
 use skill_registry::SkillIndex;
-use tools_runtime::{ExecOutcome, ExecRequest, RefusalKind, RuleSet, Runtime};
+use tools_runtime::{
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Decision, ExecOutcome, ExecRequest,
+    Refusal, RefusalKind, RuleSet, Runtime, UserPolicy,
+};
 
 use crate::action::Action;
 use crate::config::ScriptSettings;
 use crate::event::EventKind;
+use crate::external::{ExternalOutcome, ExternalTool, ExternalTools};
+use crate::rundir::{RunDir, sha256_hex};
 use crate::state::{ObservationStatus, SelectedSkill};
 
 /// The result of one executed action.
@@ -47,6 +52,16 @@ pub(crate) struct LiveTools {
     /// Paths scripts must not write (the runs directory when it lies inside the workspace).
     pub(crate) protected: Vec<PathBuf>,
     pub(crate) scripts: ScriptSettings,
+    /// External (MCP) tools, when the agent has some.
+    pub(crate) external: Option<Arc<dyn ExternalTools>>,
+    /// Approval of external calls: the approver (which emits the approval events) and the
+    /// user's policy (approval mode and timeout).
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) policy: UserPolicy,
+    /// Default timeout of an external call.
+    pub(crate) tool_timeout_ms: u64,
+    /// Where blobs of external results are stored.
+    pub(crate) run_dir: Option<RunDir>,
 }
 
 /// Live tools, recorded executions, or recorded first and live after (resume).
@@ -77,10 +92,12 @@ impl Executor {
         }
     }
 
+    /// `tools` are the external tools on offer (for `describe_tools` and `call_tool`).
     pub(crate) async fn execute(
         &mut self,
         action: &Action,
         call_id: &str,
+        tools: &[ExternalTool],
     ) -> Result<(Execution, Vec<(EventKind, Value)>), Divergence> {
         if let Some(recorded) = self.recorded.pop_front() {
             let wanted = serde_json::to_value(action).unwrap_or(Value::Null);
@@ -98,7 +115,7 @@ impl Executor {
                 serde_json::to_value(action).unwrap_or(Value::Null)
             )));
         };
-        Ok((live.execute(action, call_id).await, Vec::new()))
+        Ok((live.execute(action, call_id, tools).await, Vec::new()))
     }
 }
 
@@ -107,8 +124,37 @@ fn failed(status: ObservationStatus, message: String) -> Execution {
 }
 
 impl LiveTools {
-    async fn execute(&self, action: &Action, call_id: &str) -> Execution {
+    async fn execute(&self, action: &Action, call_id: &str, tools: &[ExternalTool]) -> Execution {
         match action {
+            Action::DescribeTools { names } => {
+                let found: Vec<&ExternalTool> = names
+                    .iter()
+                    .filter_map(|name| tools.iter().find(|tool| &tool.name == name))
+                    .collect();
+                if found.is_empty() {
+                    return failed(
+                        ObservationStatus::Failed,
+                        format!("no such tool on offer now: {}", names.join(", ")),
+                    );
+                }
+                let names: Vec<&str> = found.iter().map(|tool| tool.name.as_str()).collect();
+                Execution {
+                    status: ObservationStatus::Ok,
+                    content: crate::external::describe(&found),
+                    result: json!({"described": names}),
+                }
+            }
+            Action::CallTool { name, arguments } => {
+                match tools.iter().find(|tool| &tool.name == name) {
+                    Some(tool) => self.call_tool(tool, arguments, call_id).await,
+                    None => failed(
+                        ObservationStatus::Failed,
+                        format!(
+                            "tool `{name}` is no longer on offer (its server changed its list)"
+                        ),
+                    ),
+                }
+            }
             Action::SelectSkills { names } => self.select(names),
             Action::LoadResource { skill, path, section } => {
                 self.load(skill, path, section.as_deref())
@@ -127,6 +173,181 @@ impl LiveTools {
                 ObservationStatus::InvalidAction,
                 format!("`{}` is not executed by tools", action.name()),
             ),
+        }
+    }
+
+    /// Approval of an external call whose policy decision is known (Part 1 of the MCP
+    /// contract puts this in `tools_runtime::Runtime::authorize`; the same rules here until it
+    /// lands: forbidden never runs, `prompt` and the approval mode ask the approver within the
+    /// approval timeout, no approver or mode `never` refuses a `prompt`).
+    async fn authorize(
+        &self,
+        request: &ApprovalRequest,
+        decision: Decision,
+    ) -> std::result::Result<(), Refusal> {
+        let refusal = |kind: RefusalKind, message: String| Refusal { kind, message, sandbox: None };
+        let what = &request.argv.join(" ");
+        let ask = match (self.policy.approval_mode, decision) {
+            (_, Decision::Forbidden) => {
+                return Err(refusal(
+                    RefusalKind::PolicyForbidden,
+                    format!("`{what}` is forbidden by the policy"),
+                ));
+            }
+            (ApprovalMode::Never, Decision::Prompt) => {
+                return Err(refusal(
+                    RefusalKind::ApprovalUnavailable,
+                    format!("`{what}` needs approval but the approval mode is `never`"),
+                ));
+            }
+            (ApprovalMode::Never | ApprovalMode::AskForRisky, Decision::Allow) => false,
+            (ApprovalMode::AskForRisky | ApprovalMode::AlwaysAsk, Decision::Prompt)
+            | (ApprovalMode::AlwaysAsk, Decision::Allow) => true,
+        };
+        if !ask {
+            return Ok(());
+        }
+        let Some(approver) = &self.approver else {
+            return Err(refusal(
+                RefusalKind::ApprovalUnavailable,
+                format!("`{what}` needs approval but no approver is set"),
+            ));
+        };
+        let timeout = self.policy.approval_timeout;
+        match tokio::time::timeout(timeout, approver.approve(request)).await {
+            Ok(ApprovalAnswer::Approved) => Ok(()),
+            Ok(ApprovalAnswer::Denied { reason }) => Err(refusal(
+                RefusalKind::ApprovalDenied,
+                format!(
+                    "{} denied `{what}`{}",
+                    approver.name(),
+                    reason.map(|reason| format!(": {reason}")).unwrap_or_default()
+                ),
+            )),
+            Err(_) => Err(refusal(
+                RefusalKind::ApprovalTimedOut,
+                format!("no approval for `{what}` within {} ms", timeout.as_millis()),
+            )),
+        }
+    }
+
+    /// One external call: approval, the call under its timeout, blobs stored by hash.
+    async fn call_tool(&self, tool: &ExternalTool, arguments: &Value, call_id: &str) -> Execution {
+        let Some(external) = &self.external else {
+            return failed(
+                ObservationStatus::Failed,
+                format!("tool `{}` cannot be called: this agent has no external tools", tool.name),
+            );
+        };
+        let request = ApprovalRequest {
+            call_id: call_id.to_owned(),
+            skill: None,
+            argv: vec![tool.name.clone(), arguments.to_string()],
+            cwd: self.workspace.clone(),
+            allow_network: false,
+            reason: match tool.decision {
+                Decision::Prompt => format!(
+                    "the [mcp_servers.{}] rules say prompt for this tool",
+                    crate::external::server_of(&tool.name)
+                ),
+                Decision::Allow | Decision::Forbidden => {
+                    "the approval mode asks for every call".to_owned()
+                }
+            },
+        };
+        if let Err(refusal) = self.authorize(&request, tool.decision).await {
+            return Execution {
+                status: ObservationStatus::Denied,
+                content: format!("not run ({:?}): {}", refusal.kind, refusal.message),
+                result: json!({"tool": tool.name, "refused": refusal}),
+            };
+        }
+        let timeout =
+            tool.timeout.unwrap_or_else(|| std::time::Duration::from_millis(self.tool_timeout_ms));
+        // The server side enforces `timeout`; this is the backstop for one that does not.
+        let backstop = timeout + std::time::Duration::from_secs(2);
+        let outcome = tokio::time::timeout(
+            backstop,
+            external.call(&tool.name, arguments.clone(), Some(timeout)),
+        )
+        .await;
+        match outcome {
+            Err(_) => Execution {
+                status: ObservationStatus::Timeout,
+                content: format!(
+                    "the call to `{}` did not answer within {} ms",
+                    tool.name,
+                    timeout.as_millis()
+                ),
+                result: json!({"tool": tool.name, "timed_out": true}),
+            },
+            Ok(ExternalOutcome::Failed { reason }) => {
+                let lower = reason.to_lowercase();
+                let status = if lower.contains("timed out") || lower.contains("timeout") {
+                    ObservationStatus::Timeout
+                } else {
+                    ObservationStatus::Failed
+                };
+                Execution {
+                    status,
+                    content: format!("the call to `{}` failed: {reason}", tool.name),
+                    result: json!({"tool": tool.name, "error": reason}),
+                }
+            }
+            Ok(ExternalOutcome::Done { is_error, text, structured, blobs }) => {
+                let mut lines = Vec::new();
+                let mut stored = Vec::new();
+                for blob in &blobs {
+                    let extension = crate::external::extension_for(blob.mime_type.as_deref());
+                    let (path, sha256) = match &self.run_dir {
+                        Some(run_dir) => match run_dir.store_blob(&blob.data, extension) {
+                            Ok(stored) => (stored.path, stored.sha256),
+                            Err(error) => {
+                                lines.push(format!("[a blob could not be stored: {error}]"));
+                                continue;
+                            }
+                        },
+                        None => {
+                            let sha256 = sha256_hex(&blob.data);
+                            (format!("observations/{sha256}.{extension}"), sha256)
+                        }
+                    };
+                    let mime = blob.mime_type.as_deref().unwrap_or("application/octet-stream");
+                    let uri =
+                        blob.uri.as_deref().map(|uri| format!(" from {uri}")).unwrap_or_default();
+                    lines.push(format!(
+                        "[{mime}, {} bytes{uri}: stored as {path}]",
+                        blob.data.len()
+                    ));
+                    stored.push(json!({
+                        "sha256": sha256,
+                        "path": path,
+                        "bytes": blob.data.len(),
+                        "mime_type": blob.mime_type,
+                        "uri": blob.uri,
+                    }));
+                }
+                let mut content =
+                    crate::external::observation_text(&text, structured.as_ref(), &lines);
+                if is_error {
+                    content = format!("the tool reported an error:\n{content}");
+                }
+                Execution {
+                    status: if is_error {
+                        ObservationStatus::Failed
+                    } else {
+                        ObservationStatus::Ok
+                    },
+                    content,
+                    result: json!({
+                        "tool": tool.name,
+                        "server": crate::external::server_of(&tool.name),
+                        "is_error": is_error,
+                        "structured": structured.is_some(),
+                        "blobs": stored,
+                    }),
+                }
+            }
         }
     }
 

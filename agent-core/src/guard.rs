@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use crate::action::{Action, ActionSpace, PlanField};
 use crate::budget::Outcome;
 use crate::config::{AgentConfig, DecideMode};
+use crate::external::ExternalTool;
 use crate::state::{ObservationStatus, RunState, StepStatus};
+use tools_runtime::Decision;
 
 /// Whether the user named `skill` (config, or `/name` or `$name` in the task).
 pub(crate) fn user_named(task: &str, config: &AgentConfig, skill: &str) -> bool {
@@ -73,12 +75,20 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
     // An identical successful script run, repeated: only the answer is left.
     if let Some(record) = last
         && record.status == ObservationStatus::Ok
-        && matches!(record.action, Some(Action::RunScript { .. }))
+        && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
         && state.actions[..state.actions.len() - 1].iter().any(|earlier| {
             earlier.status == ObservationStatus::Ok && earlier.action == record.action
         })
     {
-        space.note = Some("that script already ran with the same arguments: answer now".to_owned());
+        space.note = Some(
+            match record.action {
+                Some(Action::CallTool { .. }) => {
+                    "that tool was already called with the same arguments: answer now"
+                }
+                _ => "that script already ran with the same arguments: answer now",
+            }
+            .to_owned(),
+        );
         space.plan_field = PlanField::None;
         return space;
     }
@@ -128,10 +138,59 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             space.run.push((skill.name.clone(), skill.scripts.clone()));
         }
     }
+    let (describe, call) = external_offer(state, config);
+    space.describe = describe;
+    space.call = call;
     space.recall = state.compacted.clone();
     space.builtins = config.guard.builtin_tools;
     space.ask_user = config.guard.ask_user;
     space
+}
+
+/// The external tools the catalog offers: all but forbidden ones.
+pub(crate) fn offered_tools(state: &RunState) -> Vec<&ExternalTool> {
+    state.tools.iter().filter(|tool| tool.decision != Decision::Forbidden).collect()
+}
+
+/// Whether the catalog names the offered tools only (too many, or too long to list whole).
+pub(crate) fn tools_summarised(tools: &[&ExternalTool], config: &AgentConfig) -> bool {
+    let settings = &config.tools;
+    tools.len() > settings.catalog_max_tools
+        || tools
+            .iter()
+            .map(|tool| crate::external::catalog_line(tool).chars().count())
+            .sum::<usize>()
+            > settings.catalog_chars
+}
+
+/// Tools `describe_tools` may describe and tools `call_tool` may call: every offered tool is
+/// callable when the catalog lists them whole, else only those described so far.
+fn external_offer(state: &RunState, config: &AgentConfig) -> (Vec<String>, Vec<ExternalTool>) {
+    let offered = offered_tools(state);
+    if !tools_summarised(&offered, config) {
+        return (Vec::new(), offered.into_iter().cloned().collect());
+    }
+    let described: std::collections::HashSet<&str> = state
+        .actions
+        .iter()
+        .filter(|record| record.status == ObservationStatus::Ok)
+        .filter_map(|record| match &record.action {
+            Some(Action::DescribeTools { names }) => Some(names),
+            _ => None,
+        })
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let mut describe = Vec::new();
+    let mut call = Vec::new();
+    for tool in offered {
+        if described.contains(tool.name.as_str()) {
+            call.push(tool.clone());
+        } else {
+            describe.push(tool.name.clone());
+        }
+    }
+    (describe, call)
 }
 
 /// Whether `skill`'s `path` was already loaded whole (no section) with success.
@@ -221,7 +280,22 @@ pub(crate) fn check(
                 );
             }
         }
-        Action::RecallObservation { .. }
+        Action::CallTool { name, .. } => {
+            if let Some(tool) = state.tools.iter().find(|tool| &tool.name == name)
+                && tool.decision == Decision::Forbidden
+            {
+                return Verdict::Refused(
+                    ObservationStatus::Denied,
+                    format!(
+                        "tool `{name}` is forbidden by the policy (the `[mcp_servers.{}]` rules): \
+                         it is never called",
+                        crate::external::server_of(name)
+                    ),
+                );
+            }
+        }
+        Action::DescribeTools { .. }
+        | Action::RecallObservation { .. }
         | Action::Todo { .. }
         | Action::Schedule { .. }
         | Action::AskUser { .. }

@@ -82,6 +82,7 @@ mod context;
 mod error;
 mod event;
 mod exec;
+mod external;
 mod guard;
 mod reasoning;
 mod replay;
@@ -97,12 +98,13 @@ pub use agent::{Agent, AgentBuilder, RunResult, RunUsage};
 pub use budget::Outcome;
 pub use builtin::{STORE_PATH, parse_slash};
 pub use config::{
-    AgentConfig, Budgets, ContextConfig, DecideMode, GuardConfig, ModelSettings, PeerAgent,
-    RetryCaps, SafeConfig, ScriptSettings,
+    AgentConfig, Budgets, ContextConfig, DecideMode, ExternalToolSettings, GuardConfig,
+    ModelSettings, PeerAgent, RetryCaps, SafeConfig, ScriptSettings,
 };
 pub use console::{ConsoleOptions, ConsoleSink};
 pub use error::{Error, Result};
 pub use event::{BroadcastSink, Event, EventKind, EventSink, JsonlSink, MemorySink, comparable};
+pub use external::{ExternalBlob, ExternalOutcome, ExternalTool, ExternalTools};
 pub use reasoning::{ReasoningMetrics, TurnReasoning, reasoning_text_chars};
 pub use replay::{
     BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, read_events,

@@ -16,7 +16,9 @@ use crate::agent::{RunParts, RunStart, UserInput, finish_run, new_run};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBus, EventKind, EventSink, MemorySink, comparable};
 use crate::exec::{Execution, Executor, RecordedExecution};
-use crate::run::{ModelSource, RecordedCall, RecordedDeadline, RecordedEnding};
+use crate::run::{
+    ExternalRecord, ModelSource, RecordedCall, RecordedDeadline, RecordedEnding, RecordedToolChange,
+};
 use crate::rundir::{Redactor, RunDir, StoredText};
 use crate::state::ObservationStatus;
 
@@ -101,6 +103,10 @@ pub(crate) struct Recording {
     pub(crate) commands: Vec<Execution>,
     /// The time limits passed (`deadline_passed`), in order.
     pub(crate) deadlines: Vec<RecordedDeadline>,
+    /// The external servers (`tool_servers`), if the run had any.
+    pub(crate) tool_servers: Option<Value>,
+    /// The changes of the external tools on offer (`tools_changed`), in order.
+    pub(crate) tool_changes: Vec<RecordedToolChange>,
     pub(crate) last_seq: u64,
     valid_bytes: u64,
 }
@@ -142,8 +148,16 @@ impl Recording {
         let mut inputs = Vec::new();
         let mut commands = Vec::new();
         let mut deadlines = Vec::new();
+        let mut tool_servers = None;
+        let mut tool_changes = Vec::new();
         for event in &events {
             match event.kind {
+                EventKind::ToolServers => tool_servers = Some(event.data.clone()),
+                EventKind::ToolsChanged => tool_changes.push(RecordedToolChange {
+                    refresh: field(event, "refresh").as_u64().unwrap_or(0),
+                    tools: serde_json::from_value(field(event, "tools").clone())
+                        .map_err(|error| bad(format!("seq {}: bad tools: {error}", event.seq)))?,
+                }),
                 EventKind::DeadlinePassed => deadlines.push(RecordedDeadline {
                     turn: event.turn,
                     what: field(event, "what").as_str().unwrap_or_default().to_owned(),
@@ -266,9 +280,21 @@ impl Recording {
             inputs,
             commands,
             deadlines,
+            tool_servers,
+            tool_changes,
             last_seq,
             valid_bytes,
         })
+    }
+
+    /// What a re-run takes from the record instead of asking external servers.
+    pub(crate) fn external(&self) -> ExternalRecord {
+        ExternalRecord {
+            servers: self.tool_servers.clone(),
+            changes: self.tool_changes.clone().into(),
+            refreshes: 0,
+            fresh: false,
+        }
     }
 
     /// The events a re-run must reproduce, in order.
@@ -330,6 +356,10 @@ pub struct Compliance {
     pub budget_overruns: Vec<String>,
     /// Guardrail, policy and approval refusals by status (`refused`, `denied`, `approval_denied`).
     pub policy_hits: BTreeMap<String, u64>,
+    /// External (MCP) tool calls that were executed (`call_tool`, answered or failed; refused
+    /// ones are policy hits).
+    #[serde(default)]
+    pub external_calls: u64,
     /// Whether the run ended with a final text.
     pub final_text_present: bool,
     /// Share of checks passed (sequence, budgets, final text), 0 to 1.
@@ -417,6 +447,7 @@ pub fn compliance(events: &[Event]) -> Compliance {
     let mut policy_hits: BTreeMap<String, u64> = BTreeMap::new();
     let mut finished_at: Option<u64> = None;
     let mut final_text_present = false;
+    let mut external_calls = 0;
     let limits = events
         .first()
         .and_then(|event| event.data.get("config"))
@@ -477,6 +508,9 @@ pub fn compliance(events: &[Event]) -> Compliance {
                             ));
                         }
                     }
+                    "call_tool" if field(event, "status").as_str() != Some("denied") => {
+                        external_calls += 1;
+                    }
                     _ => {}
                 }
             }
@@ -526,6 +560,7 @@ pub fn compliance(events: &[Event]) -> Compliance {
         budgets,
         budget_overruns,
         policy_hits,
+        external_calls,
         final_text_present,
         score,
     }
@@ -588,6 +623,7 @@ pub async fn replay_check(run_dir: &Path) -> Result<ReplayReport> {
         cancel: CancellationToken::new(),
         endings: recording.endings.clone().into(),
         deadlines: recording.deadlines.clone().into(),
+        external: recording.external(),
     };
     let mut run = new_run(&recording.run_id, &recording.start, parts);
     let outcome = finish_run(&mut run, &recording.start, recording.inputs.clone().into()).await;

@@ -69,6 +69,28 @@ pub(crate) struct Ending {
     pub(crate) final_text: String,
 }
 
+/// A change of the external tools on offer that a record shows (`tools_changed`), at the
+/// `refresh`-th look at the list.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RecordedToolChange {
+    pub(crate) refresh: u64,
+    pub(crate) tools: Vec<crate::external::ExternalTool>,
+}
+
+/// What a run knows of external tools besides the live ones (in the executor): the record's
+/// `tool_servers` and `tools_changed`, replayed instead of asking the servers.
+#[derive(Debug, Default)]
+pub(crate) struct ExternalRecord {
+    /// The recorded `tool_servers` data.
+    pub(crate) servers: Option<Value>,
+    /// The recorded changes, in order.
+    pub(crate) changes: VecDeque<RecordedToolChange>,
+    /// Looks at the list so far.
+    pub(crate) refreshes: u64,
+    /// The list was looked at for the coming turn already.
+    pub(crate) fresh: bool,
+}
+
 /// What a piece of a run's work began with: its task, or the answer to its question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum InputKind {
@@ -111,6 +133,8 @@ pub(crate) struct Run {
     /// The tool call the last piece of work ended with (`final_answer`, `ask_user`), which the
     /// next input's message answers (tools mode: every call needs its result).
     pub(crate) pending_call: Option<String>,
+    /// External tools: the record's servers and changes, and how often the list was read.
+    pub(crate) external: ExternalRecord,
 }
 
 /// What one Decide call gave.
@@ -133,6 +157,69 @@ impl Run {
         self.replaying.is_some_and(|ending| {
             ending.outcome == outcome && ending.turns == self.state.counters.turns
         })
+    }
+
+    /// Emits `tool_servers` at the start of a run that has external tools: the recorded
+    /// servers when re-running a record, else the live ones.
+    pub(crate) fn announce_tool_servers(&mut self) -> Result<()> {
+        let servers = match self.external.servers.take() {
+            Some(servers) => Some(servers),
+            None => self.executor.live.as_ref().and_then(|live| live.external.as_ref()).map(
+                |external| json!({"servers": external.servers(), "tools": self.state.tools.len()}),
+            ),
+        };
+        if let Some(servers) = servers {
+            self.emit(EventKind::ToolServers, servers)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the external tools on offer again (before a turn): a change is recorded as
+    /// `tools_changed` and told to the model in the transcript. Re-running a record, the
+    /// record's changes are applied at the same look, and the servers are not asked.
+    pub(crate) fn refresh_tools(&mut self) -> Result<()> {
+        self.external.refreshes += 1;
+        self.external.fresh = true;
+        let refresh = self.external.refreshes;
+        let tools = if self.external.changes.front().is_some_and(|change| change.refresh == refresh)
+        {
+            self.external.changes.pop_front().map(|change| change.tools)
+        } else if self.replaying.is_some() || self.bus.catching_up() {
+            None
+        } else {
+            self.executor
+                .live
+                .as_ref()
+                .and_then(|live| live.external.as_ref())
+                .map(|external| external.tools())
+                .filter(|tools| *tools != self.state.tools)
+        };
+        let Some(tools) = tools else { return Ok(()) };
+        let names = |tools: &[crate::external::ExternalTool]| -> Vec<String> {
+            tools.iter().map(|tool| tool.name.clone()).collect()
+        };
+        let (old, new) = (names(&self.state.tools), names(&tools));
+        let added: Vec<&String> = new.iter().filter(|name| !old.contains(name)).collect();
+        let removed: Vec<&String> = old.iter().filter(|name| !new.contains(name)).collect();
+        self.emit(
+            EventKind::ToolsChanged,
+            json!({"refresh": refresh, "added": added, "removed": removed, "tools": tools}),
+        )?;
+        let mut message = String::from("The external tools changed.");
+        if !added.is_empty() {
+            let added: Vec<&str> = added.iter().map(|name| name.as_str()).collect();
+            message.push_str(&format!(" New: {}.", added.join(", ")));
+        }
+        if !removed.is_empty() {
+            let removed: Vec<&str> = removed.iter().map(|name| name.as_str()).collect();
+            message.push_str(&format!(" Gone: {}.", removed.join(", ")));
+        }
+        self.state.tools = tools;
+        let offered = crate::guard::offered_tools(&self.state);
+        let summarised = crate::guard::tools_summarised(&offered, &self.config);
+        message.push_str(&crate::external::catalog(&offered, summarised));
+        self.context.push(Message::user(message));
+        Ok(())
     }
 
     fn divergence(&self, divergence: Divergence) -> Error {
@@ -455,7 +542,7 @@ impl Run {
         }
         let started = Instant::now();
         let executed = tokio::select! {
-            executed = self.executor.execute(action, &call_id) => executed,
+            executed = self.executor.execute(action, &call_id, &self.state.tools) => executed,
             () = self.cancel.cancelled() => return Ok(Some(Outcome::Cancelled)),
         };
         let (execution, side_events) =

@@ -211,6 +211,18 @@ impl RunDir {
         Ok(StoredText { sha256, path: relative, bytes: text.len() as u64 })
     }
 
+    /// Stores binary content (an image or resource an external tool returned) under
+    /// `observations/<sha256>.<extension>` (once per content).
+    pub(crate) fn store_blob(&self, bytes: &[u8], extension: &str) -> Result<StoredText> {
+        let sha256 = sha256_hex(bytes);
+        let relative = format!("observations/{sha256}.{extension}");
+        let path = self.path.join(&relative);
+        if !path.exists() {
+            self.write_file(Path::new(&relative), bytes)?;
+        }
+        Ok(StoredText { sha256, path: relative, bytes: bytes.len() as u64 })
+    }
+
     /// Reads a stored observation back, checking its hash.
     pub fn read_observation(&self, stored: &StoredText) -> Result<String> {
         if !is_sha256_hex(&stored.sha256) {

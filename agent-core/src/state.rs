@@ -241,6 +241,9 @@ pub struct RunState {
     pub task: String,
     /// The level-1 catalog the run saw.
     pub catalog: Vec<SkillEntry>,
+    /// The external (MCP) tools on offer now (re-read before every turn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<crate::external::ExternalTool>,
     /// Skills selected so far, in order.
     pub selected: Vec<SelectedSkill>,
     /// The current plan.
@@ -364,6 +367,7 @@ mod tests {
             run_id: "r".into(),
             task: "a task with \"actions\": [] in it\nand a line break".into(),
             catalog: Vec::new(),
+            tools: Vec::new(),
             selected: Vec::new(),
             plan: None,
             counters: Counters::default(),

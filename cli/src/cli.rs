@@ -438,6 +438,7 @@ fn prepare(
         context,
         scripts,
         safe,
+        tools: Default::default(),
     };
     let mut extra = common.skills.clone();
     extra.extend(settings.skills.iter().cloned());

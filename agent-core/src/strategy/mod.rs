@@ -138,6 +138,11 @@ pub(super) fn start_turn(
     allowed: &[&str],
     extra: Option<(&str, Value)>,
 ) -> Result<()> {
+    // Strategies that do not read the tool list at the head of their turn read it here.
+    if !run.external.fresh {
+        run.refresh_tools()?;
+    }
+    run.external.fresh = false;
     run.state.counters.turns += 1;
     run.bus.set_turn(run.state.counters.turns);
     let used = run.state.task_counters();

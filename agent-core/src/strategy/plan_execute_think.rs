@@ -147,6 +147,7 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
             );
             return end(run, &rounds, Outcome::MaxTurns, &reason).await;
         }
+        run.refresh_tools()?;
         let space = guard::action_space(&run.state, &run.config);
         let note = plan_note(run, &rounds, &space);
         if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {

@@ -25,6 +25,7 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
         if let Some((outcome, reason)) = run.budget_exhausted() {
             return run.degrade(outcome, &reason).await;
         }
+        run.refresh_tools()?;
         let space = guard::action_space(&run.state, &run.config);
         let note = turn_note(run, &space);
         if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
