@@ -1,5 +1,6 @@
 //! Sandboxed script execution for skills-agent: permission merging, approvals, timeouts,
-//! output truncation, layered confinement and one audit record per execution.
+//! output truncation, layered confinement and one audit record per execution; long-running
+//! confined services (MCP stdio servers) and approval for actions that are not commands.
 //!
 //! # Design
 //!
@@ -39,8 +40,48 @@
 //! kills the whole group and the cgroup (grandchildren included) and still returns partial
 //! output, head + tail capture with an elision marker, and output drained under a deadline.
 //! The parent-death signal fires when the thread that spawned the helper ends; tokio's worker
-//! threads live as long as their runtime, so call [`Runtime::run`] from async code, not from a
-//! short-lived blocking thread.
+//! threads live as long as their runtime, so call [`Runtime::run`] and
+//! [`Runtime::spawn_service`] from async code, not from a short-lived blocking thread
+//! (`spawn_blocking` threads are reaped when idle, and a service spawned there dies with it).
+//!
+//! # Services
+//!
+//! [`Runtime::spawn_service`] starts a long-running process, such as an MCP stdio server,
+//! through the same helper, layers, process group and per-run cgroups as a command. The
+//! [`ServiceRequest`] looks like an [`ExecRequest`] without timeout, output cap, protected paths or
+//! skill rules. The start returns once the helper's report lines are read (the [`Service`]'s
+//! `report`), so the caller gets stdin and stdout only after the layers are in place, and
+//! nothing but the program writes to them. Stderr is drained in the background into an 8 KiB tail
+//! ([`Service::stderr_tail`]). No wall-clock timeout applies, and RLIMIT_CPU defaults to
+//! [`SERVICE_CPU_SECONDS`]. [`Service::shutdown`] and dropping the [`Service`] kill the group and every
+//! cgroup member (a `setsid` grandchild too) and remove the private tmp. The start and the stop
+//! are audited. A uid-0 service (root-owned workspace) reads only system directories, the
+//! workspace and `read_only_paths`, so a node installed under `/root` needs its prefix there;
+//! the start says so when the program is out of reach.
+//!
+//! [`Runtime::authorize`] gives actions that are not commands, whose policy decision the caller
+//! already knows (an MCP tool call), the approval step of `run`: the same mode, approver,
+//! timeout and refusal kinds, and one audit record.
+//!
+//! ```no_run
+//! use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+//! use tools_runtime::{Runtime, RuntimeConfig, SandboxHelper, ServiceRequest};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Runtime::new(RuntimeConfig::new(SandboxHelper::locate()?));
+//! let mut request = ServiceRequest::new("echo", "cat", Vec::new(), "/work/project");
+//! request.read_only_paths.push("/opt/node".into());
+//! let mut service = runtime.spawn_service(&request).await?;
+//! assert!(service.report.is_active(tools_runtime::Layer::Landlock));
+//! let mut stdin = service.take_stdin().ok_or("stdin already taken")?;
+//! let mut stdout = BufReader::new(service.take_stdout().ok_or("stdout already taken")?);
+//! stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n").await?;
+//! let mut answer = String::new();
+//! stdout.read_line(&mut answer).await?;
+//! service.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Locating the helper
 //!
