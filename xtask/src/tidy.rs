@@ -22,6 +22,8 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("skill-loader", &["skill-registry"]),
     ("tools-runtime", &[]),
     ("model-adapter", &["stream-json"]),
+    // The MCP client (issue 14): starts stdio servers through tools-runtime's confinement.
+    ("skills-agent-mcp", &["tools-runtime"]),
     (
         "agent-core",
         &["stream-json", "skill-registry", "skill-loader", "tools-runtime", "model-adapter"],
@@ -30,6 +32,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         "skills-agent",
         &[
             "agent-core",
+            "skills-agent-mcp",
             "stream-json",
             "skill-registry",
             "skill-loader",
