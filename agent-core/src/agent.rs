@@ -682,11 +682,6 @@ impl Agent {
             protected,
             scripts: self.config.scripts.clone(),
             external: self.external.clone(),
-            approver: self.approver.as_ref().map(|approver| {
-                Arc::new(EventingApprover { inner: Arc::clone(approver), bus: bus.clone() })
-                    as Arc<dyn Approver>
-            }),
-            policy: self.runtime.as_ref().map(|config| config.policy.clone()).unwrap_or_default(),
             tool_timeout_ms: self.config.tools.timeout_ms,
             run_dir: run_dir.cloned(),
         }

@@ -12,8 +12,7 @@ use serde_json::{Value, json};
 use skill_loader::{ExcerptContent, ResourceKind, SkillLoader};
 use skill_registry::SkillIndex;
 use tools_runtime::{
-    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Decision, ExecOutcome, ExecRequest,
-    Refusal, RefusalKind, RuleSet, Runtime, UserPolicy,
+    ApprovalRequest, Decision, ExecOutcome, ExecRequest, Refusal, RefusalKind, RuleSet, Runtime,
 };
 
 use crate::action::Action;
@@ -54,10 +53,6 @@ pub(crate) struct LiveTools {
     pub(crate) scripts: ScriptSettings,
     /// External (MCP) tools, when the agent has some.
     pub(crate) external: Option<Arc<dyn ExternalTools>>,
-    /// Approval of external calls: the approver (which emits the approval events) and the
-    /// user's policy (approval mode and timeout).
-    pub(crate) approver: Option<Arc<dyn Approver>>,
-    pub(crate) policy: UserPolicy,
     /// Default timeout of an external call.
     pub(crate) tool_timeout_ms: u64,
     /// Where blobs of external results are stored.
@@ -176,58 +171,28 @@ impl LiveTools {
         }
     }
 
-    /// Approval of an external call whose policy decision is known (Part 1 of the MCP
-    /// contract puts this in `tools_runtime::Runtime::authorize`; the same rules here until it
-    /// lands: forbidden never runs, `prompt` and the approval mode ask the approver within the
-    /// approval timeout, no approver or mode `never` refuses a `prompt`).
+    /// Approval of an external call whose policy decision is known: tools-runtime's
+    /// `authorize` (approval mode, approver with its events, timeout, audit record). Without a
+    /// sandbox runtime there is no approver: `prompt` is refused, `allow` goes ahead.
     async fn authorize(
         &self,
         request: &ApprovalRequest,
         decision: Decision,
     ) -> std::result::Result<(), Refusal> {
-        let refusal = |kind: RefusalKind, message: String| Refusal { kind, message, sandbox: None };
-        let what = &request.argv.join(" ");
-        let ask = match (self.policy.approval_mode, decision) {
-            (_, Decision::Forbidden) => {
-                return Err(refusal(
-                    RefusalKind::PolicyForbidden,
-                    format!("`{what}` is forbidden by the policy"),
-                ));
-            }
-            (ApprovalMode::Never, Decision::Prompt) => {
-                return Err(refusal(
-                    RefusalKind::ApprovalUnavailable,
-                    format!("`{what}` needs approval but the approval mode is `never`"),
-                ));
-            }
-            (ApprovalMode::Never | ApprovalMode::AskForRisky, Decision::Allow) => false,
-            (ApprovalMode::AskForRisky | ApprovalMode::AlwaysAsk, Decision::Prompt)
-            | (ApprovalMode::AlwaysAsk, Decision::Allow) => true,
-        };
-        if !ask {
-            return Ok(());
+        if let Some(runtime) = &self.runtime {
+            return runtime.authorize(request, decision).await;
         }
-        let Some(approver) = &self.approver else {
-            return Err(refusal(
+        let refusal = |kind: RefusalKind, message: String| Refusal { kind, message, sandbox: None };
+        let what = request.argv.join(" ");
+        match decision {
+            Decision::Allow => Ok(()),
+            Decision::Prompt => Err(refusal(
                 RefusalKind::ApprovalUnavailable,
-                format!("`{what}` needs approval but no approver is set"),
-            ));
-        };
-        let timeout = self.policy.approval_timeout;
-        match tokio::time::timeout(timeout, approver.approve(request)).await {
-            Ok(ApprovalAnswer::Approved) => Ok(()),
-            Ok(ApprovalAnswer::Denied { reason }) => Err(refusal(
-                RefusalKind::ApprovalDenied,
-                format!(
-                    "{} denied `{what}`{}",
-                    approver.name(),
-                    reason.map(|reason| format!(": {reason}")).unwrap_or_default()
-                ),
+                format!("`{what}` needs approval but this agent has no runtime and no approver"),
             )),
-            Err(_) => Err(refusal(
-                RefusalKind::ApprovalTimedOut,
-                format!("no approval for `{what}` within {} ms", timeout.as_millis()),
-            )),
+            Decision::Forbidden => {
+                Err(refusal(RefusalKind::PolicyForbidden, format!("policy forbids `{what}`")))
+            }
         }
     }
 
