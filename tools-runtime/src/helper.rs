@@ -93,7 +93,10 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
         Some(reason) => (Some(reason), RefusalCause::Sandbox),
         None => match working_directory_refusal(&plan.cwd) {
             Some(reason) => (Some(reason), RefusalCause::WorkingDirectory),
-            None => (close_inherited_descriptors().err(), RefusalCause::Sandbox),
+            None => match program_refusal(&plan) {
+                Some(reason) => (Some(reason), RefusalCause::Program),
+                None => (close_inherited_descriptors().err(), RefusalCause::Sandbox),
+            },
         },
     };
     let line = HelperReport { report, refused: refused.clone(), cause };
@@ -145,6 +148,55 @@ fn working_directory_refusal(cwd: &Path) -> Option<String> {
          runtime's default of running as the workspace owner",
         cwd.display()
     ))
+}
+
+/// Why the command's user (the helper, after every layer, in the working directory) cannot
+/// execute the program, looked up in the plan's `PATH` as `execve` will; `None` when it can, or
+/// when the plan does not ask (`check_program`) or bwrap runs next.
+fn program_refusal(plan: &HelperPlan) -> Option<String> {
+    if !plan.check_program || plan.stage == Stage::OutsideBubblewrap {
+        return None;
+    }
+    let uid = nix::unistd::geteuid();
+    let search_path = plan.environment.get("PATH").map(String::as_str).unwrap_or_default();
+    let candidates: Vec<PathBuf> = if plan.program.components().count() > 1 {
+        vec![plan.program.clone()]
+    } else {
+        std::env::split_paths(search_path).map(|directory| directory.join(&plan.program)).collect()
+    };
+    let mut blocked = None;
+    for candidate in &candidates {
+        match std::fs::metadata(candidate) {
+            Ok(metadata) if metadata.is_file() => {
+                return nix::unistd::access(candidate, nix::unistd::AccessFlags::X_OK).err().map(
+                    |error| {
+                        format!(
+                            "uid {uid} cannot execute {}: {error}; make it executable by that \
+                             user, or install the program where it can (a system directory)",
+                            candidate.display()
+                        )
+                    },
+                );
+            }
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                blocked.get_or_insert_with(|| (candidate.clone(), error));
+            }
+        }
+    }
+    Some(match blocked {
+        Some((candidate, error)) => format!(
+            "uid {uid} cannot reach {}: {error}; make it and every directory above it readable \
+             by that user (or list its install directory in read_only_paths), or install the \
+             program in a system directory",
+            candidate.display()
+        ),
+        None => format!(
+            "program `{}` not found for uid {uid} (PATH {search_path:?})",
+            plan.program.display()
+        ),
+    })
 }
 
 /// Closes every descriptor above stderr. `/proc/self/fd` lists them, including any numbered
@@ -817,6 +869,7 @@ mod tests {
                 deny_tcp: false,
             },
             require_filesystem_confinement,
+            check_program: false,
             bubblewrap_argv: Vec::new(),
             helper_program: "helper".into(),
         }

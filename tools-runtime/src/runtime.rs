@@ -542,6 +542,7 @@ impl Runtime {
                 deny_tcp: !launch.allow_network,
             },
             require_filesystem_confinement: launch.require_filesystem_confinement,
+            check_program: false,
             bubblewrap_argv: Vec::new(),
             helper_program: self.config.helper.program.clone(),
         };
@@ -766,6 +767,9 @@ pub(crate) fn refusal_kind(cause: RefusalCause) -> RefusalKind {
     match cause {
         RefusalCause::Sandbox => RefusalKind::SandboxUnavailable,
         RefusalCause::WorkingDirectory => RefusalKind::WorkspaceInaccessible,
+        // Only services ask for the program check, and they report it as a start error; a
+        // program out of the sandbox's reach is a confinement matter for anyone else.
+        RefusalCause::Program => RefusalKind::SandboxUnavailable,
     }
 }
 

@@ -24,7 +24,7 @@ use crate::paths::{canonical_roots, checked_cwd};
 use crate::policy::{ApprovalRequest, Decision, MergedDecision, RuleMatch};
 use crate::report::SandboxReport;
 use crate::runtime::{AuditOnDrop, Launch, Runtime, conclude_helper_reports, refusal_kind};
-use crate::spec::HelperPlan;
+use crate::spec::{HelperPlan, RefusalCause};
 use crate::supervise::{ReportCollector, RunResources, drain};
 
 /// Bytes of a service's stderr kept (the most recent ones).
@@ -156,8 +156,11 @@ impl Service {
     pub async fn shutdown(mut self) {
         self.stdin = None;
         self.stdout = None;
-        let Some(resources) = self.resources.take() else { return };
+        let Some(mut resources) = self.resources.take() else { return };
         let exited_before = self.child.try_wait().ok().flatten();
+        if exited_before.is_some() {
+            resources.leader_reaped();
+        }
         resources.kill_everything();
         let _ = self.child.start_kill();
         let status = self.child.wait().await.ok();
@@ -188,8 +191,11 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        let Some(resources) = self.resources.take() else { return };
+        let Some(mut resources) = self.resources.take() else { return };
         let exited_before = self.child.try_wait().ok().flatten();
+        if exited_before.is_some() {
+            resources.leader_reaped();
+        }
         resources.kill_everything();
         let _ = self.child.start_kill();
         if let Some(task) = self.stderr_task.take() {
@@ -317,6 +323,7 @@ impl Runtime {
             .prepare_launch(&launch)?
             .map_err(|refusal| Error::ServiceRefused { name: request.name.clone(), refusal })?;
         record.withheld_environment = prepared.withheld_environment.clone();
+        prepared.plan.check_program = true;
         if let Err(error) = check_program(&request.name, &prepared.plan) {
             prepared.resources.release().await;
             return Err(error);
@@ -348,7 +355,7 @@ impl Runtime {
             conclude_helper_reports(&mut report, prepared.backend, &helper_reports);
         let argv = request.argv().join(" ");
         enum Failure {
-            Refused(String, crate::spec::RefusalCause),
+            Refused(String, RefusalCause),
             Silent,
             StoppedEarly,
         }
@@ -384,6 +391,10 @@ impl Runtime {
         }
         let tail = stderr.lock().map(|buffer| buffer.text()).unwrap_or_default();
         Err(match failure {
+            Failure::Refused(reason, RefusalCause::Program) => Error::ServiceStart {
+                name: request.name.clone(),
+                reason: format!("the sandbox cannot start `{argv}`: {reason}"),
+            },
             Failure::Refused(reason, cause) => refuse(
                 refusal_kind(cause),
                 format!("refusing to start `{argv}`: {reason}"),
@@ -533,4 +544,16 @@ fn check_program(name: &str, plan: &HelperPlan) -> Result<()> {
 fn within(path: &Path, root: &Path) -> bool {
     path.starts_with(root)
         || root.canonicalize().is_ok_and(|canonical_root| path.starts_with(canonical_root))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn services_and_requests_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Service>();
+        shareable::<ServiceRequest>();
+    }
 }

@@ -90,6 +90,11 @@ pub(crate) struct HelperPlan {
     pub(crate) landlock: LandlockPlan,
     /// Refuse to run the command unless a filesystem layer (Landlock or bubblewrap) is active.
     pub(crate) require_filesystem_confinement: bool,
+    /// Refuse (cause `program`) unless the command's user can execute the program, checked
+    /// after every layer (services: an `execve` failure after the report would only show as an
+    /// early exit).
+    #[serde(default)]
+    pub(crate) check_program: bool,
     /// Bubblewrap backend: the bwrap argv (program first) that precedes `-- helper ...`.
     pub(crate) bubblewrap_argv: Vec<String>,
     /// The helper's own path, re-executed by bwrap for the inner stage.
@@ -116,4 +121,6 @@ pub(crate) enum RefusalCause {
     Sandbox,
     /// The command's user cannot enter the working directory.
     WorkingDirectory,
+    /// The command's user cannot find or execute the program (only with `check_program`).
+    Program,
 }

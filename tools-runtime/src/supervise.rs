@@ -62,6 +62,15 @@ impl RunResources {
         }
     }
 
+    /// The process group's leader was reaped long ago (a service that ended by itself): once
+    /// its last member is gone the kernel may hand the group id to an unrelated process, so
+    /// leave the killing to the cgroups when there are any (every descendant is in them).
+    pub(crate) fn leader_reaped(&mut self) {
+        if self.pids.is_some() || self.memory.is_some() {
+            self.group = None;
+        }
+    }
+
     pub(crate) async fn release(mut self) {
         self.kill_everything();
         for cgroup in [self.pids.take(), self.memory.take()].into_iter().flatten() {

@@ -290,6 +290,34 @@ async fn shutdown_kills_the_service_and_its_grandchildren(owner: Owner) {
     assert!(!tmp.exists(), "the private tmp is removed at shutdown");
 }
 
+/// A service that ended by itself (and was reaped) may leave a grandchild behind: shutdown
+/// still kills it, through the cgroups rather than the process group, whose id the kernel
+/// may hand out again once its last member is gone.
+async fn a_service_that_ended_leaves_nothing_behind(owner: Owner) {
+    if !can_confine(owner) {
+        return;
+    }
+    let fixture = Fixture::owned_by(owner);
+    let script = "sleep 1000 & echo $!; exit 0";
+    let request =
+        ServiceRequest::new("leaver", "sh", vec!["-c".into(), script.into()], &fixture.workspace);
+    let mut service = fixture.runtime().spawn_service(&request).await.unwrap();
+    let mut stdout = BufReader::new(service.take_stdout().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).await.unwrap();
+    let grandchild: u32 = line.trim().parse().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while service.try_exit().await.is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the service did not exit");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!is_gone(grandchild), "the grandchild outlives the service until shutdown");
+    service.shutdown().await;
+    wait_until_gone(&[grandchild]).await;
+    let stopped = fixture.audit_records().pop().unwrap();
+    assert_eq!((stopped.outcome.as_str(), stopped.exit_code), ("service_stopped", Some(0)));
+}
+
 async fn dropping_a_service_kills_it_and_its_grandchildren(owner: Owner) {
     if !can_confine(owner) {
         return;
@@ -408,11 +436,34 @@ async fn a_refused_start_says_what_to_change(owner: Owner) {
         assert_eq!(refusal.kind, RefusalKind::SandboxUnavailable);
         assert!(error.to_string().contains("/nonexistent/bwrap"), "{error}");
     }
+    // A program the service's user cannot execute is refused after every layer, before the
+    // caller gets the pipes (not an exit status to guess about later).
+    if can_confine(owner) {
+        let script = fixture.workspace.join("not-executable.sh");
+        std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+        fixture.give_to_owner(&["not-executable.sh"]);
+        let request = ServiceRequest::new(
+            "not executable",
+            script.display().to_string(),
+            Vec::new(),
+            &fixture.workspace,
+        );
+        let error = runtime.spawn_service(&request).await.unwrap_err();
+        assert!(matches!(error, Error::ServiceStart { .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(
+            message.contains("cannot execute") && message.contains("Permission denied"),
+            "{message}"
+        );
+    }
     let outcomes: Vec<String> =
         fixture.audit_records().into_iter().map(|record| record.outcome).collect();
     let mut expected = vec!["error", "path_outside_workspace"];
     if !owner.runs_as_uid0() {
         expected.push("sandbox_unavailable");
+    }
+    if can_confine(owner) {
+        expected.push("error");
     }
     assert_eq!(outcomes, expected);
 }
@@ -439,6 +490,28 @@ async fn a_helper_refusal_is_a_refused_start_with_the_report(owner: Owner) {
     assert_eq!(fixture.audit_records().pop().unwrap().outcome, "workspace_inaccessible");
 }
 
+/// A service that runs as the owner of a user-owned workspace cannot use a program under a
+/// directory only root may enter (a node under `/root/.nvm`): the helper says so at the start.
+async fn a_program_the_user_cannot_reach_is_a_start_error(owner: Owner) {
+    use std::os::unix::fs::PermissionsExt;
+    if owner.runs_as_uid0() || !support::is_root() || !can_confine(owner) {
+        eprintln!("skipped: needs a service that runs as another user than root's ({owner:?})");
+        return;
+    }
+    let fixture = Fixture::owned_by(owner);
+    let private = fixture.base.path().join("private");
+    std::fs::create_dir_all(private.join("bin")).unwrap();
+    std::fs::copy("/bin/cat", private.join("bin/cat")).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let program = private.join("bin/cat").display().to_string();
+    let request = ServiceRequest::new("hidden", &program, Vec::new(), &fixture.workspace);
+    let error = fixture.runtime().spawn_service(&request).await.unwrap_err();
+    assert!(matches!(error, Error::ServiceStart { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&format!("cannot reach {program}")), "{message}");
+    assert!(message.contains("Permission denied"), "{message}");
+}
+
 fn find_in_path(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
@@ -454,10 +527,12 @@ for_both_owners!(
     a_uid0_service_reads_only_system_workspace_and_read_only_paths,
     shutdown_kills_the_service_and_its_grandchildren,
     dropping_a_service_kills_it_and_its_grandchildren,
+    a_service_that_ended_leaves_nothing_behind,
     node_runs_as_a_service,
     a_private_node_needs_its_prefix_in_read_only_paths,
     a_refused_start_says_what_to_change,
     a_helper_refusal_is_a_refused_start_with_the_report,
+    a_program_the_user_cannot_reach_is_a_start_error,
 );
 
 /// An approver that answers the same way every time (or never) and counts the questions.
