@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -106,6 +107,8 @@ struct Shared {
     tools: Mutex<Vec<ToolInfo>>,
     /// Serialises re-listings so an older answer never overwrites a newer one.
     relisting: tokio::sync::Mutex<()>,
+    /// A re-listing is queued: further `list_changed` notifications fold into it.
+    relist_queued: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -136,10 +139,16 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        // A burst of notifications costs one listing: the queued one has not started yet, so
+        // it will see every change announced so far.
+        if self.shared.relist_queued.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let shared = self.shared.clone();
         // The handler runs on the connection's task: list from another one.
         tokio::spawn(async move {
             let _serial = shared.relisting.lock().await;
+            shared.relist_queued.store(false, Ordering::SeqCst);
             match list_tools(&context.peer).await {
                 Ok(tools) => shared.set_tools(tools),
                 Err(ListError::Service(error)) if closed(&error) => {
@@ -438,6 +447,7 @@ async fn start_server(name: String, config: ServerConfig, launch: &Launch) -> Se
         state,
         tools: Mutex::new(Vec::new()),
         relisting: tokio::sync::Mutex::new(()),
+        relist_queued: AtomicBool::new(false),
     });
     let mut server = Server {
         shared: shared.clone(),

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use mcp::{BlobKind, CallError, Launch, McpHub, ServerConfig, ServerState};
+use mcp::{BlobKind, CallError, Launch, McpHub, ServerConfig, ServerState, ToolRule};
 use serde_json::json;
 use tools_runtime::{ApprovalMode, LayerStatus, Runtime, RuntimeConfig, SandboxHelper};
 
@@ -184,7 +184,14 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     let mut everything = node(vec![everything_script(&prefix), "stdio".to_owned()]);
     everything.disabled_tools = vec!["get-env".to_owned()];
     everything.startup_timeout_ms = Some(30_000);
+    let mut few = node(vec![everything_script(&prefix), "stdio".to_owned()]);
+    few.enabled_tools =
+        Some(vec!["echo".to_owned(), "get-sum".to_owned(), "not-offered".to_owned()]);
+    few.approval = ToolRule::Forbid;
+    few.tools = BTreeMap::from([("echo".to_owned(), ToolRule::Prompt)]);
+    few.startup_timeout_ms = Some(30_000);
     let servers = BTreeMap::from([
+        ("few".to_owned(), few),
         ("everything".to_owned(), everything),
         (
             "broken".to_owned(),
@@ -199,7 +206,7 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     let hub = McpHub::start(&servers, launch(workspace.path())).await;
     let statuses = hub.servers();
     let names: Vec<&str> = statuses.iter().map(|status| status.name.as_str()).collect();
-    ensure!(names == ["bad name!", "broken", "everything", "off"], "{names:?}");
+    ensure!(names == ["bad name!", "broken", "everything", "few", "off"], "{names:?}");
     let everything_status = &statuses[2];
     ensure!(everything_status.state == ServerState::Running, "{everything_status:?}");
     ensure!(everything_status.transport == "stdio");
@@ -213,9 +220,23 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     ensure!(
         matches!(&statuses[0].state, ServerState::Failed { reason } if reason.contains("server name"))
     );
-    ensure!(statuses[3].state == ServerState::Disabled);
+    ensure!(statuses[4].state == ServerState::Disabled);
+    ensure!(
+        statuses[3].state == ServerState::Running && statuses[3].tools == 2,
+        "{:?}",
+        statuses[3]
+    );
 
     let tools = hub.tools();
+    let few: Vec<(&str, ToolRule)> = tools
+        .iter()
+        .filter(|tool| tool.server == "few")
+        .map(|tool| (tool.qualified_name.as_str(), tool.rule))
+        .collect();
+    ensure!(
+        few == [("mcp__few__echo", ToolRule::Prompt), ("mcp__few__get-sum", ToolRule::Forbid)],
+        "enabled_tools and rules: {few:?}"
+    );
     let names: Vec<&str> = tools.iter().map(|tool| tool.qualified_name.as_str()).collect();
     for expected in
         ["mcp__everything__echo", "mcp__everything__get-sum", "mcp__everything__get-tiny-image"]
@@ -520,6 +541,15 @@ async fn http_server_with_bearer_token() -> Result<()> {
         bearer_token_env_var: Some("MCP_TEST_TOKEN".to_owned()),
         ..ServerConfig::default()
     };
+    let closed_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.local_addr()?.port()
+    };
+    let unreachable = ServerConfig {
+        url: Some(format!("http://127.0.0.1:{closed_port}/mcp")),
+        startup_timeout_ms: Some(5_000),
+        ..ServerConfig::default()
+    };
     let missing = ServerConfig {
         bearer_token_env_var: Some("MCP_MISSING_TOKEN".to_owned()),
         ..remote.clone()
@@ -527,7 +557,11 @@ async fn http_server_with_bearer_token() -> Result<()> {
     let mut launch = launch(workspace.path());
     launch.base_environment.push(("MCP_TEST_TOKEN".to_owned(), "secret-token".to_owned()));
     let hub = McpHub::start(
-        &BTreeMap::from([("remote".to_owned(), remote), ("missing".to_owned(), missing)]),
+        &BTreeMap::from([
+            ("remote".to_owned(), remote),
+            ("missing".to_owned(), missing),
+            ("unreachable".to_owned(), unreachable),
+        ]),
         launch,
     )
     .await;
@@ -539,6 +573,10 @@ async fn http_server_with_bearer_token() -> Result<()> {
     ensure!(statuses[1].transport == "http" && statuses[1].sandbox.is_none());
     ensure!(
         matches!(&statuses[0].state, ServerState::Failed { reason } if reason.contains("MCP_MISSING_TOKEN")),
+        "{statuses:?}"
+    );
+    ensure!(
+        matches!(&statuses[2].state, ServerState::Failed { reason } if reason.contains(&format!("127.0.0.1:{closed_port}"))),
         "{statuses:?}"
     );
     let sum = hub.call("mcp__remote__get-sum", json!({"a": 40, "b": 2}), None).await?;
