@@ -58,8 +58,8 @@ pub enum Error {
         /// helper refused).
         refusal: crate::exec::Refusal,
     },
-    /// A service could not be started: its program is missing, or the sandbox helper stopped
-    /// before it started the program.
+    /// A service could not be started: its program is missing, or its user cannot reach or
+    /// execute it, or the sandbox helper stopped before it started the program.
     #[error("cannot start service `{name}`: {reason}")]
     ServiceStart {
         /// The service's name.

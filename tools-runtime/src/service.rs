@@ -228,10 +228,12 @@ impl Runtime {
     /// is the stop (`service_stopped`).
     ///
     /// A refused start is [`Error::ServiceRefused`] (the sandbox cannot provide a layer the
-    /// request needs, the cwd is outside the workspace, a uid-0 service cannot read its
-    /// program); a missing program or a helper that stopped early is [`Error::ServiceStart`];
-    /// both say what to change. A program that fails at `execve` inside the sandbox shows up as
-    /// an early exit ([`Service::try_exit`]) with the reason in [`Service::stderr_tail`].
+    /// request needs, the cwd is outside the workspace or cannot be entered, a uid-0 service
+    /// cannot read its program); a program that is missing, or that the service's user cannot
+    /// reach or execute (checked by the helper after every layer), or a helper that stopped
+    /// early is [`Error::ServiceStart`]; both say what to change. A program that still fails
+    /// at `execve` (a broken interpreter line, a library it cannot load) shows up as an early
+    /// exit ([`Service::try_exit`]) with the reason in [`Service::stderr_tail`].
     ///
     /// The helper's parent-death signal fires when the thread that spawned it ends: call this
     /// from async code on a runtime that outlives the service (a tokio worker or the thread
@@ -353,7 +355,7 @@ impl Runtime {
         let helper_reports = ReportCollector::reports(&reports);
         let helper_refusal =
             conclude_helper_reports(&mut report, prepared.backend, &helper_reports);
-        let argv = request.argv().join(" ");
+        let argv = short_command_line(&request.argv());
         enum Failure {
             Refused(String, RefusalCause),
             Silent,
@@ -403,9 +405,10 @@ impl Runtime {
             Failure::Silent => Error::ServiceStart {
                 name: request.name.clone(),
                 reason: format!(
-                    "the sandbox helper {} sent no report within {} s; stderr: {tail}",
+                    "the sandbox helper {} sent no report within {} s; stderr: {}",
                     self.config().helper.program.display(),
-                    REPORT_TIMEOUT.as_secs()
+                    REPORT_TIMEOUT.as_secs(),
+                    tail.trim()
                 ),
             },
             Failure::StoppedEarly => Error::ServiceStart {
@@ -541,6 +544,16 @@ fn check_program(name: &str, plan: &HelperPlan) -> Result<()> {
     })
 }
 
+/// The command line for a message, cut after 200 characters (`node -e` carries a whole program).
+fn short_command_line(argv: &[String]) -> String {
+    const LIMIT: usize = 200;
+    let line = argv.join(" ");
+    match line.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
+}
+
 fn within(path: &Path, root: &Path) -> bool {
     path.starts_with(root)
         || root.canonicalize().is_ok_and(|canonical_root| path.starts_with(canonical_root))
@@ -549,6 +562,15 @@ fn within(path: &Path, root: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_command_lines_are_cut_in_messages() {
+        assert_eq!(short_command_line(&["cat".to_owned()]), "cat");
+        let long = vec!["node".to_owned(), "-e".to_owned(), "x".repeat(500)];
+        let short = short_command_line(&long);
+        assert_eq!(short.chars().count(), 201);
+        assert!(short.starts_with("node -e xxx") && short.ends_with('…'));
+    }
 
     #[test]
     fn services_and_requests_can_be_shared_across_tasks() {
