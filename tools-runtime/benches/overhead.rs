@@ -1,6 +1,7 @@
 //! Criterion benchmark: a sandboxed run of a trivial script against a bare
 //! `std::process::Command` spawn of the same script, per backend and (direct backend) per
-//! workspace owner, in the same run.
+//! workspace owner, in the same run; and a service (`cat`): start + one line + shutdown, and one
+//! line through a running service.
 //!
 //! `cargo bench -p tools-runtime --bench overhead`; figures go into `tools-runtime/BENCHMARKS.md`.
 
@@ -12,8 +13,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tools_runtime::{
     ApprovalMode, BackendChoice, ExecOutcome, ExecRequest, Runtime, RuntimeConfig, SandboxHelper,
+    Service, ServiceRequest,
 };
 
 /// A workspace with the script, owned by `nobody` (`user_owned`) or by root, mode 0700 as
@@ -93,5 +96,64 @@ fn overhead(criterion: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, overhead);
+/// Sends one line through a service's pipes and reads it back.
+async fn echo(
+    stdin: &mut tokio::process::ChildStdin,
+    stdout: &mut BufReader<tokio::process::ChildStdout>,
+) {
+    stdin.write_all(b"ping\n").await.unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).await.unwrap();
+    assert_eq!(line, "ping\n");
+}
+
+async fn start(runtime: &Runtime, request: &ServiceRequest) -> Option<Service> {
+    match runtime.spawn_service(request).await {
+        Ok(service) => Some(service),
+        Err(error) => {
+            eprintln!("skipping {}: {error}", request.name);
+            None
+        }
+    }
+}
+
+fn services(criterion: &mut Criterion) {
+    let user_owned = workspace(true);
+    let root_owned = workspace(false);
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = runtime(BackendChoice::Direct);
+    let mut group = criterion.benchmark_group("service");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for (name, workspace) in
+        [("user_owned_workspace", user_owned.path()), ("root_owned_workspace", root_owned.path())]
+    {
+        let request = ServiceRequest::new(name, "cat", Vec::new(), workspace);
+        let Some(service) = tokio.block_on(start(&runtime, &request)) else { continue };
+        tokio.block_on(service.shutdown());
+        group.bench_function(format!("start_echo_shutdown_{name}"), |bencher| {
+            bencher.iter(|| {
+                tokio.block_on(async {
+                    let mut service = start(&runtime, &request).await.unwrap();
+                    let mut stdin = service.take_stdin().unwrap();
+                    let mut stdout = BufReader::new(service.take_stdout().unwrap());
+                    echo(&mut stdin, &mut stdout).await;
+                    service.shutdown().await;
+                });
+            });
+        });
+        let mut service = tokio.block_on(start(&runtime, &request)).unwrap();
+        let mut stdin = service.take_stdin().unwrap();
+        let mut stdout = BufReader::new(service.take_stdout().unwrap());
+        group.bench_function(format!("echo_through_running_service_{name}"), |bencher| {
+            bencher.iter(|| tokio.block_on(echo(&mut stdin, &mut stdout)));
+        });
+        tokio.block_on(service.shutdown());
+    }
+    group.finish();
+}
+
+criterion_group!(benches, overhead, services);
 criterion_main!(benches);
