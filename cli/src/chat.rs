@@ -53,7 +53,7 @@ pub(crate) async fn chat(args: ChatArgs) -> Result<u8> {
         ));
     }
     let current = Arc::new(Mutex::new(CancellationToken::new()));
-    let prepared = prepare_chat(&args, Arc::clone(&current))?;
+    let prepared = prepare_chat(&args, Arc::clone(&current)).await?;
     let handle = tokio::runtime::Handle::current();
     let mut run_dir = args.resume_dir().map(Path::to_owned);
     let json = args.json();

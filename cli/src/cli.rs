@@ -95,6 +95,25 @@ enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// The MCP servers of `[mcp_servers]` in skills-agent.toml.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Start the configured servers (confined, as a run does), list their state and tools,
+    /// and stop them.
+    List {
+        /// The workspace (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -288,6 +307,9 @@ async fn dispatch(command: Command) -> Result<u8> {
         Command::Skills { command } => skills(command),
         Command::Serve(args) => crate::serve::serve(args).await,
         Command::Model { command } => model(&command),
+        Command::Mcp { command: McpCommand::List { workspace, json } } => {
+            mcp_list(workspace, json).await
+        }
     }
 }
 
@@ -366,6 +388,8 @@ impl Approver for TerminalApprover {
 
 pub(crate) struct Prepared {
     pub(crate) agent: Agent,
+    /// The run's MCP servers, when `[mcp_servers]` configures some.
+    pub(crate) mcp: Option<Arc<crate::mcp_tools::McpTools>>,
     pub(crate) console: Option<Arc<ConsoleSink>>,
     pub(crate) json: bool,
     pub(crate) strategy: String,
@@ -379,14 +403,14 @@ pub(crate) enum Interrupts {
     Session(Arc<std::sync::Mutex<agent_core::CancellationToken>>),
 }
 
-fn prepare(
+async fn prepare(
     common: &CommonArgs,
     run: Option<&RunFlags>,
     interrupts: Interrupts,
 ) -> Result<Prepared> {
     let env = environment();
     let workspace = workspace_of(common.workspace.clone())?;
-    let Resolved { settings, mut budgets, scripts, context, guard, safe, .. } =
+    let Resolved { settings, mut budgets, scripts, context, guard, safe, mcp_servers, .. } =
         config::load(&workspace, config::user_file().as_deref(), &env).map_err(usage)?;
     let spec = match common.model.as_deref().or(settings.model.as_deref()) {
         Some(text) => ModelSpec::parse(text).map_err(usage)?,
@@ -499,6 +523,9 @@ fn prepare(
     }
     let strategy = config.strategy.clone();
     let model_name = connected.name.clone();
+    // Started with the run's sandbox settings; a server that fails is recorded (tool_servers)
+    // and told on the console, and the run goes on without it.
+    let mcp = crate::mcp_tools::start(&mcp_servers, &runtime, &workspace, &env).await;
     let mut builder = Agent::builder()
         .model(connected.provider)
         .config(config)
@@ -512,8 +539,79 @@ fn prepare(
     if let Some(console) = &console {
         builder = builder.sink(console.clone());
     }
+    if let Some(mcp) = &mcp {
+        builder = builder.external_tools(mcp.clone());
+    }
     let agent = builder.build().map_err(usage)?;
-    Ok(Prepared { agent, console, json: common.json, strategy, model: model_name })
+    Ok(Prepared { agent, mcp, console, json: common.json, strategy, model: model_name })
+}
+
+impl Prepared {
+    /// Stops the run's MCP servers (after the agent is done with them).
+    pub(crate) async fn shutdown(self) {
+        let Prepared { agent, mcp, .. } = self;
+        drop(agent);
+        if let Some(mcp) = mcp {
+            mcp.shutdown().await;
+        }
+    }
+}
+
+/// `skills-agent mcp list`: starts the configured servers as a run would, prints each with its
+/// state and tools, and stops them. Exit code 1 when a server failed to start.
+async fn mcp_list(workspace: Option<PathBuf>, json: bool) -> Result<u8> {
+    let env = environment();
+    let workspace = workspace_of(workspace)?;
+    let resolved = config::load(&workspace, config::user_file().as_deref(), &env).map_err(usage)?;
+    if resolved.mcp_servers.is_empty() {
+        if json {
+            out!("{}", json!({"servers": [], "tools": []}));
+        } else {
+            eprintln!(
+                "no MCP servers configured: add [mcp_servers.NAME] tables to {}",
+                workspace.join(config::WORKSPACE_FILE).display()
+            );
+        }
+        return Ok(0);
+    }
+    let mut runtime = RuntimeConfig::new(
+        SandboxHelper::current_exe()
+            .context("cannot find this binary to use as the sandbox helper")?,
+    );
+    runtime.policy.approval_mode =
+        resolved.settings.approval.unwrap_or(Approval::AskForRisky).mode();
+    let Some(mcp) =
+        crate::mcp_tools::start(&resolved.mcp_servers, &runtime, &workspace, &env).await
+    else {
+        return Ok(0);
+    };
+    let statuses = mcp.statuses();
+    let tools = mcp.tool_infos();
+    let failed = statuses.iter().any(|status| {
+        matches!(status.state, mcp::ServerState::Failed { .. } | mcp::ServerState::Exited { .. })
+    });
+    if json {
+        let servers: Vec<serde_json::Value> =
+            statuses.iter().map(crate::mcp_tools::status_value).collect();
+        let tools: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.qualified_name,
+                    "server": tool.server,
+                    "tool": tool.tool,
+                    "description": tool.description,
+                    "input_schema": tool.input_schema,
+                    "rule": tool.rule,
+                })
+            })
+            .collect();
+        out!("{}", json!({"servers": servers, "tools": tools}));
+    } else {
+        out!("{}", crate::mcp_tools::render_list(&statuses, &tools).trim_end());
+    }
+    mcp.shutdown().await;
+    Ok(u8::from(failed))
 }
 
 pub(crate) fn exit_code(outcome: Outcome) -> u8 {
@@ -564,9 +662,17 @@ async fn run(args: RunArgs) -> Result<u8> {
     if args.task.trim().is_empty() {
         return Err(usage("the task is empty"));
     }
-    let prepared = prepare(&args.common, Some(&args.flags), Interrupts::OneRun)?;
-    let result = prepared.agent.run(&args.task).await?;
-    Ok(report(&result, &prepared))
+    let prepared = prepare(&args.common, Some(&args.flags), Interrupts::OneRun).await?;
+    let result = prepared.agent.run(&args.task).await;
+    let code = match result {
+        Ok(result) => report(&result, &prepared),
+        Err(error) => {
+            prepared.shutdown().await;
+            return Err(error.into());
+        }
+    };
+    prepared.shutdown().await;
+    Ok(code)
 }
 
 async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> Result<u8> {
@@ -606,20 +712,28 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
             run_dir.display()
         )));
     }
-    let prepared = prepare(&common, None, Interrupts::OneRun)?;
+    let prepared = prepare(&common, None, Interrupts::OneRun).await?;
     let result = match answer {
-        Some(answer) => prepared.agent.send(run_dir, &answer).await?,
-        None => prepared.agent.resume(run_dir).await?,
+        Some(answer) => prepared.agent.send(run_dir, &answer).await,
+        None => prepared.agent.resume(run_dir).await,
     };
-    Ok(report(&result, &prepared))
+    let code = match result {
+        Ok(result) => report(&result, &prepared),
+        Err(error) => {
+            prepared.shutdown().await;
+            return Err(error.into());
+        }
+    };
+    prepared.shutdown().await;
+    Ok(code)
 }
 
 /// `prepare` for the chat session.
-pub(crate) fn prepare_chat(
+pub(crate) async fn prepare_chat(
     args: &ChatArgs,
     current: Arc<std::sync::Mutex<agent_core::CancellationToken>>,
 ) -> Result<Prepared> {
-    prepare(&args.common, Some(&args.flags), Interrupts::Session(current))
+    prepare(&args.common, Some(&args.flags), Interrupts::Session(current)).await
 }
 
 impl ChatArgs {

@@ -5,6 +5,7 @@
 //! unknown key or a bad value is reported with the file, the line and the key. Relative paths
 //! in a file are relative to the folder the file is in.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use agent_core::{Budgets, ContextConfig, DecideMode, GuardConfig, SafeConfig, ScriptSettings};
@@ -72,6 +73,8 @@ pub struct Settings {
     pub guard: Option<toml::Table>,
     /// The `safe` strategy's peers and collaboration timeout.
     pub safe: Option<toml::Table>,
+    /// MCP servers, `[mcp_servers.NAME]` (Codex's shape, see `mcp::ServerConfig`).
+    pub mcp_servers: Option<toml::Table>,
 }
 
 /// [`Settings`] with the nested tables typed: only for checking a file.
@@ -95,6 +98,7 @@ struct Checked {
     context: Option<ContextConfig>,
     guard: Option<GuardConfig>,
     safe: Option<SafeConfig>,
+    mcp_servers: Option<BTreeMap<String, mcp::ServerConfig>>,
 }
 
 /// The settings after merging files, environment and flags, with the nested tables read.
@@ -112,6 +116,8 @@ pub struct Resolved {
     pub guard: GuardConfig,
     /// The `safe` strategy's settings.
     pub safe: SafeConfig,
+    /// The MCP servers, by name (validated).
+    pub mcp_servers: BTreeMap<String, mcp::ServerConfig>,
     /// Files read, in order of increasing precedence.
     pub files: Vec<PathBuf>,
 }
@@ -251,7 +257,22 @@ pub fn load(workspace: &Path, user: Option<&Path>, env: &[(String, String)]) -> 
         .map_err(|error| anyhow::anyhow!("invalid guard settings: {}", error.message()))?;
     let safe = SafeConfig::deserialize(nested(&settings.safe))
         .map_err(|error| anyhow::anyhow!("invalid safe settings: {}", error.message()))?;
-    Ok(Resolved { settings, budgets, scripts, context, guard, safe, files })
+    let mcp_servers =
+        BTreeMap::<String, mcp::ServerConfig>::deserialize(nested(&settings.mcp_servers))
+            .map_err(|error| anyhow::anyhow!("invalid [mcp_servers]: {}", error.message()))?;
+    for (name, server) in &mcp_servers {
+        server.validate(name).map_err(|error| {
+            anyhow::anyhow!(
+                "[mcp_servers.{name}] in {}: {error}",
+                files
+                    .iter()
+                    .map(|file| file.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )
+        })?;
+    }
+    Ok(Resolved { settings, budgets, scripts, context, guard, safe, mcp_servers, files })
 }
 
 #[cfg(test)]
@@ -305,6 +326,36 @@ mod tests {
         std::fs::remove_file(dir.path().join(WORKSPACE_FILE)).unwrap();
         let error = load(dir.path(), None, &env).unwrap_err().to_string();
         assert!(error.contains("SKILLS_AGENT_MAX_TURNS"), "{error}");
+    }
+
+    #[test]
+    fn mcp_servers_are_read_merged_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(
+            dir.path(),
+            "user.toml",
+            "[mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"server\"]\n",
+        );
+        write(
+            dir.path(),
+            WORKSPACE_FILE,
+            "[mcp_servers.files]\ntool_timeout_ms = 5000\ntools = { write_file = \"prompt\" }\n\
+             [mcp_servers.docs]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        );
+        let resolved = load(dir.path(), Some(&user), &[]).unwrap();
+        let files = &resolved.mcp_servers["files"];
+        assert_eq!(files.command.as_deref(), Some("npx"));
+        assert_eq!(files.args, vec!["-y".to_owned(), "server".to_owned()]);
+        assert_eq!(files.tool_timeout_ms, Some(5000));
+        assert_eq!(files.tools["write_file"], mcp::ToolRule::Prompt);
+        assert_eq!(resolved.mcp_servers["docs"].url.as_deref(), Some("http://127.0.0.1:9/mcp"));
+        // Unknown keys name the line; a table with neither command nor url is refused.
+        write(dir.path(), WORKSPACE_FILE, "[mcp_servers.x]\ncommand = \"a\"\ncomand = \"b\"\n");
+        let error = load(dir.path(), None, &[]).unwrap_err().to_string();
+        assert!(error.contains("skills-agent.toml:3") && error.contains("comand"), "{error}");
+        write(dir.path(), WORKSPACE_FILE, "[mcp_servers.x]\nargs = [\"a\"]\n");
+        let error = load(dir.path(), None, &[]).unwrap_err().to_string();
+        assert!(error.contains("[mcp_servers.x]"), "{error}");
     }
 
     #[test]

@@ -8,5 +8,6 @@ mod chat;
 pub mod cli;
 pub mod config;
 pub mod local_model;
+mod mcp_tools;
 pub mod models;
 mod serve;
