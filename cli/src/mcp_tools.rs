@@ -165,7 +165,11 @@ pub(crate) fn render_list(statuses: &[ServerStatus], tools: &[mcp::ToolInfo]) ->
                 mcp::ToolRule::Prompt => " [prompt]",
                 mcp::ToolRule::Forbid => " [forbid]",
             };
-            let description = tool.description.lines().next().unwrap_or("").trim();
+            let line = tool.description.lines().next().unwrap_or("").trim();
+            let mut description: String = line.chars().take(100).collect();
+            if line.chars().count() > 100 {
+                description.push('…');
+            }
             text.push_str(&format!("  {}{rule} — {description}\n", tool.qualified_name));
         }
     }
