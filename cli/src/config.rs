@@ -359,6 +359,21 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_mcp_example_is_a_valid_config() {
+        let readme = include_str!("../../README.md");
+        let start =
+            readme.find("```toml\n[mcp_servers.").expect("README has an [mcp_servers] example");
+        let block = &readme[start + "```toml\n".len()..];
+        let block = &block[..block.find("```").unwrap()];
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), WORKSPACE_FILE, block);
+        let resolved = load(dir.path(), None, &[]).unwrap();
+        let names: Vec<&str> = resolved.mcp_servers.keys().map(String::as_str).collect();
+        assert_eq!(names, ["docs", "everything", "files"]);
+        assert_eq!(resolved.mcp_servers["docs"].approval, mcp::ToolRule::Prompt);
+    }
+
+    #[test]
     fn the_safe_peers_and_guard_switches_are_read() {
         let dir = tempfile::tempdir().unwrap();
         write(
