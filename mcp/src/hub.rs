@@ -151,8 +151,8 @@ impl ClientHandler for Handler {
             shared.relist_queued.store(false, Ordering::SeqCst);
             match list_tools(&context.peer).await {
                 Ok(tools) => shared.set_tools(tools),
-                Err(ListError::Service(error)) if closed(&error) => {
-                    shared.mark_exited("the server closed its connection".to_owned());
+                Err(ListError::Service(_)) if context.peer.is_transport_closed() => {
+                    shared.mark_exited(CONNECTION_CLOSED.to_owned());
                 }
                 // A failed re-listing keeps the previous list: the tools still work.
                 Err(_) => {}
@@ -203,9 +203,8 @@ async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, ListError> {
     Err(ListError::Paging(format!("more than {MAX_TOOL_PAGES} pages of tools")))
 }
 
-fn closed(error: &ServiceError) -> bool {
-    matches!(error, ServiceError::TransportClosed | ServiceError::TransportSend(_))
-}
+/// The reason of a server whose connection closed before its exit was seen.
+const CONNECTION_CLOSED: &str = "the server closed its connection";
 
 impl Shared {
     fn set_tools(&self, tools: Vec<Tool>) {
@@ -395,15 +394,22 @@ impl McpHub {
                     blobs: Vec::new(),
                 })
             }
-            Err(error) if closed(&error) => {
-                shared.mark_exited("the server closed its connection".to_owned());
-                // The exit watcher adds the exit status and stderr shortly after.
-                let mut state = shared.state.subscribe();
-                let _ = tokio::time::timeout(
-                    EXIT_POLL * 10,
-                    state.wait_for(|state| matches!(state, ServerState::Exited { reason } if reason.contains("exit"))),
-                )
-                .await;
+            Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                let closed = matches!(error, ServiceError::TransportClosed)
+                    || client.peer().is_transport_closed();
+                if !closed {
+                    // An HTTP request that failed on its way: the connection may recover.
+                    return Err(unavailable(error.to_string()));
+                }
+                shared.mark_exited(CONNECTION_CLOSED.to_owned());
+                if server.watcher.is_some() {
+                    // The exit watcher replaces the reason with the exit status and stderr.
+                    let mut state = shared.state.subscribe();
+                    let exit_reported = state.wait_for(|state| {
+                        !matches!(state, ServerState::Exited { reason } if reason == CONNECTION_CLOSED)
+                    });
+                    let _ = tokio::time::timeout(EXIT_POLL * 10, exit_reported).await;
+                }
                 Err(unavailable(match shared.state() {
                     ServerState::Exited { reason } | ServerState::Failed { reason } => reason,
                     ServerState::Running | ServerState::Disabled => error.to_string(),
