@@ -39,10 +39,11 @@
 //! (secret-looking names never pass), stdin at EOF, its own process group, a timeout that
 //! kills the whole group and the cgroup (grandchildren included) and still returns partial
 //! output, head + tail capture with an elision marker, and output drained under a deadline.
-//! The parent-death signal fires when the thread that spawned the helper ends; tokio's worker
-//! threads live as long as their runtime, so call [`Runtime::run`] and
-//! [`Runtime::spawn_service`] from async code, not from a short-lived blocking thread
-//! (`spawn_blocking` threads are reaped when idle, and a service spawned there dies with it).
+//! The parent-death signal fires when the thread that forked the helper ends, so every helper
+//! is forked on one thread that lives as long as the process (`tools-runtime-spawner`). The
+//! calling thread does not matter: a `spawn_blocking` thread, a `Handle::block_on` on a
+//! short-lived thread or a worker given up by `block_in_place` may end while a service still
+//! runs. The child's pipes still belong to the caller's tokio runtime, which must outlive it.
 //!
 //! # Services
 //!

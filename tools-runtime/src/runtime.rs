@@ -566,8 +566,9 @@ impl Runtime {
     /// Starts the helper with `prepared`'s plan in its own process group, stdout and stderr
     /// piped; the group is recorded in the resources so it dies with them.
     ///
-    /// The helper's parent-death signal fires when the calling thread ends (see the crate docs).
-    pub(crate) fn spawn_helper(
+    /// The fork happens on the spawner thread ([`spawn_on_lasting_thread`]), so the helper's
+    /// parent-death signal fires when this process dies, not when the calling thread ends.
+    pub(crate) async fn spawn_helper(
         &self,
         prepared: &mut PreparedLaunch,
         stdin: Stdio,
@@ -584,8 +585,8 @@ impl Runtime {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let child = command
-            .spawn()
+        let child = spawn_on_lasting_thread(command)
+            .await
             .map_err(|source| Error::Spawn { path: self.config.helper.program.clone(), source })?;
         prepared.resources.group =
             child.id().and_then(|pid| i32::try_from(pid).ok()).map(Pid::from_raw);
@@ -628,7 +629,7 @@ impl Runtime {
         prepared: &mut PreparedLaunch,
     ) -> Result<ExecOutcome> {
         let started = Instant::now();
-        let mut child = self.spawn_helper(prepared, Stdio::null())?;
+        let mut child = self.spawn_helper(prepared, Stdio::null()).await?;
         let resources = &prepared.resources;
         let stdout_buffer = Arc::new(Mutex::new(HeadTailBuffer::new(request.max_output_bytes)));
         let stderr_buffer = Arc::new(Mutex::new(HeadTailBuffer::new(request.max_output_bytes)));
@@ -700,6 +701,57 @@ impl Runtime {
             sandbox: report,
         }))
     }
+}
+
+/// A command to spawn on the spawner thread, the runtime its pipes belong to, and where the
+/// child goes.
+type SpawnJob = (
+    tokio::process::Command,
+    tokio::runtime::Handle,
+    tokio::sync::oneshot::Sender<std::io::Result<tokio::process::Child>>,
+);
+
+/// The spawner thread's queue; `None` when the thread could not be started.
+static SPAWNER: std::sync::OnceLock<Option<std::sync::mpsc::Sender<SpawnJob>>> =
+    std::sync::OnceLock::new();
+
+/// Spawns `command` on one thread that lives as long as the process.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child ends. A tokio worker lives
+/// as long as its runtime, but a future can be polled anywhere: in `Handle::block_on` on a
+/// short-lived thread, on a `spawn_blocking` thread that the pool reaps after 10 s idle, or a
+/// worker that `block_in_place` handed over to the pool. A service started there would be
+/// SIGKILLed when that thread goes. Forking on a thread that never ends ties the signal to
+/// the process instead. If that thread cannot be created, the calling thread spawns.
+async fn spawn_on_lasting_thread(
+    mut command: tokio::process::Command,
+) -> std::io::Result<tokio::process::Child> {
+    let spawner = SPAWNER.get_or_init(|| {
+        let (sender, receiver) = std::sync::mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("tools-runtime-spawner".to_owned())
+            .spawn(move || {
+                for (mut command, runtime, reply) in receiver {
+                    // The child's pipes and its reaping belong to the caller's runtime.
+                    let _entered = runtime.enter();
+                    // A caller that went away drops the child, which kills it (kill_on_drop).
+                    let _ = reply.send(command.spawn());
+                }
+            })
+            .ok()
+            .map(|_| sender)
+    });
+    let Some(spawner) = spawner else { return command.spawn() };
+    let (reply, child) = tokio::sync::oneshot::channel();
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return command.spawn() };
+    if let Err(std::sync::mpsc::SendError((mut command, _, _))) =
+        spawner.send((command, runtime, reply))
+    {
+        return command.spawn();
+    }
+    child
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the tools-runtime spawner thread stopped")))
 }
 
 /// What the approval step decided, and who decided it (`"policy"` when nobody was asked).

@@ -235,10 +235,9 @@ impl Runtime {
     /// at `execve` (a broken interpreter line, a library it cannot load) shows up as an early
     /// exit ([`Service::try_exit`]) with the reason in [`Service::stderr_tail`].
     ///
-    /// The helper's parent-death signal fires when the thread that spawned it ends: call this
-    /// from async code on a runtime that outlives the service (a tokio worker or the thread
-    /// in `block_on`), never from `spawn_blocking` or a short-lived thread, or the service is
-    /// killed when that thread goes.
+    /// Call it on a tokio runtime that outlives the service (its pipes are registered there).
+    /// The calling thread does not matter: the helper is forked on a thread that lives as long as
+    /// the process, so its parent-death signal kills the service only when this process dies.
     pub async fn spawn_service(&self, request: &ServiceRequest) -> Result<Service> {
         let record =
             AuditRecord::new(request.name.clone(), None, request.argv(), request.cwd.clone());
@@ -331,7 +330,7 @@ impl Runtime {
             return Err(error);
         }
         let started = Instant::now();
-        let mut child = match self.spawn_helper(&mut prepared, Stdio::piped()) {
+        let mut child = match self.spawn_helper(&mut prepared, Stdio::piped()).await {
             Ok(child) => child,
             Err(error) => {
                 prepared.resources.release().await;

@@ -111,3 +111,42 @@ fn the_run_example_writes_a_root_owned_private_workspace() {
     let written = std::fs::metadata(workspace.path().join("out.txt")).unwrap();
     assert_eq!(written.uid(), uid);
 }
+
+/// The parent-death signal is tied to the runtime process (the helper is forked on a thread
+/// that lives as long as it): when the process dies mid-run, the command dies with it.
+#[test]
+fn a_command_dies_with_the_runtime_process() {
+    if !MachineLayers::probe().can_confine() {
+        eprintln!("skipped: this machine cannot confine a command");
+        return;
+    }
+    let fixture = Fixture::new();
+    let mut runtime_process = Command::new(run_example())
+        .arg("--workspace")
+        .arg(&fixture.workspace)
+        .args(["--timeout-ms", "600000", "--"])
+        .args(["sh", "-c", "echo $$ > started.tmp && mv started.tmp started; exec sleep 1000"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = fixture.workspace.join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the command did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid: u32 = std::fs::read_to_string(&started).unwrap().trim().parse().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    runtime_process.kill().unwrap();
+    runtime_process.wait().unwrap();
+    let gone = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        }
+    };
+    while !gone() {
+        assert!(std::time::Instant::now() < deadline, "the command {pid} outlived the runtime");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -535,6 +535,31 @@ for_both_owners!(
     a_program_the_user_cannot_reach_is_a_start_error,
 );
 
+/// A service started from a thread that ends right after (a `spawn_blocking` thread, a
+/// `Handle::block_on` on a short-lived thread) keeps running: the helper is spawned on a thread
+/// that lives as long as the process, so its parent-death signal fires only when the process
+/// dies.
+#[test]
+fn a_service_outlives_the_thread_that_started_it() {
+    if !can_confine(Owner::Root) {
+        return;
+    }
+    let tokio =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let fixture = Fixture::owned_by(Owner::Root);
+    let runtime = fixture.runtime();
+    let request = ServiceRequest::new("orphan", "cat", Vec::new(), &fixture.workspace);
+    let handle = tokio.handle().clone();
+    let starter = std::thread::spawn(move || handle.block_on(runtime.spawn_service(&request)));
+    let mut service = starter.join().unwrap().unwrap();
+    tokio.block_on(async {
+        let mut pipes = Pipes::of(&mut service);
+        assert_eq!(pipes.ask("still here").await, "still here\n");
+        assert_eq!(service.try_exit().await, None);
+        service.shutdown().await;
+    });
+}
+
 /// An approver that answers the same way every time (or never) and counts the questions.
 #[derive(Debug)]
 struct ScriptedApprover {
