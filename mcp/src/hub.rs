@@ -596,3 +596,15 @@ where
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hub_can_be_shared_between_tasks() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<McpHub>();
+        shared::<Launch>();
+    }
+}

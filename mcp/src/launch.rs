@@ -39,6 +39,9 @@ pub(crate) fn plan_stdio(
     let mut read_only_paths: Vec<PathBuf> = Vec::new();
     if let Some(program) = &resolved {
         read_only_paths.extend(install_prefix(program));
+        // `node_modules/.bin/some-server` is a symlink into its package: the package and the
+        // `node_modules` it resolves its dependencies from.
+        read_only_paths.extend(script_roots(program));
     }
     for argument in &config.args {
         let path = Path::new(argument);
@@ -169,6 +172,7 @@ mod tests {
         let mut expected = vec![
             prefix.clone(),
             canonical(&prefix),
+            canonical(&prefix.join("bin")),
             canonical(&package),
             canonical(&base.path().join("servers/node_modules")),
             PathBuf::from("/opt/data"),

@@ -190,7 +190,17 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     few.approval = ToolRule::Forbid;
     few.tools = BTreeMap::from([("echo".to_owned(), ToolRule::Prompt)]);
     few.startup_timeout_ms = Some(30_000);
+    // The package's own launcher (`node_modules/.bin`, a symlink to a `#!/usr/bin/env node`
+    // script): its package and `node_modules` are found from the symlink.
+    let launcher = ServerConfig {
+        command: Some(prefix.join("node_modules/.bin/mcp-server-everything").display().to_string()),
+        args: vec!["stdio".to_owned()],
+        enabled_tools: Some(vec!["echo".to_owned()]),
+        startup_timeout_ms: Some(30_000),
+        ..ServerConfig::default()
+    };
     let servers = BTreeMap::from([
+        ("launcher".to_owned(), launcher),
         ("few".to_owned(), few),
         ("everything".to_owned(), everything),
         (
@@ -206,7 +216,7 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     let hub = McpHub::start(&servers, launch(workspace.path())).await;
     let statuses = hub.servers();
     let names: Vec<&str> = statuses.iter().map(|status| status.name.as_str()).collect();
-    ensure!(names == ["bad name!", "broken", "everything", "few", "off"], "{names:?}");
+    ensure!(names == ["bad name!", "broken", "everything", "few", "launcher", "off"], "{names:?}");
     let everything_status = &statuses[2];
     ensure!(everything_status.state == ServerState::Running, "{everything_status:?}");
     ensure!(everything_status.transport == "stdio");
@@ -220,7 +230,12 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     ensure!(
         matches!(&statuses[0].state, ServerState::Failed { reason } if reason.contains("server name"))
     );
-    ensure!(statuses[4].state == ServerState::Disabled);
+    ensure!(statuses[5].state == ServerState::Disabled);
+    ensure!(
+        statuses[4].state == ServerState::Running && statuses[4].tools == 1,
+        "{:?}",
+        statuses[4]
+    );
     ensure!(
         statuses[3].state == ServerState::Running && statuses[3].tools == 2,
         "{:?}",
