@@ -164,6 +164,8 @@ impl Run {
     pub(crate) fn announce_tool_servers(&mut self) -> Result<()> {
         let servers = match self.external.servers.take() {
             Some(servers) => Some(servers),
+            // A record without servers stays without them.
+            None if self.bus.catching_up() => None,
             None => self.executor.live.as_ref().and_then(|live| live.external.as_ref()).map(
                 |external| json!({"servers": external.servers(), "tools": self.state.tools.len()}),
             ),

@@ -35,6 +35,8 @@ fn main() -> std::process::ExitCode {
         a_long_tool_list_is_summarised_and_described_on_demand,
         a_changed_tool_list_is_recorded_and_replayed,
         a_failed_server_is_reported_and_the_run_goes_on,
+        plan_execute_think_steps_call_tools,
+        a_session_reopens_a_run_with_tools_and_goes_on_live,
     ])
 }
 
@@ -491,5 +493,74 @@ async fn a_failed_server_is_reported_and_the_run_goes_on() -> anyhow::Result<()>
     // No tools on offer: nothing about them in the prompt.
     assert!(!request_text(&model.requests()[0]).contains("call_tool"));
     replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn plan_execute_think_steps_call_tools() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let servers = FakeServers::calculator();
+    let add = json!({"name": "mcp__calc__add", "arguments": {"a": 4, "b": 5}});
+    let model = Arc::new(MockModel::new(vec![
+        call(
+            "plan_tool_call",
+            json!({
+                "reasoning": "add with the calculator",
+                "complexity": "simple",
+                "steps": [
+                    {"tool": "call_tool", "args": add},
+                    {"tool": "call_tool", "args": {"name": "mcp__calc__echo", "arguments": {"text": "9"}}},
+                ],
+            }),
+        ),
+        call(
+            "think",
+            json!({
+                "internal_analysis": "the tool said 9",
+                "user_summary": "4 + 5 = 9",
+                "task_completed": true,
+                "next_steps_preview": "",
+            }),
+        ),
+    ]));
+    let config =
+        AgentConfig { strategy: "plan-execute-think".to_owned(), ..AgentConfig::default() };
+    let builder = fixture.agent(&model, config).external_tools(servers.clone());
+    let ran = fixture.run(builder, "Add 4 and 5 and echo it").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed, "{:?}", ran.observations());
+    assert_eq!(ran.statuses(), vec!["ok", "ok"]);
+    assert!(ran.observations()[0].1.starts_with("9\n"), "{:?}", ran.observations());
+    // The plan's schema offers call_tool with the tool's own arguments.
+    let plan_tools = &model.requests()[0].tools;
+    let steps = plan_tools[0].parameters["properties"]["steps"]["items"].to_string();
+    assert!(steps.contains("\"const\":\"call_tool\""), "{steps}");
+    assert!(steps.contains("\"const\":\"mcp__calc__add\""), "{steps}");
+    assert_eq!(servers.calls().len(), 2);
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_session_reopens_a_run_with_tools_and_goes_on_live() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let servers = FakeServers::calculator();
+    let model = Arc::new(MockModel::new(vec![
+        call("mcp__calc__add", json!({"a": 1, "b": 1})),
+        answer("2"),
+        call("mcp__calc__add", json!({"a": 2, "b": 2})),
+        answer("4"),
+    ]));
+    let agent =
+        fixture.agent(&model, AgentConfig::default()).external_tools(servers.clone()).build()?;
+    let first = agent.run("Add 1 and 1").await?;
+    let run_dir = first.run_dir.clone().unwrap();
+    let second = agent.send(&run_dir, "Now add 2 and 2").await?;
+    assert_eq!((second.outcome, second.final_text.as_str()), (Outcome::Completed, "4"));
+    // The record was re-emitted (one tool_servers), the first call not made again.
+    let events = common::well_formed(&run_dir);
+    assert_eq!(events.iter().filter(|event| event.kind == EventKind::ToolServers).count(), 1);
+    let calls: Vec<Value> =
+        servers.calls().into_iter().map(|(_, arguments, _)| arguments).collect();
+    assert_eq!(calls, vec![json!({"a": 1, "b": 1}), json!({"a": 2, "b": 2})]);
+    let report = replay_check(&run_dir).await?;
+    assert_eq!(report.divergence, None);
     Ok(())
 }
