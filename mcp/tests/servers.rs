@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use mcp::{BlobKind, CallError, Launch, McpHub, ServerConfig, ServerState, ToolRule};
+use mcp::{BlobKind, CallError, EnvSpec, Launch, McpHub, ServerConfig, ServerState, ToolRule};
 use serde_json::json;
 use tools_runtime::{ApprovalMode, LayerStatus, Runtime, RuntimeConfig, SandboxHelper};
 
@@ -195,7 +195,9 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     let launcher = ServerConfig {
         command: Some(prefix.join("node_modules/.bin/mcp-server-everything").display().to_string()),
         args: vec!["stdio".to_owned()],
-        enabled_tools: Some(vec!["echo".to_owned()]),
+        enabled_tools: Some(vec!["get-env".to_owned()]),
+        env_vars: vec!["MCP_TEST_PASSED".to_owned()],
+        env: EnvSpec::Values(BTreeMap::from([("MCP_TEST_FIXED".to_owned(), "fixed".to_owned())])),
         startup_timeout_ms: Some(30_000),
         ..ServerConfig::default()
     };
@@ -213,10 +215,31 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
         ("off".to_owned(), ServerConfig { enabled: false, ..node(vec![]) }),
         ("bad name!".to_owned(), node(vec![])),
     ]);
-    let hub = McpHub::start(&servers, launch(workspace.path())).await;
+    let mut launch = launch(workspace.path());
+    launch.base_environment.extend([
+        ("MCP_TEST_PASSED".to_owned(), "passed".to_owned()),
+        ("MCP_TEST_NOT_LISTED".to_owned(), "withheld".to_owned()),
+    ]);
+    let hub = McpHub::start(&servers, launch).await;
     let statuses = hub.servers();
     let names: Vec<&str> = statuses.iter().map(|status| status.name.as_str()).collect();
     ensure!(names == ["bad name!", "broken", "everything", "few", "launcher", "off"], "{names:?}");
+    // A server sees the names its table lists and fixed values, never the whole environment.
+    let environment = hub.call("mcp__launcher__get-env", json!({}), None).await?;
+    let environment: BTreeMap<String, String> = serde_json::from_str(&environment.text)?;
+    ensure!(
+        environment.get("MCP_TEST_PASSED").map(String::as_str) == Some("passed"),
+        "{environment:?}"
+    );
+    ensure!(
+        environment.get("MCP_TEST_FIXED").map(String::as_str) == Some("fixed"),
+        "{environment:?}"
+    );
+    ensure!(!environment.contains_key("MCP_TEST_NOT_LISTED"), "{environment:?}");
+    ensure!(
+        environment.get("HOME").is_some_and(|home| !home.starts_with("/root")),
+        "{environment:?}"
+    );
     let everything_status = &statuses[2];
     ensure!(everything_status.state == ServerState::Running, "{everything_status:?}");
     ensure!(everything_status.transport == "stdio");
