@@ -331,11 +331,20 @@ async fn list_runs(State(server): State<Shared>) -> Result<Response, ApiError> {
     Ok(axum::Json(Value::Array(runs)).into_response())
 }
 
-/// The complete lines of an `events.jsonl` as JSON values (lines that are not JSON objects
-/// are left out, and so is a torn last line).
-fn read_event_values(path: &Path) -> std::io::Result<(Vec<Value>, SystemTime)> {
+/// An `events.jsonl` as read: its complete lines as JSON values (lines that are not JSON
+/// objects are left out, and so is a torn last line), with the file's length and time when it
+/// was opened.
+#[derive(Debug)]
+struct Record {
+    events: Vec<Value>,
+    length: u64,
+    modified: SystemTime,
+}
+
+fn read_record(path: &Path) -> std::io::Result<Record> {
     let file = std::fs::File::open(path)?;
-    let modified = file.metadata()?.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    let metadata = file.metadata()?;
+    let (length, modified) = (metadata.len(), metadata.modified()?);
     let mut reader = std::io::BufReader::new(file);
     let mut events = Vec::new();
     let mut line = Vec::new();
@@ -348,46 +357,77 @@ fn read_event_values(path: &Path) -> std::io::Result<(Vec<Value>, SystemTime)> {
             events.push(value);
         }
     }
-    Ok((events, modified))
+    Ok(Record { events, length, modified })
 }
 
-/// A run's summary, or `None` when it has no readable `events.jsonl`; read again only when
-/// the record changed.
-fn summarize(server: &Server, id: &str) -> Option<Value> {
-    let path = server.runs_dir.join(id).join("events.jsonl");
-    let metadata = std::fs::metadata(&path).ok()?;
-    let (length, modified) = (metadata.len(), metadata.modified().ok()?);
-    let lock = || server.summaries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let cached = lock()
-        .get(id)
-        .filter(|cached| (cached.length, cached.modified) == (length, modified))
-        .cloned();
-    let cached = match cached {
-        Some(cached) => cached,
-        None => {
-            let (finished, summary) = read_summary(id, &path)?;
-            let cached = CachedSummary { length, modified, finished, summary };
-            lock().insert(id.to_owned(), cached.clone());
-            cached
-        }
-    };
-    let status = if cached.finished {
+/// A run's summary, as `GET /api/runs` lists it (see the module's doc), from its directory:
+/// `run_id` is the directory's name. Shared with `skills-agent runs`.
+///
+/// # Errors
+///
+/// When `events.jsonl` cannot be read.
+#[allow(dead_code, reason = "`skills-agent runs` (cli.rs) is to call it")]
+pub(crate) fn run_summary(run_dir: &Path) -> std::io::Result<Value> {
+    let record = read_record(&run_dir.join("events.jsonl"))?;
+    let id = run_dir.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
+    let (finished, mut summary) = summary_of(&id, &record.events);
+    summary["status"] = json!(status_of(finished, record.modified));
+    Ok(summary)
+}
+
+/// `finished` when the record ends with `run_finished`, `running` when it does not and grew in
+/// the last five minutes, `interrupted` otherwise.
+fn status_of(finished: bool, modified: SystemTime) -> &'static str {
+    if finished {
         "finished"
     } else if modified.elapsed().is_ok_and(|age| age < RUNNING_WINDOW) {
         "running"
     } else {
         "interrupted"
-    };
-    let mut summary = cached.summary;
-    if let Value::Object(map) = &mut summary {
-        map.insert("status".into(), json!(status));
     }
-    Some(summary)
+}
+
+/// A run's summary from the cache, read again only when `events.jsonl` changed; `None` when
+/// it cannot be read.
+fn summarize(server: &Server, id: &str) -> Option<Value> {
+    let path = server.runs_dir.join(id).join("events.jsonl");
+    let metadata = std::fs::metadata(&path).ok()?;
+    let (length, modified) = (metadata.len(), metadata.modified().ok()?);
+    let cached = server
+        .summaries
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(id)
+        .filter(|cached| (cached.length, cached.modified) == (length, modified))
+        .cloned();
+    let cached = match cached {
+        Some(cached) => cached,
+        None => remember(server, id, &read_record(&path).ok()?),
+    };
+    Some(with_status(cached))
+}
+
+/// Summarises a record just read and keeps the summary in the cache.
+fn remember(server: &Server, id: &str, record: &Record) -> CachedSummary {
+    let (finished, summary) = summary_of(id, &record.events);
+    let cached =
+        CachedSummary { length: record.length, modified: record.modified, finished, summary };
+    server
+        .summaries
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(id.to_owned(), cached.clone());
+    cached
+}
+
+fn with_status(cached: CachedSummary) -> Value {
+    let mut summary = cached.summary;
+    summary["status"] = json!(status_of(cached.finished, cached.modified));
+    summary
 }
 
 /// Whether the record ends with `run_finished`, and the summary without its status.
-fn read_summary(id: &str, path: &Path) -> Option<(bool, Value)> {
-    let (events, _) = read_event_values(path).ok()?;
+fn summary_of(id: &str, events: &[Value]) -> (bool, Value) {
     let kind = |event: &Value| event.get("type").and_then(Value::as_str).map(str::to_owned);
     let finished = EventKind::RunFinished.as_str();
     let start = events.first().and_then(|event| event.get("data"));
@@ -400,7 +440,7 @@ fn read_summary(id: &str, path: &Path) -> Option<(bool, Value)> {
         .chars()
         .take(200)
         .collect();
-    Some((
+    (
         ends_finished,
         json!({
             "run_id": id,
@@ -415,7 +455,7 @@ fn read_summary(id: &str, path: &Path) -> Option<(bool, Value)> {
             "events": events.len(),
             "last_seq": events.last().and_then(|event| event.get("seq")).cloned(),
         }),
-    ))
+    )
 }
 
 async fn run_details(
@@ -424,10 +464,12 @@ async fn run_details(
 ) -> Result<Response, ApiError> {
     let directory = run_dir(&server, &id)?;
     let details = tokio::task::spawn_blocking(move || {
-        let mut summary = summarize(&server, &id)?;
-        let (events, _) = read_event_values(&directory.join("events.jsonl")).ok()?;
+        // One read of the record gives the summary (kept in the cache) and the result.
+        let record = read_record(&directory.join("events.jsonl")).ok()?;
+        let mut details = with_status(remember(&server, &id, &record));
         let finished = EventKind::RunFinished.as_str();
-        let result = events
+        let result = record
+            .events
             .iter()
             .rev()
             .find(|event| event.get("type").and_then(Value::as_str) == Some(finished))
@@ -437,12 +479,10 @@ async fn run_details(
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
         let final_text = std::fs::read_to_string(directory.join("final.md")).ok();
-        if let Value::Object(map) = &mut summary {
-            map.insert("state".into(), state.unwrap_or(Value::Null));
-            map.insert("result".into(), result.unwrap_or(Value::Null));
-            map.insert("final_text".into(), final_text.map_or(Value::Null, Value::String));
-        }
-        Some(summary)
+        details["state"] = state.unwrap_or(Value::Null);
+        details["result"] = result.unwrap_or(Value::Null);
+        details["final_text"] = final_text.map_or(Value::Null, Value::String);
+        Some(details)
     })
     .await
     .map_err(internal)?;
@@ -622,8 +662,12 @@ fn new_run(runs_dir: &Path, before: &HashSet<String>, task: &str) -> Option<Stri
     let mut new: Vec<String> = recorded_runs(runs_dir).difference(before).cloned().collect();
     new.sort();
     let same_task = new.iter().find(|id| {
-        read_event_values(&runs_dir.join(id).join("events.jsonl")).is_ok_and(|(events, _)| {
-            events.first().and_then(|event| event.pointer("/data/task")).and_then(Value::as_str)
+        read_record(&runs_dir.join(id).join("events.jsonl")).is_ok_and(|record| {
+            record
+                .events
+                .first()
+                .and_then(|event| event.pointer("/data/task"))
+                .and_then(Value::as_str)
                 == Some(task)
         })
     });
@@ -732,6 +776,26 @@ mod tests {
         for host in ["example.com", "10.0.0.1:80", "localhost.evil.com", "[::2]:80", ""] {
             assert!(!is_loopback_host(host), "{host}");
         }
+    }
+
+    #[test]
+    fn a_run_summary_comes_from_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("20260101_000000_aaaa");
+        std::fs::create_dir(&run).unwrap();
+        let lines = [
+            json!({"seq": 1, "turn": 0, "ts": "t1", "type": "run_started", "data": {"task": "Sum", "config": {"strategy": "react", "model": {"model": "mock"}}}}),
+            json!({"seq": 2, "turn": 1, "ts": "t2", "type": "run_finished", "data": {"outcome": "completed"}}),
+        ];
+        let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(run.join("events.jsonl"), format!("{text}{{\"torn")).unwrap();
+        assert_eq!(
+            run_summary(&run).unwrap(),
+            json!({"run_id": "20260101_000000_aaaa", "status": "finished", "outcome": "completed",
+                "strategy": "react", "model": "mock", "turns": 1, "task": "Sum", "started": "t1",
+                "updated": "t2", "events": 2, "last_seq": 2})
+        );
+        assert!(run_summary(dir.path()).is_err());
     }
 
     #[test]
