@@ -29,11 +29,22 @@ done"#;
 
 /// A node program speaking line-delimited JSON-RPC, like an MCP stdio server.
 const NODE_SERVICE: &str = r#"
+const fs = require('fs');
 const rl = require('readline').createInterface({ input: process.stdin });
 console.error('node service ready');
+const methods = {
+  echo: (params) => ({ echo: params, pid: process.pid }),
+  read: (params) => ({ text: fs.readFileSync(params.path, 'utf8') }),
+  write: (params) => { fs.writeFileSync(params.path, params.text); return {}; },
+};
 rl.on('line', (line) => {
   const request = JSON.parse(line);
-  const answer = { jsonrpc: '2.0', id: request.id, result: { echo: request.params, pid: process.pid } };
+  let answer;
+  try {
+    answer = { jsonrpc: '2.0', id: request.id, result: methods[request.method](request.params) };
+  } catch (error) {
+    answer = { jsonrpc: '2.0', id: request.id, error: { code: -32000, message: error.code || String(error) } };
+  }
   process.stdout.write(JSON.stringify(answer) + '\n');
 });
 "#;
@@ -337,6 +348,7 @@ async fn dropping_a_service_kills_it_and_its_grandchildren(owner: Owner) {
 }
 
 async fn node_runs_as_a_service(owner: Owner) {
+    use std::os::unix::fs::PermissionsExt;
     let Some(node) = find_in_path("node") else {
         eprintln!("skipped: node is not installed (not in PATH)");
         return;
@@ -366,6 +378,32 @@ async fn node_runs_as_a_service(owner: Owner) {
         assert_eq!(answer["result"]["pid"], service.id().unwrap());
     }
     assert!(service.stderr_tail().contains("node service ready"), "{}", service.stderr_tail());
+
+    // Like a filesystem server told to serve `/`: it reads and writes the workspace, nothing
+    // private outside it, and writes nowhere else.
+    let private = fixture.outside.join("private.txt");
+    std::fs::write(&private, "private\n").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let inside = fixture.workspace.join("node.txt");
+    let outside = fixture.outside.join("node.txt");
+    let cases = [
+        ("read", serde_json::json!({ "path": fixture.workspace.join("data.txt") }), None),
+        ("write", serde_json::json!({ "path": inside, "text": "in" }), None),
+        ("read", serde_json::json!({ "path": private }), Some("EACCES")),
+        // uid 0 meets the read-only host mounts first, another user the permission check.
+        ("write", serde_json::json!({ "path": outside, "text": "out" }), Some("EACCES|EROFS")),
+        ("read", serde_json::json!({ "path": "/etc/shadow" }), Some("EACCES")),
+    ];
+    for (index, (method, params, error)) in cases.into_iter().enumerate() {
+        let request = serde_json::json!({ "jsonrpc": "2.0", "id": index, "method": method, "params": params });
+        let answer: serde_json::Value =
+            serde_json::from_str(&pipes.ask(&request.to_string()).await).unwrap();
+        let got = answer["error"]["message"].as_str();
+        let expected = error.map(|codes| codes.split('|').any(|code| got == Some(code)));
+        assert!(expected.unwrap_or(got.is_none()), "{method} {params}: {answer}");
+    }
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "in");
+    assert!(!outside.exists());
     service.shutdown().await;
 }
 
