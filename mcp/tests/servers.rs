@@ -456,7 +456,12 @@ async fn a_server_answering_garbage_fails_to_start() -> Result<()> {
         "console.error('bad config, giving up'); process.exit(3)".to_owned(),
     ]);
     exits.startup_timeout_ms = Some(10_000);
-    let servers = BTreeMap::from([("garbage".to_owned(), garbage), ("exits".to_owned(), exits)]);
+    let outside = ServerConfig { cwd: Some("..".into()), ..node(vec![scripted_server()]) };
+    let servers = BTreeMap::from([
+        ("garbage".to_owned(), garbage),
+        ("exits".to_owned(), exits),
+        ("outside".to_owned(), outside),
+    ]);
     let hub = McpHub::start(&servers, launch(workspace.path())).await;
     ensure!(matches!(state_of(&hub, "garbage"), ServerState::Failed { .. }), "{:?}", hub.servers());
     match state_of(&hub, "exits") {
@@ -464,6 +469,10 @@ async fn a_server_answering_garbage_fails_to_start() -> Result<()> {
             ensure!(reason.contains("bad config, giving up"), "{reason}")
         }
         other => bail!("{other:?}"),
+    }
+    match state_of(&hub, "outside") {
+        ServerState::Failed { reason } => ensure!(reason.contains("outside the workspace"), "{reason}"),
+        other => bail!("a cwd outside the workspace must be refused, got {other:?}"),
     }
     ensure!(hub.tools().is_empty());
     hub.shutdown().await;
