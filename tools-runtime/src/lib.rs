@@ -49,16 +49,20 @@
 //!
 //! [`Runtime::spawn_service`] starts a long-running process, such as an MCP stdio server,
 //! through the same helper, layers, process group and per-run cgroups as a command. The
-//! [`ServiceRequest`] looks like an [`ExecRequest`] without timeout, output cap, protected paths or
-//! skill rules. The start returns once the helper's report lines are read (the [`Service`]'s
-//! `report`), so the caller gets stdin and stdout only after the layers are in place, and
-//! nothing but the program writes to them. Stderr is drained in the background into an 8 KiB tail
-//! ([`Service::stderr_tail`]). No wall-clock timeout applies, and RLIMIT_CPU defaults to
-//! [`SERVICE_CPU_SECONDS`]. [`Service::shutdown`] and dropping the [`Service`] kill the group and every
-//! cgroup member (a `setsid` grandchild too) and remove the private tmp. The start and the stop
-//! are audited. A uid-0 service (root-owned workspace) reads only system directories, the
-//! workspace and `read_only_paths`, so a node installed under `/root` needs its prefix there;
-//! the start says so when the program is out of reach.
+//! [`ServiceRequest`] looks like an [`ExecRequest`] without timeout, output cap, protected
+//! paths or skill rules. The start returns once the helper's report lines are read (the
+//! [`Service`]'s `report`), so the caller gets stdin and stdout only after the layers are in
+//! place, and nothing but the program writes to them. Stderr is drained in the background into
+//! an 8 KiB tail ([`Service::stderr_tail`]). No wall-clock timeout applies, and RLIMIT_CPU
+//! defaults to [`SERVICE_CPU_SECONDS`].
+//!
+//! [`Service::shutdown`] and dropping the [`Service`] kill the group and every cgroup member (a
+//! `setsid` grandchild too) and remove the private tmp. [`Service::shutdown_after`] first
+//! closes stdin and waits a grace period. The start and the stop are audited.
+//!
+//! A uid-0 service (root-owned workspace) reads only system directories, the workspace and
+//! `read_only_paths`, so a node installed under `/root` needs its prefix there; the start says
+//! so when the program is out of reach.
 //!
 //! [`Runtime::authorize`] gives actions that are not commands, whose policy decision the caller
 //! already knows (an MCP tool call), the approval step of `run`: the same mode, approver,

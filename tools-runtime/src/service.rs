@@ -173,6 +173,15 @@ impl Service {
         self.write_stop_record(exited_before.or(status));
     }
 
+    /// Closes the service's stdin (if it was not taken; a caller that took it closes it by
+    /// dropping it first), gives the service up to `grace` to exit by itself, as the MCP stdio
+    /// transport asks, then [`Service::shutdown`]s what is left.
+    pub async fn shutdown_after(mut self, grace: Duration) {
+        self.stdin = None;
+        let _ = tokio::time::timeout(grace, self.child.wait()).await;
+        self.shutdown().await;
+    }
+
     fn write_stop_record(&mut self, status: Option<ExitStatus>) {
         use std::os::unix::process::ExitStatusExt;
         let Some(audit) = &self.audit else { return };

@@ -301,6 +301,29 @@ async fn shutdown_kills_the_service_and_its_grandchildren(owner: Owner) {
     assert!(!tmp.exists(), "the private tmp is removed at shutdown");
 }
 
+/// `shutdown_after` lets a service that sees its stdin close exit by itself, and kills one that
+/// does not once the grace period is over.
+async fn shutdown_after_a_grace_period(owner: Owner) {
+    if !can_confine(owner) {
+        return;
+    }
+    let fixture = Fixture::owned_by(owner);
+    let polite = ServiceRequest::new("polite", "cat", Vec::new(), &fixture.workspace);
+    let mut service = fixture.runtime().spawn_service(&polite).await.unwrap();
+    drop(service.take_stdin());
+    service.shutdown_after(Duration::from_secs(20)).await;
+    let stopped = fixture.audit_records().pop().unwrap();
+    assert_eq!((stopped.exit_code, stopped.signal), (Some(0), None), "cat exits at EOF");
+
+    let script = "trap '' TERM; exec sleep 1000";
+    let stubborn =
+        ServiceRequest::new("stubborn", "sh", vec!["-c".into(), script.into()], &fixture.workspace);
+    let service = fixture.runtime().spawn_service(&stubborn).await.unwrap();
+    service.shutdown_after(Duration::from_millis(100)).await;
+    let stopped = fixture.audit_records().pop().unwrap();
+    assert_eq!((stopped.exit_code, stopped.signal), (None, Some(9)), "killed after the grace");
+}
+
 /// A service that ended by itself (and was reaped) may leave a grandchild behind: shutdown
 /// still kills it, through the cgroups rather than the process group, whose id the kernel
 /// may hand out again once its last member is gone.
@@ -566,6 +589,7 @@ for_both_owners!(
     shutdown_kills_the_service_and_its_grandchildren,
     dropping_a_service_kills_it_and_its_grandchildren,
     a_service_that_ended_leaves_nothing_behind,
+    shutdown_after_a_grace_period,
     node_runs_as_a_service,
     a_private_node_needs_its_prefix_in_read_only_paths,
     a_refused_start_says_what_to_change,
