@@ -583,7 +583,14 @@ where
             .serve(transport)
             .await
             .map_err(|error| format!("initialize failed: {error}"))?;
-        let tools = list_tools(client.peer()).await.map_err(|error| error.to_string())?;
+        // A server without the tools capability (prompts or resources only) offers none.
+        let offers_tools =
+            client.peer().peer_info().is_none_or(|info| info.capabilities.tools.is_some());
+        let tools = if offers_tools {
+            list_tools(client.peer()).await.map_err(|error| error.to_string())?
+        } else {
+            Vec::new()
+        };
         shared.set_tools(tools);
         Ok::<_, String>(client)
     };

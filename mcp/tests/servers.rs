@@ -343,12 +343,14 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
 
 async fn scripted_server_pages_and_relists_on_list_changed() -> Result<()> {
     let workspace = tempfile::tempdir()?;
-    let servers = BTreeMap::from([(
-        "scripted".to_owned(),
-        node(vec![scripted_server(), "paged".to_owned()]),
-    )]);
+    let servers = BTreeMap::from([
+        ("scripted".to_owned(), node(vec![scripted_server(), "paged".to_owned()])),
+        ("prompts-only".to_owned(), node(vec![scripted_server(), "no-tools".to_owned()])),
+    ]);
     let hub = McpHub::start(&servers, launch(workspace.path())).await;
     ensure!(state_of(&hub, "scripted") == ServerState::Running, "{:?}", hub.servers());
+    // A server without the tools capability runs and offers nothing (tools/list is not asked).
+    ensure!(state_of(&hub, "prompts-only") == ServerState::Running, "{:?}", hub.servers());
     let names: Vec<String> = hub.tools().into_iter().map(|tool| tool.tool).collect();
     ensure!(
         names == ["echo", "hang", "add_tool", "tool_3", "tool_4"],
@@ -471,7 +473,9 @@ async fn a_server_answering_garbage_fails_to_start() -> Result<()> {
         other => bail!("{other:?}"),
     }
     match state_of(&hub, "outside") {
-        ServerState::Failed { reason } => ensure!(reason.contains("outside the workspace"), "{reason}"),
+        ServerState::Failed { reason } => {
+            ensure!(reason.contains("outside the workspace"), "{reason}")
+        }
         other => bail!("a cwd outside the workspace must be refused, got {other:?}"),
     }
     ensure!(hub.tools().is_empty());

@@ -5,6 +5,7 @@
 //              tool `hang` never answers; tool `echo` answers its arguments as text.
 //   silent   - reads requests and never answers.
 //   garbage  - answers every request with a line that is not JSON.
+//   no-tools - declares no tools capability (and refuses tools/list).
 import readline from "node:readline";
 
 const mode = process.argv[2] || "paged";
@@ -35,11 +36,15 @@ lines.on("line", (line) => {
     case "initialize":
       answer(message.id, {
         protocolVersion: params.protocolVersion,
-        capabilities: { tools: { listChanged: true } },
+        capabilities: mode === "no-tools" ? { prompts: {} } : { tools: { listChanged: true } },
         serverInfo: { name: "scripted", version: "1.0.0" },
       });
       break;
     case "tools/list": {
+      if (mode === "no-tools") {
+        send({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "no tools here" } });
+        return;
+      }
       const start = { undefined: 0, "page-2": 2, "page-3": 4 }[params.cursor];
       const end = start + 2;
       const page = tools.slice(start, end);
