@@ -4,10 +4,10 @@
 set -euo pipefail
 
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then APT=(apt-get); else APT=(sudo apt-get); fi
-  export DEBIAN_FRONTEND=noninteractive
+  APT=(env DEBIAN_FRONTEND=noninteractive apt-get)
+  if [ "$(id -u)" != 0 ]; then APT=(sudo "${APT[@]}"); fi
   "${APT[@]}" update -qq
-  "${APT[@]}" install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+  "${APT[@]}" install -y -qq chromium chromium-driver >/dev/null
 fi
-chromium --version
+chromium --version 2>/dev/null  # (Debian's wrapper script warns on stderr)
 chromedriver --version
