@@ -732,10 +732,18 @@ async fn spawn_on_lasting_thread(
             .name("tools-runtime-spawner".to_owned())
             .spawn(move || {
                 for (mut command, runtime, reply) in receiver {
-                    // The child's pipes and its reaping belong to the caller's runtime.
-                    let _entered = runtime.enter();
+                    // The child's pipes and its reaping belong to the caller's runtime. A runtime
+                    // shutting down makes tokio panic here: that caller gets an error, and the
+                    // thread lives on for the others.
+                    let spawned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let _entered = runtime.enter();
+                        command.spawn()
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the caller's tokio runtime is shutting down"))
+                    });
                     // A caller that went away drops the child, which kills it (kill_on_drop).
-                    let _ = reply.send(command.spawn());
+                    let _ = reply.send(spawned);
                 }
             })
             .ok()
