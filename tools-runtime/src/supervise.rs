@@ -134,7 +134,8 @@ impl OutputSink for TailBuffer {
 pub(crate) struct ReportCollector {
     /// The reports read so far.
     pub(crate) reports: Arc<Mutex<Vec<HelperReport>>>,
-    /// How many lines the helper stages write (one per stage).
+    /// How many report lines are still to come (one per helper stage; counted down as they
+    /// arrive).
     pub(crate) expected: usize,
     /// Dropped once the report lines are over (all arrived, something else came, or the pipe
     /// closed): a service's start waits for that.
