@@ -415,6 +415,13 @@ impl McpHub {
                     ServerState::Running | ServerState::Disabled => error.to_string(),
                 }))
             }
+            Err(ServiceError::UnexpectedResponse) => Err(CallError::Protocol {
+                server: shared.name.clone(),
+                reason: format!(
+                    "its answer to tools/call `{}` is not a tool result (MCP CallToolResult)",
+                    tool.tool
+                ),
+            }),
             Err(error) => {
                 Err(CallError::Protocol { server: shared.name.clone(), reason: error.to_string() })
             }
@@ -586,6 +593,8 @@ where
         // A server without the tools capability (prompts or resources only) offers none.
         let offers_tools =
             client.peer().peer_info().is_none_or(|info| info.capabilities.tools.is_some());
+        // A list_changed that arrives meanwhile re-lists after this listing, never before.
+        let _serial = shared.relisting.lock().await;
         let tools = if offers_tools {
             list_tools(client.peer()).await.map_err(|error| error.to_string())?
         } else {

@@ -353,7 +353,7 @@ async fn scripted_server_pages_and_relists_on_list_changed() -> Result<()> {
     ensure!(state_of(&hub, "prompts-only") == ServerState::Running, "{:?}", hub.servers());
     let names: Vec<String> = hub.tools().into_iter().map(|tool| tool.tool).collect();
     ensure!(
-        names == ["echo", "hang", "add_tool", "tool_3", "tool_4"],
+        names == ["echo", "hang", "add_tool", "bad_result", "tool_4"],
         "all three pages: {names:?}"
     );
     let added = hub.call("mcp__scripted__add_tool", json!({}), None).await?;
@@ -440,6 +440,12 @@ async fn servers_that_never_answer_time_out() -> Result<()> {
     let outcome = hub.call("mcp__hanging__hang", json!({}), Some(Duration::from_millis(300))).await;
     ensure!(
         matches!(&outcome, Err(CallError::Timeout { after, .. }) if after.as_millis() == 300),
+        "{outcome:?}"
+    );
+    // A result that is not a CallToolResult: an error within the call's time, no panic.
+    let outcome = hub.call("mcp__hanging__bad_result", json!({}), None).await;
+    ensure!(
+        matches!(&outcome, Err(error @ CallError::Protocol { .. }) if error.to_string().contains("tools/call `bad_result`")),
         "{outcome:?}"
     );
     // The server still works after cancelled calls.

@@ -2,14 +2,15 @@
 // purpose. Modes (first argument):
 //   paged    - 5 tools over 3 pages of tools/list (cursors "page-2", "page-3");
 //              tool `add_tool` adds `late_tool` and sends notifications/tools/list_changed;
-//              tool `hang` never answers; tool `echo` answers its arguments as text.
+//              tool `hang` never answers; tool `echo` answers its arguments as text;
+//              tool `bad_result` answers a result that is not a CallToolResult.
 //   silent   - reads requests and never answers.
 //   garbage  - answers every request with a line that is not JSON.
 //   no-tools - declares no tools capability (and refuses tools/list).
 import readline from "node:readline";
 
 const mode = process.argv[2] || "paged";
-const tools = ["echo", "hang", "add_tool", "tool_3", "tool_4"].map((name) => ({
+const tools = ["echo", "hang", "add_tool", "bad_result", "tool_4"].map((name) => ({
   name,
   description: `scripted ${name}`,
   inputSchema: { type: "object", properties: { text: { type: "string" } } },
@@ -55,6 +56,10 @@ lines.on("line", (line) => {
     }
     case "tools/call":
       if (params.name === "hang") return;
+      if (params.name === "bad_result") {
+        answer(message.id, { content: 42, isError: "maybe" });
+        return;
+      }
       if (params.name === "add_tool") {
         if (!tools.some((tool) => tool.name === "late_tool")) {
           tools.push({ name: "late_tool", description: "added later", inputSchema: { type: "object" } });
