@@ -414,7 +414,18 @@ async fn servers_that_never_answer_time_out() -> Result<()> {
     silent.startup_timeout_ms = Some(1500);
     let mut hanging = node(vec![scripted_server(), "paged".to_owned()]);
     hanging.tool_timeout_ms = Some(1000);
-    let servers = BTreeMap::from([("silent".to_owned(), silent), ("hanging".to_owned(), hanging)]);
+    // Not an MCP server at all: reads nothing, answers nothing.
+    let sleeper = ServerConfig {
+        command: Some("sleep".to_owned()),
+        args: vec![SLEEP_SECONDS.to_owned()],
+        startup_timeout_ms: Some(1000),
+        ..ServerConfig::default()
+    };
+    let servers = BTreeMap::from([
+        ("silent".to_owned(), silent),
+        ("hanging".to_owned(), hanging),
+        ("sleeper".to_owned(), sleeper),
+    ]);
     let started = Instant::now();
     let hub = McpHub::start(&servers, launch(workspace.path())).await;
     ensure!(started.elapsed() < Duration::from_secs(15), "start waited {:?}", started.elapsed());
@@ -427,6 +438,17 @@ async fn servers_that_never_answer_time_out() -> Result<()> {
         }
         other => bail!("a silent server must fail to start, got {other:?}"),
     }
+    match state_of(&hub, "sleeper") {
+        ServerState::Failed { reason } => {
+            ensure!(
+                reason.contains("no answer to initialize") && reason.contains("1000 ms"),
+                "{reason}"
+            );
+        }
+        other => bail!("`sleep` must fail to start, got {other:?}"),
+    }
+    // A server that failed to start is stopped, not left behind.
+    ensure!(sleep_processes()? == 0, "the sleeper still runs");
     let before = Instant::now();
     let outcome = hub.call("mcp__hanging__hang", json!({}), None).await;
     ensure!(
@@ -453,6 +475,21 @@ async fn servers_that_never_answer_time_out() -> Result<()> {
     ensure!(echo.text.contains("after"));
     hub.shutdown().await;
     Ok(())
+}
+
+const SLEEP_SECONDS: &str = "987654";
+
+/// How many `sleep 987654` processes run on the machine.
+fn sleep_processes() -> Result<usize> {
+    let wanted = format!("sleep\0{SLEEP_SECONDS}\0");
+    let mut count = 0;
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(cmdline) = std::fs::read(entry?.path().join("cmdline")) else { continue };
+        if cmdline.ends_with(wanted.as_bytes()) {
+            count += 1;
+        }
+    }
+    Ok(count)
 }
 
 async fn a_server_answering_garbage_fails_to_start() -> Result<()> {
