@@ -364,7 +364,10 @@ async fn scripted_server_pages_and_relists_on_list_changed() -> Result<()> {
     .await?;
     let late = hub.call("mcp__scripted__late_tool", json!({"text": "x"}), None).await?;
     ensure!(late.text == r#"{"text":"x"}"#, "{late:?}");
+    let pid = hub.process_id("scripted").context("a stdio server has a process")?;
+    ensure!(Path::new(&format!("/proc/{pid}")).exists());
     hub.shutdown().await;
+    ensure!(!Path::new(&format!("/proc/{pid}")).exists(), "shutdown stops the server");
     Ok(())
 }
 
