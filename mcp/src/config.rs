@@ -390,6 +390,17 @@ mod tests {
         assert!(problem(bad_var, "a").contains("`A=B` is not a valid"));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn qualified_names_are_always_valid_tool_names(server in "[A-Za-z0-9_-]{1,40}", tool in "\\PC{0,90}") {
+            let name = qualified_name(&server, &tool);
+            proptest::prop_assert!(name.len() <= 64);
+            proptest::prop_assert!(name.chars().all(is_name_char), "{}", name);
+            proptest::prop_assert!(name.starts_with("mcp__"));
+            proptest::prop_assert_eq!(&name, &qualified_name(&server, &tool));
+        }
+    }
+
     #[test]
     fn qualified_names_are_sanitised_and_bounded() {
         assert_eq!(qualified_name("files", "read_file"), "mcp__files__read_file");

@@ -162,6 +162,41 @@ mod tests {
         assert!(decode_base64("Z").is_none(), "six bits cannot end a byte");
     }
 
+    /// Standard base64 with padding, for the round trip.
+    fn encode(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut text = String::new();
+        for chunk in bytes.chunks(3) {
+            let group = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    text.push(char::from(ALPHABET[((group >> (18 - 6 * i)) & 63) as usize]));
+                } else {
+                    text.push('=');
+                }
+            }
+        }
+        text
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn base64_round_trips(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let text = encode(&bytes);
+            proptest::prop_assert_eq!(decode_base64(&text), Some(bytes.clone()));
+            proptest::prop_assert_eq!(decode_base64(text.trim_end_matches('=')), Some(bytes));
+        }
+
+        #[test]
+        fn base64_never_panics(text in "\\PC{0,64}") {
+            let _ = decode_base64(&text);
+        }
+    }
+
     #[test]
     fn parts_become_text_structured_and_blobs() {
         let result: CallToolResult = serde_json::from_value(serde_json::json!({
