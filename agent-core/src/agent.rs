@@ -327,7 +327,7 @@ fn system_prompt(
     }
     if !offered.is_empty() {
         text.push_str(
-            "- call_tool: call an external (MCP) tool with its name and arguments that fit its schema\n",
+            "- call_tool: call an external (MCP) tool with its name and arguments that fit its schema (with few tools, each is also offered as a function named after it)\n",
         );
     }
     if config.guard.builtin_tools {

@@ -186,6 +186,11 @@ async fn a_run_mixing_a_skill_script_and_a_tool_replays_exactly() -> anyhow::Res
     assert!(system.contains("- mcp__calc__add: Adds two numbers. Arguments: a: number, b: number"));
     assert!(tool_names(first).contains(&"mcp__calc__add".to_owned()), "{:?}", tool_names(first));
     assert!(!tool_names(first).contains(&"call_tool".to_owned()));
+    let note = common::message_text(first.messages.last().unwrap());
+    assert!(
+        note.contains("Allowed now: select_skills, mcp__calc__add, mcp__calc__echo, final_answer"),
+        "{note}"
+    );
     let observations = ran.observations();
     assert_eq!(observations[1].0, "ok");
     assert_eq!(observations[2], ("ok".to_owned(), observations[2].1.clone()));

@@ -89,7 +89,20 @@ pub(super) fn turn_note(run: &Run, space: &ActionSpace) -> String {
     }
     note.push_str(&skills_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
-    note.push_str(&format!("Allowed now: {}", space.allowed().join(", ")));
+    // Native tool calling offers few external tools as functions of their own: name them.
+    let own_functions = run.config.decide == DecideMode::Tools
+        && space.call.len() <= crate::action::MAX_OWN_FUNCTIONS;
+    let allowed: Vec<&str> = space
+        .allowed()
+        .into_iter()
+        .flat_map(|name| match name {
+            "call_tool" if own_functions => {
+                space.call.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>()
+            }
+            name => vec![name],
+        })
+        .collect();
+    note.push_str(&format!("Allowed now: {}", allowed.join(", ")));
     if let Some(why) = &space.note {
         note.push_str(&format!(" ({why})"));
     }
