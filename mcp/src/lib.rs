@@ -15,6 +15,11 @@
 //! call's timeout or `tool_timeout_ms`; its result becomes a [`CallResult`] (text parts joined,
 //! structured content, `isError`, images, audio and embedded resources as [`Blob`]s).
 //!
+//! Start the hub from async code on the runtime that will outlive it (a tokio worker or the
+//! thread in `block_on`, never `spawn_blocking`): a confined server dies with the thread that
+//! started it (tools-runtime's parent-death signal). Dropping the hub stops its servers too;
+//! [`McpHub::shutdown`] also waits for them.
+//!
 //! Nothing here fails a run: a server that cannot start is [`ServerState::Failed`] with the
 //! reason, one that dies is [`ServerState::Exited`] and its calls are
 //! [`CallError::ServerUnavailable`]; the other servers go on.
