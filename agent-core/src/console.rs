@@ -222,12 +222,15 @@ impl ConsoleSink {
                         })
                         .unwrap_or_default()
                 };
-                format!(
-                    "  {} MCP tools changed · new: {} · gone: {}\n",
-                    self.paint("33", "·"),
-                    list("added"),
-                    list("removed")
-                )
+                let mut line = format!("  {} MCP tools changed", self.paint("33", "·"));
+                for (key, label) in [("added", "new"), ("removed", "gone")] {
+                    let names = list(key);
+                    if !names.is_empty() {
+                        line.push_str(&format!(" · {label}: {names}"));
+                    }
+                }
+                line.push('\n');
+                line
             }
             EventKind::DeadlinePassed => format!(
                 "  {} the {} time limit ({} ms) passed\n",

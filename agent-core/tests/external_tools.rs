@@ -465,6 +465,9 @@ async fn a_changed_tool_list_is_recorded_and_replayed() -> anyhow::Result<()> {
     let changed = ran.data(EventKind::ToolsChanged);
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0]["added"], json!(["mcp__calc__square"]));
+    let event = ran.events.iter().find(|event| event.kind == EventKind::ToolsChanged).unwrap();
+    let console = ConsoleSink::new(Box::new(std::io::sink()), ConsoleOptions::default());
+    assert_eq!(console.render(event), "  · MCP tools changed · new: mcp__calc__square\n");
     let requests = model.requests();
     assert!(!tool_names(&requests[0]).contains(&"mcp__calc__square".to_owned()));
     assert!(tool_names(&requests[1]).contains(&"mcp__calc__square".to_owned()));
