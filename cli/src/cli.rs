@@ -410,8 +410,17 @@ async fn prepare(
 ) -> Result<Prepared> {
     let env = environment();
     let workspace = workspace_of(common.workspace.clone())?;
-    let Resolved { settings, mut budgets, scripts, context, guard, safe, mcp_servers, .. } =
-        config::load(&workspace, config::user_file().as_deref(), &env).map_err(usage)?;
+    let Resolved {
+        settings,
+        mut budgets,
+        scripts,
+        context,
+        guard,
+        safe,
+        mcp_servers,
+        external_tools,
+        ..
+    } = config::load(&workspace, config::user_file().as_deref(), &env).map_err(usage)?;
     let spec = match common.model.as_deref().or(settings.model.as_deref()) {
         Some(text) => ModelSpec::parse(text).map_err(usage)?,
         None => ModelSpec::default_for(&env),
@@ -462,7 +471,7 @@ async fn prepare(
         context,
         scripts,
         safe,
-        tools: Default::default(),
+        tools: external_tools,
     };
     let mut extra = common.skills.clone();
     extra.extend(settings.skills.iter().cloned());

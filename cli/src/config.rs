@@ -8,7 +8,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use agent_core::{Budgets, ContextConfig, DecideMode, GuardConfig, SafeConfig, ScriptSettings};
+use agent_core::{
+    Budgets, ContextConfig, DecideMode, ExternalToolSettings, GuardConfig, SafeConfig,
+    ScriptSettings,
+};
 use anyhow::{Result, bail};
 use serde::Deserialize;
 
@@ -75,6 +78,9 @@ pub struct Settings {
     pub safe: Option<toml::Table>,
     /// MCP servers, `[mcp_servers.NAME]` (Codex's shape, see `mcp::ServerConfig`).
     pub mcp_servers: Option<toml::Table>,
+    /// How MCP tools are offered and called (`timeout_ms`, `catalog_max_tools`,
+    /// `catalog_chars`).
+    pub mcp: Option<toml::Table>,
 }
 
 /// [`Settings`] with the nested tables typed: only for checking a file.
@@ -99,6 +105,7 @@ struct Checked {
     guard: Option<GuardConfig>,
     safe: Option<SafeConfig>,
     mcp_servers: Option<BTreeMap<String, mcp::ServerConfig>>,
+    mcp: Option<ExternalToolSettings>,
 }
 
 /// The settings after merging files, environment and flags, with the nested tables read.
@@ -118,6 +125,8 @@ pub struct Resolved {
     pub safe: SafeConfig,
     /// The MCP servers, by name (validated).
     pub mcp_servers: BTreeMap<String, mcp::ServerConfig>,
+    /// How their tools are offered and called.
+    pub external_tools: ExternalToolSettings,
     /// Files read, in order of increasing precedence.
     pub files: Vec<PathBuf>,
 }
@@ -272,7 +281,19 @@ pub fn load(workspace: &Path, user: Option<&Path>, env: &[(String, String)]) -> 
             )
         })?;
     }
-    Ok(Resolved { settings, budgets, scripts, context, guard, safe, mcp_servers, files })
+    let external_tools = ExternalToolSettings::deserialize(nested(&settings.mcp))
+        .map_err(|error| anyhow::anyhow!("invalid [mcp] settings: {}", error.message()))?;
+    Ok(Resolved {
+        settings,
+        budgets,
+        scripts,
+        context,
+        guard,
+        safe,
+        mcp_servers,
+        external_tools,
+        files,
+    })
 }
 
 #[cfg(test)]
@@ -349,6 +370,13 @@ mod tests {
         assert_eq!(files.tool_timeout_ms, Some(5000));
         assert_eq!(files.tools["write_file"], mcp::ToolRule::Prompt);
         assert_eq!(resolved.mcp_servers["docs"].url.as_deref(), Some("http://127.0.0.1:9/mcp"));
+        assert_eq!(resolved.external_tools, ExternalToolSettings::default());
+        write(dir.path(), WORKSPACE_FILE, "[mcp]\ncatalog_max_tools = 4\ntimeout_ms = 9000\n");
+        let resolved = load(dir.path(), None, &[]).unwrap();
+        assert_eq!(
+            (resolved.external_tools.catalog_max_tools, resolved.external_tools.timeout_ms),
+            (4, 9000)
+        );
         // Unknown keys name the line; a table with neither command nor url is refused.
         write(dir.path(), WORKSPACE_FILE, "[mcp_servers.x]\ncommand = \"a\"\ncomand = \"b\"\n");
         let error = load(dir.path(), None, &[]).unwrap_err().to_string();
