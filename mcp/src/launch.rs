@@ -16,7 +16,7 @@ pub(crate) struct StdioPlan {
     pub(crate) args: Vec<String>,
     pub(crate) cwd: PathBuf,
     pub(crate) env: EnvPolicy,
-    /// The program's install prefix, the directories of absolute script arguments (and the
+    /// The program's install prefix, the directory of the script argument (and the
     /// `node_modules` they live in), and the table's `read_paths`.
     pub(crate) read_only_paths: Vec<PathBuf>,
 }
@@ -43,11 +43,13 @@ pub(crate) fn plan_stdio(
         // `node_modules` it resolves its dependencies from.
         read_only_paths.extend(script_roots(program));
     }
-    for argument in &config.args {
-        let path = Path::new(argument);
-        if path.is_absolute() && path.exists() {
-            read_only_paths.extend(script_roots(path));
-        }
+    // The script the program runs: the first argument that is an absolute path to a file.
+    // Later arguments are the server's business (a directory to serve stays unreadable unless
+    // it is in the workspace or in `read_paths`: the sandbox, not the server, draws the line).
+    if let Some(script) =
+        config.args.iter().map(Path::new).find(|path| path.is_absolute() && path.is_file())
+    {
+        read_only_paths.extend(script_roots(script));
     }
     read_only_paths.extend(config.read_paths.iter().map(|path| workspace.join(path)));
     read_only_paths.sort();
@@ -116,16 +118,11 @@ fn install_prefix(program: &Path) -> Vec<PathBuf> {
     prefixes
 }
 
-/// What a script argument needs readable: its directory, and the outermost `node_modules`
-/// above it (where node resolves the package's dependencies).
+/// What a script (or a program file) needs readable: its directory, and the outermost
+/// `node_modules` above it (where node resolves the package's dependencies).
 fn script_roots(script: &Path) -> Vec<PathBuf> {
     let script = script.canonicalize().unwrap_or_else(|_| script.to_path_buf());
-    let directory = if script.is_dir() {
-        script.clone()
-    } else {
-        script.parent().map(Path::to_path_buf).unwrap_or_default()
-    };
-    let mut roots = vec![directory];
+    let mut roots = vec![script.parent().map(Path::to_path_buf).unwrap_or_default()];
     if let Some(modules) =
         script.ancestors().filter(|a| a.file_name().is_some_and(|n| n == "node_modules")).last()
     {
@@ -150,9 +147,16 @@ mod tests {
         std::fs::create_dir_all(&package).unwrap();
         std::fs::write(package.join("index.js"), "").unwrap();
         let workspace = base.path().join("workspace");
+        std::fs::create_dir_all(base.path().join("served")).unwrap();
+        std::fs::write(base.path().join("servers/data.txt"), "").unwrap();
         let config = ServerConfig {
             command: Some("fake-node".into()),
-            args: vec![package.join("index.js").display().to_string(), "stdio".into()],
+            args: vec![
+                package.join("index.js").display().to_string(),
+                "stdio".into(),
+                base.path().join("served").display().to_string(),
+                base.path().join("servers/data.txt").display().to_string(),
+            ],
             env_vars: vec!["FOO".into()],
             read_paths: vec!["/opt/data".into()],
             cwd: Some("sub".into()),

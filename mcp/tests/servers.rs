@@ -547,6 +547,8 @@ async fn filesystem_server_is_confined_to_the_workspace() -> Result<()> {
         filesystem_script(&prefix),
         workspace.path().display().to_string(),
         "/".to_owned(),
+        // Naming a directory outside the workspace grants nothing either.
+        beside.path().display().to_string(),
     ]);
     files.startup_timeout_ms = Some(30_000);
     let hub =
