@@ -27,6 +27,12 @@
 //! shortens old observations to their first line and id, and `recall_observation` brings them
 //! back.
 //!
+//! External tools (MCP servers, through the [`ExternalTools`] trait the CLI implements) are
+//! actions too: listed beside the skill catalog (by name only when the list is long, with
+//! `describe_tools` loading their descriptions on demand), called through `call_tool` or as
+//! functions of their own, checked against their input schema and the policy, approved through
+//! tools-runtime, counted, timed out, recorded and replayed like every other action.
+//!
 //! Every step is an [`Event`] (`{ts, run_id, seq, turn, type, data}`) sent to the sinks: the
 //! run directory's `events.jsonl` (the source of truth), a [`BroadcastSink`], a
 //! [`ConsoleSink`], a [`MemorySink`]. Secrets are redacted where text enters the run.
