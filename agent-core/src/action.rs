@@ -626,6 +626,13 @@ impl ActionSpace {
         }
     }
 
+    /// Whether native tool calling offers each callable external tool as a function of its
+    /// own (few tools, all named `mcp__…`, so that their calls cannot be taken for actions).
+    pub(crate) fn external_functions(&self) -> bool {
+        self.call.len() <= MAX_OWN_FUNCTIONS
+            && self.call.iter().all(|tool| tool.name.starts_with(EXTERNAL_PREFIX))
+    }
+
     /// `call_tool`'s arguments: one variant per tool (its name and its own input schema) when
     /// there are few, else a name from the enum and any object (checked after the answer).
     fn call_tool_schema(&self) -> Value {
@@ -743,7 +750,7 @@ impl ActionSpace {
     /// The turn's tools ([`DecideMode::Tools`](crate::DecideMode::Tools)): one per allowed
     /// action, each also taking an optional `thought` and the turn's plan field.
     pub fn tools(&self) -> Vec<Tool> {
-        let own_functions = self.call.len() <= MAX_OWN_FUNCTIONS;
+        let own_functions = self.external_functions();
         let mut tools: Vec<Tool> = self
             .allowed()
             .into_iter()
@@ -873,6 +880,37 @@ mod tests {
             parse_answer(&text(r#"{"action":{"type":"run_script","args":{"skill":1}}}"#), false)
                 .unwrap_err();
         assert!(error.message.contains("bad arguments for `run_script`"), "{}", error.message);
+    }
+
+    #[test]
+    fn external_tools_are_functions_of_their_own_only_when_few_and_prefixed() {
+        let tool = |name: &str| ExternalTool {
+            name: name.to_owned(),
+            description: "Adds.".to_owned(),
+            input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}),
+            decision: tools_runtime::Decision::Allow,
+            timeout: None,
+        };
+        let names = |space: &ActionSpace| -> Vec<String> {
+            space.tools().into_iter().map(|tool| tool.name).collect()
+        };
+        let mut space =
+            ActionSpace { call: vec![tool("mcp__calc__add")], ..ActionSpace::default() };
+        assert_eq!(names(&space), vec!["mcp__calc__add", "final_answer"]);
+        let call = |arguments: Value| Action::CallTool { name: "mcp__calc__add".into(), arguments };
+        assert!(space.check(&call(json!({"a": 1}))).is_ok());
+        assert!(
+            space.check(&call(json!({}))).unwrap_err().contains("\"a\" is a required property")
+        );
+        space.call = vec![tool("final_answer_tool")];
+        assert_eq!(names(&space), vec!["call_tool", "final_answer"]);
+        space.call = (0..=MAX_OWN_FUNCTIONS).map(|n| tool(&format!("mcp__s__t{n}"))).collect();
+        assert_eq!(names(&space), vec!["call_tool", "final_answer"]);
+        let schema = space.args_schema("call_tool");
+        assert_eq!(
+            schema["properties"]["name"]["enum"].as_array().unwrap().len(),
+            MAX_OWN_FUNCTIONS + 1
+        );
     }
 
     #[test]

@@ -90,8 +90,7 @@ pub(super) fn turn_note(run: &Run, space: &ActionSpace) -> String {
     note.push_str(&skills_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
     // Native tool calling offers few external tools as functions of their own: name them.
-    let own_functions = run.config.decide == DecideMode::Tools
-        && space.call.len() <= crate::action::MAX_OWN_FUNCTIONS;
+    let own_functions = run.config.decide == DecideMode::Tools && space.external_functions();
     let allowed: Vec<&str> = space
         .allowed()
         .into_iter()
