@@ -62,6 +62,14 @@ pub(crate) fn plan_stdio(
         }
     }
     let fixed: BTreeMap<String, String> = config.fixed_values();
+    // The table names these for this server (an API key the server needs): secret-looking
+    // names pass here, and only here — skill scripts never get them.
+    env.secrets = config
+        .passed_names()
+        .into_iter()
+        .chain(fixed.keys().cloned())
+        .filter(|name| tools_runtime::is_secret_name(name))
+        .collect();
     env.set.extend(fixed);
     // A program found outside the system directories may run others next to it (node's npm,
     // a venv's python): its bin directory goes first on the server's PATH, unless the table

@@ -196,7 +196,7 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
         command: Some(prefix.join("node_modules/.bin/mcp-server-everything").display().to_string()),
         args: vec!["stdio".to_owned()],
         enabled_tools: Some(vec!["get-env".to_owned()]),
-        env_vars: vec!["MCP_TEST_PASSED".to_owned()],
+        env_vars: vec!["MCP_TEST_PASSED".to_owned(), "MCP_TEST_API_KEY".to_owned()],
         env: EnvSpec::Values(BTreeMap::from([("MCP_TEST_FIXED".to_owned(), "fixed".to_owned())])),
         startup_timeout_ms: Some(30_000),
         ..ServerConfig::default()
@@ -219,6 +219,8 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
     launch.base_environment.extend([
         ("MCP_TEST_PASSED".to_owned(), "passed".to_owned()),
         ("MCP_TEST_NOT_LISTED".to_owned(), "withheld".to_owned()),
+        ("MCP_TEST_API_KEY".to_owned(), "listed-key".to_owned()),
+        ("OTHER_API_TOKEN".to_owned(), "unlisted-token".to_owned()),
     ]);
     let hub = McpHub::start(&servers, launch).await;
     let statuses = hub.servers();
@@ -236,6 +238,13 @@ async fn everything_lists_and_calls_tools() -> Result<()> {
         "{environment:?}"
     );
     ensure!(!environment.contains_key("MCP_TEST_NOT_LISTED"), "{environment:?}");
+    // A secret-looking name passes when the table lists it (the server's API key), and only
+    // then.
+    ensure!(
+        environment.get("MCP_TEST_API_KEY").map(String::as_str) == Some("listed-key"),
+        "{environment:?}"
+    );
+    ensure!(!environment.contains_key("OTHER_API_TOKEN"), "{environment:?}");
     ensure!(
         environment.get("HOME").is_some_and(|home| !home.starts_with("/root")),
         "{environment:?}"
