@@ -185,11 +185,23 @@ pub struct InvalidAnswer {
 /// answer.
 pub fn parse_answer(response: &Response, prose_is_final: bool) -> Result<Decision, InvalidAnswer> {
     if let Some(call) = response.tool_calls.first() {
-        // An external tool offered as its own function: its arguments are the tool's own.
+        // An external tool offered as its own function: its arguments are the tool's own, plus
+        // the `thought` the function offers (given back to a tool that has one of its own by
+        // `ActionSpace::restore_tool_thought`).
         if call.name.starts_with(EXTERNAL_PREFIX) {
-            let action =
-                Action::CallTool { name: call.name.clone(), arguments: call.arguments.clone() };
-            return Ok(Decision { thought: None, action, plan: None, plan_update: None });
+            let mut arguments = call.arguments.clone();
+            let thought = match arguments.as_object_mut().and_then(|map| map.remove("thought")) {
+                Some(Value::String(text)) if !text.trim().is_empty() => Some(text),
+                Some(Value::String(_)) | None => None,
+                Some(other) => {
+                    if let Some(map) = arguments.as_object_mut() {
+                        map.insert("thought".to_owned(), other);
+                    }
+                    None
+                }
+            };
+            let action = Action::CallTool { name: call.name.clone(), arguments };
+            return Ok(Decision { thought, action, plan: None, plan_update: None });
         }
         let Value::Object(mut arguments) = call.arguments.clone() else {
             return Err(invalid(format!(
@@ -626,6 +638,18 @@ impl ActionSpace {
         }
     }
 
+    /// A call to an external tool whose own arguments include `thought`: the thought
+    /// [`parse_answer`] took out goes back into its arguments.
+    pub fn restore_tool_thought(&self, decision: &mut Decision) {
+        let Action::CallTool { name, arguments } = &mut decision.action else { return };
+        let own = self.call.iter().find(|tool| &tool.name == name).is_some_and(|tool| {
+            tool.input_schema.get("properties").and_then(|p| p.get("thought")).is_some()
+        });
+        if let (true, Some(thought), Value::Object(map)) = (own, &decision.thought, arguments) {
+            map.insert("thought".to_owned(), Value::String(thought.clone()));
+        }
+    }
+
     /// Whether native tool calling offers each callable external tool as a function of its
     /// own (few tools, all named `mcp__…`, so that their calls cannot be taken for actions).
     pub(crate) fn external_functions(&self) -> bool {
@@ -789,10 +813,27 @@ impl ActionSpace {
             // Each callable external tool as a function of its own, with its own schema (its
             // arguments are the tool's: no `thought` is added to them). Before `final_answer`.
             let at = tools.len().saturating_sub(1);
-            let external = self.call.iter().map(|tool| Tool {
-                name: tool.name.clone(),
-                description: short_description(&tool.description, 300),
-                parameters: tool.input_schema.clone(),
+            let external = self.call.iter().map(|tool| {
+                let mut parameters = tool.input_schema.clone();
+                // A `thought` first, unless the tool has an argument of that name (Think-Act).
+                if let Some(object) = parameters.as_object_mut()
+                    && let Some(Value::Object(properties)) = object.get_mut("properties")
+                    && !properties.contains_key("thought")
+                {
+                    let mut order = vec![json!("thought")];
+                    order.extend(properties.keys().map(|name| json!(name)));
+                    properties.insert(
+                        "thought".into(),
+                        json!({"type": "string", "maxLength": THOUGHT_MAX,
+                               "description": "why this call, in a sentence"}),
+                    );
+                    object.insert(model_adapter::PROPERTY_ORDERING.into(), Value::Array(order));
+                }
+                Tool {
+                    name: tool.name.clone(),
+                    description: short_description(&tool.description, 300),
+                    parameters,
+                }
             });
             tools.splice(at..at, external);
         }
@@ -897,6 +938,29 @@ mod tests {
         let mut space =
             ActionSpace { call: vec![tool("mcp__calc__add")], ..ActionSpace::default() };
         assert_eq!(names(&space), vec!["mcp__calc__add", "final_answer"]);
+        // A tool with an argument named `thought` keeps it: parse takes it out, restore puts it back.
+        let mut own = tool("mcp__calc__note");
+        own.input_schema = json!({"type": "object", "properties": {"thought": {"type": "string"}}});
+        let with_own = ActionSpace { call: vec![own], ..ActionSpace::default() };
+        assert_eq!(with_own.tools()[0].parameters.get("propertyOrdering"), None);
+        let response = Response {
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                name: "mcp__calc__note".into(),
+                arguments: json!({"thought": "remember"}),
+            }],
+            ..Response::default()
+        };
+        let mut decision = parse_answer(&response, true).unwrap();
+        assert_eq!(decision.thought.as_deref(), Some("remember"));
+        with_own.restore_tool_thought(&mut decision);
+        assert_eq!(
+            decision.action,
+            Action::CallTool {
+                name: "mcp__calc__note".into(),
+                arguments: json!({"thought": "remember"})
+            }
+        );
         let call = |arguments: Value| Action::CallTool { name: "mcp__calc__add".into(), arguments };
         assert!(space.check(&call(json!({"a": 1}))).is_ok());
         assert!(

@@ -169,7 +169,7 @@ async fn a_run_mixing_a_skill_script_and_a_tool_replays_exactly() -> anyhow::Res
     let model = Arc::new(MockModel::new(vec![
         select("toolbox"),
         tool("log", &["sum"]),
-        call("mcp__calc__add", json!({"a": 2, "b": 3})),
+        call("mcp__calc__add", json!({"thought": "the calculator adds", "a": 2, "b": 3})),
         answer("2 + 3 = 5, logged."),
     ]));
     let builder = fixture.agent(&model, AgentConfig::default()).external_tools(servers.clone());
@@ -186,6 +186,12 @@ async fn a_run_mixing_a_skill_script_and_a_tool_replays_exactly() -> anyhow::Res
     assert!(system.contains("- mcp__calc__add: Adds two numbers. Arguments: a: number, b: number"));
     assert!(tool_names(first).contains(&"mcp__calc__add".to_owned()), "{:?}", tool_names(first));
     assert!(!tool_names(first).contains(&"call_tool".to_owned()));
+    // The function takes a thought first, which never reaches the server.
+    let add = first.tools.iter().find(|tool| tool.name == "mcp__calc__add").unwrap();
+    assert_eq!(add.parameters["propertyOrdering"], json!(["thought", "a", "b"]));
+    assert_eq!(servers.calls()[0].1, json!({"a": 2, "b": 3}));
+    let turns = ran.data(EventKind::TurnFinished);
+    assert_eq!(turns[2]["reasoning"]["silent"], json!(false), "{:?}", turns[2]);
     let note = common::message_text(first.messages.last().unwrap());
     assert!(
         note.contains("Allowed now: select_skills, mcp__calc__add, mcp__calc__echo, final_answer"),

@@ -57,7 +57,8 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
                             tool_call_id.as_deref(),
                         )?;
                     }
-                    Ok(decision) => {
+                    Ok(mut decision) => {
+                        space.restore_tool_thought(&mut decision);
                         reasoning = run.record_reasoning(&response, &decision);
                         run.apply_plan(&decision)?;
                         match &decision.action {
