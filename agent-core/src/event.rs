@@ -48,7 +48,9 @@ pub enum EventKind {
     TurnStarted,
     /// `{counters, context_chars}`.
     TurnFinished,
-    /// `{purpose, messages, chars, request_sha256, tools, response_format, mode}`.
+    /// `{purpose, messages, chars, request_sha256, tools, json_schema}`, plus `notice` (the
+    /// meta-cognition warnings of the turn note, by reason) when it has one and `agent` for a
+    /// SAFE peer.
     ModelRequest,
     /// `{purpose, response, duration_ms, reasoning?}` or `{purpose, error}`.
     ModelResponse,

@@ -238,6 +238,18 @@ const MAX_WARNINGS: usize = 2;
 /// Consecutive failed actions from which condition 2 warns.
 const FAILURE_STREAK: usize = 3;
 
+/// The first line of a notice.
+const NOTICE_HEADING: &str = "Progress check:";
+
+/// The four conditions: the reason recorded for each (in `model_request.notice`) and a phrase
+/// only its warning line carries, so the reasons can be read back from the request sent.
+const WARNINGS: [(&str, &str); 4] = [
+    ("turns", " turns used: finish the current step"),
+    ("failures", " actions failed: change the approach"),
+    ("refused", "- An action was refused and no script has run yet"),
+    ("silent_calls", " calls came with no reasoning"),
+];
+
 /// The meta-cognition notice for the turn note, or `None` on the normal path. Conditions in
 /// priority order, at most [`MAX_WARNINGS`]:
 ///
@@ -248,12 +260,11 @@ const FAILURE_STREAK: usize = 3;
 ///    success — the seed's "execution guard fired, nothing written";
 /// 4. silent calls are at least half of the calls (`silent > 0 && silent >= reasoned`).
 pub(crate) fn notice(state: &RunState, max_turns: u32) -> Option<String> {
+    let [(_, turns_used), (_, failed), (_, refused), (_, silent_calls)] = WARNINGS;
     let mut warnings: Vec<String> = Vec::new();
     let turns = state.task_counters().turns;
     if max_turns > 0 && u64::from(turns) * 5 >= u64::from(max_turns) * 3 {
-        warnings.push(format!(
-            "- {turns} of {max_turns} turns used: finish the current step and converge on an answer."
-        ));
+        warnings.push(format!("- {turns} of {max_turns}{turns_used} and converge on an answer."));
     }
     let failures = state
         .actions
@@ -262,32 +273,42 @@ pub(crate) fn notice(state: &RunState, max_turns: u32) -> Option<String> {
         .take_while(|record| record.status != ObservationStatus::Ok)
         .count();
     if warnings.len() < MAX_WARNINGS && failures >= FAILURE_STREAK {
-        warnings.push(format!(
-            "- The last {failures} actions failed: change the approach instead of retrying it."
-        ));
+        warnings.push(format!("- The last {failures}{failed} instead of retrying it."));
     }
     let executed = state.actions.iter().any(|record| {
         record.status == ObservationStatus::Ok
             && matches!(record.action, Some(Action::RunScript { .. }))
     });
     if warnings.len() < MAX_WARNINGS && state.counters.refusals > 0 && !executed {
-        warnings.push(
-            "- An action was refused and no script has run yet: do the work with the allowed actions, do not describe it."
-                .to_owned(),
-        );
+        warnings
+            .push(format!("{refused}: do the work with the allowed actions, do not describe it."));
     }
     let metrics = &state.reasoning;
     let (silent, reasoned) = (metrics.silent_call_count, metrics.reasoned_call_count);
     if warnings.len() < MAX_WARNINGS && silent > 0 && silent >= reasoned {
         warnings.push(format!(
-            "- {silent} of {} calls came with no reasoning: before a call, say in one sentence what you saw and why this call (thinking counts).",
+            "- {silent} of {}{silent_calls}: before a call, say in one sentence what you saw and why this call (thinking counts).",
             silent + reasoned
         ));
     }
     if warnings.is_empty() {
         return None;
     }
-    Some(format!("Progress check:\n{}", warnings.join("\n")))
+    Some(format!("{NOTICE_HEADING}\n{}", warnings.join("\n")))
+}
+
+/// The reasons of the notice in a request's last message (the turn note), in the order given:
+/// `turns`, `failures`, `refused`, `silent_calls`. Empty when the note carries no notice.
+pub(crate) fn notice_reasons(note: &str) -> Vec<&'static str> {
+    let Some(start) = note.find(NOTICE_HEADING) else { return Vec::new() };
+    note[start + NOTICE_HEADING.len()..]
+        .lines()
+        .skip(1)
+        .take_while(|line| line.starts_with("- "))
+        .filter_map(|line| {
+            WARNINGS.iter().find(|(_, phrase)| line.contains(phrase)).map(|(reason, _)| *reason)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -564,6 +585,29 @@ mod tests {
         let lines: Vec<String> =
             notice(&run, 10).unwrap().lines().skip(1).map(str::to_owned).collect();
         assert!(lines[0].contains("turns used") && lines[1].contains("no reasoning"));
+    }
+
+    #[test]
+    fn notice_reasons_are_read_back_from_the_note() {
+        let mut run = state();
+        run.counters.turns = 9;
+        run.counters.refusals = 1;
+        fail(&mut run, 3);
+        run.reasoning.record(3, 0);
+        let note = |run: &RunState| {
+            format!("Turn 10 of 10\n{}\nPlan: none yet\n", notice(run, 10).unwrap_or_default())
+        };
+        assert_eq!(notice_reasons(&note(&run)), ["turns", "failures"]);
+        run.counters.turns = 0;
+        run.actions.clear();
+        assert_eq!(notice_reasons(&note(&run)), ["refused", "silent_calls"]);
+        run.counters.refusals = 0;
+        run.reasoning = ReasoningMetrics::default();
+        assert!(notice_reasons(&note(&run)).is_empty());
+        // A task that quotes a warning is not a notice.
+        assert!(
+            notice_reasons("Task: explain why 3 actions failed: change the approach").is_empty()
+        );
     }
 }
 

@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use model_adapter::{
-    ChatRequest, Delta, Message, ModelProvider, Response, ResponseFormat, ToolCall, ToolChoice,
+    ChatRequest, ContentPart, Delta, Message, ModelProvider, Response, ResponseFormat, ToolCall,
+    ToolChoice,
 };
 use serde_json::{Value, json};
 use stream_json::{Capture, EventKind as JsonEvent, Parser};
@@ -239,17 +240,30 @@ impl Run {
     ) -> Result<Answer> {
         let fingerprint = self.context.fingerprint(&request)?;
         let request_sha256 = fingerprint.sha256;
-        self.emit(
-            EventKind::ModelRequest,
-            tag_agent(purpose, json!({
-                "purpose": purpose,
-                "messages": request.messages.len(),
-                "chars": fingerprint.chars,
-                "request_sha256": request_sha256,
-                "tools": request.tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>(),
-                "json_schema": matches!(request.response_format, ResponseFormat::JsonSchema { .. }),
-            })),
-        )?;
+        let mut data = json!({
+            "purpose": purpose,
+            "messages": request.messages.len(),
+            "chars": fingerprint.chars,
+            "request_sha256": request_sha256,
+            "tools": request.tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>(),
+            "json_schema": matches!(request.response_format, ResponseFormat::JsonSchema { .. }),
+        });
+        // The meta-cognition warnings the turn note gave (seed 000), by reason, as sent.
+        let notice = match request.messages.last() {
+            Some(Message::User { content }) => content
+                .iter()
+                .filter_map(|part| match part {
+                    ContentPart::Text { text } => Some(crate::reasoning::notice_reasons(text)),
+                    _ => None,
+                })
+                .flatten()
+                .collect(),
+            _ => Vec::new(),
+        };
+        if !notice.is_empty() {
+            data["notice"] = json!(notice);
+        }
+        self.emit(EventKind::ModelRequest, tag_agent(purpose, data))?;
         self.state.counters.model_calls += 1;
         let started = Instant::now();
         let mut watcher = Watcher::new(mode);

@@ -69,6 +69,8 @@ pub struct ReasoningSummary {
     pub mean_reasoning_chars_per_call: f64,
     /// The median over the runs of each run's reasoning characters per call.
     pub median_reasoning_chars_per_call: f64,
+    /// Meta-cognition warnings given, by reason, over all runs.
+    pub warnings: BTreeMap<String, u64>,
 }
 
 /// Model calls of the strategies on the batchable scenarios every compared strategy ran.
@@ -174,6 +176,13 @@ pub fn summarise(mode: &str, model: &str, runs: Vec<RunRecord>) -> Results {
                     median_reasoning_chars_per_call: round3(median(
                         mine.iter().map(|run| run.reasoning_chars_per_call()).collect(),
                     )),
+                    warnings: mine.iter().flat_map(|run| &run.warnings).fold(
+                        BTreeMap::new(),
+                        |mut all, (reason, count)| {
+                            *all.entry(reason.clone()).or_insert(0) += count;
+                            all
+                        },
+                    ),
                 },
             }
         })
@@ -403,12 +412,21 @@ pub fn markdown(results: &Results) -> String {
     out.push_str(&row("median reasoning chars per call (per run)", &|r| {
         format!("{:.1} chars", r.median_reasoning_chars_per_call)
     }));
+    for (reason, label) in [
+        ("turns", "warnings: turns running out"),
+        ("failures", "warnings: consecutive failures"),
+        ("refused", "warnings: refused, nothing executed"),
+        ("silent_calls", "warnings: mostly silent calls"),
+    ] {
+        out.push_str(&row(label, &|r| r.warnings.get(reason).copied().unwrap_or(0).to_string()));
+    }
     let _ = writeln!(
         out,
         "\nA call is silent when its answer carries no thinking, no `thought` (or a strategy's \
          own reasoning field) and no visible text beyond markup; it counts once per call \
-         (seed 000 §2.1.1). Meta-cognition warnings are not in `events.jsonl` yet, so they are \
-         not counted here."
+         (seed 000 §2.1.1). A warning is one line of the meta-cognition notice in a turn note \
+         (at most two per note, seed 000 §2.3), counted per model request from \
+         `model_request.notice`."
     );
     let _ = writeln!(out, "\n## Scenarios\n");
     let names: Vec<&str> = strategies.iter().map(|summary| summary.strategy.as_str()).collect();

@@ -2,7 +2,7 @@
 //! through the real agent and sandbox, into its own run directory, scored from that
 //! directory's `events.jsonl` alone.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -93,6 +93,9 @@ pub struct RunRecord {
     pub reasoned_calls: u64,
     /// Reasoning characters of all acting answers.
     pub reasoning_chars: u64,
+    /// Meta-cognition warnings the turn notes gave, by reason (`turns`, `failures`,
+    /// `refused`, `silent_calls`; seed 000 §2.3), from `model_request.notice`.
+    pub warnings: BTreeMap<String, u64>,
     /// Whether `replay --check` reproduced the run from its record.
     pub replay_reproduced: bool,
     /// The folder holding the run directory, relative to the output folder.
@@ -432,6 +435,7 @@ impl RunRecord {
             silent_calls: 0,
             reasoned_calls: 0,
             reasoning_chars: 0,
+            warnings: BTreeMap::new(),
             replay_reproduced: false,
             runs_dir: String::new(),
             wall_ms: 0,
@@ -451,6 +455,13 @@ pub fn score_events(events: &[Event]) -> RunRecord {
         data.get("reasoning_metrics").and_then(|r| r.get(key)).and_then(Value::as_u64).unwrap_or(0)
     };
     let compliance = compliance(events);
+    let mut warnings = BTreeMap::new();
+    for event in events.iter().filter(|event| event.kind == EventKind::ModelRequest) {
+        let reasons = event.data.get("notice").and_then(Value::as_array);
+        for reason in reasons.into_iter().flatten().filter_map(Value::as_str) {
+            *warnings.entry(reason.to_owned()).or_insert(0) += 1;
+        }
+    }
     RunRecord {
         outcome: data.get("outcome").and_then(Value::as_str).unwrap_or("none").to_owned(),
         final_text_present: compliance.final_text_present,
@@ -468,6 +479,7 @@ pub fn score_events(events: &[Event]) -> RunRecord {
         silent_calls: reasoning("silent_call_count"),
         reasoned_calls: reasoning("reasoned_call_count"),
         reasoning_chars: reasoning("reasoning_chars_total"),
+        warnings,
         ..RunRecord::empty()
     }
 }
