@@ -850,34 +850,19 @@ fn runs_list(runs_dir: Option<PathBuf>, workspace: Option<PathBuf>, json: bool) 
         .collect();
     directories.sort();
     for directory in directories {
-        let events = match read_events(&directory.join("events.jsonl")) {
-            Ok(events) => events,
-            Err(error) => {
-                runs.push(json!({"run_id": directory.file_name().map(|name| name.to_string_lossy().into_owned()), "run_dir": directory, "status": "unreadable", "error": error.to_string()}));
-                continue;
+        // The same summary `serve` lists (status `finished`, `running` or `interrupted`).
+        match crate::serve::run_summary(&directory) {
+            Ok(mut summary) => {
+                summary["run_dir"] = json!(directory);
+                runs.push(summary);
             }
-        };
-        let start = events.first().map(|event| &event.data);
-        let finish = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
-        let task: String = start
-            .and_then(|data| data.get("task"))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .chars()
-            .take(70)
-            .collect();
-        runs.push(json!({
-            "run_id": events.first().map(|event| event.run_id.clone()),
-            "run_dir": directory,
-            // A session's record ends with `run_finished` between inputs; anything after the
-            // last one is work cut short.
-            "status": if events.last().is_some_and(|event| event.kind == EventKind::RunFinished) { "finished" } else { "interrupted" },
-            "outcome": finish.and_then(|event| event.data.get("outcome").cloned()),
-            "turns": events.last().map(|event| event.turn),
-            "model": start.and_then(|data| data.pointer("/config/model/model")).cloned(),
-            "strategy": start.and_then(|data| data.pointer("/config/strategy")).cloned(),
-            "task": task,
-        }));
+            Err(error) => runs.push(json!({
+                "run_id": directory.file_name().map(|name| name.to_string_lossy().into_owned()),
+                "run_dir": directory,
+                "status": "unreadable",
+                "error": error.to_string(),
+            })),
+        }
     }
     if json {
         out!("{}", Value::Array(runs));
@@ -892,7 +877,7 @@ fn runs_list(runs_dir: Option<PathBuf>, workspace: Option<PathBuf>, json: bool) 
                 text("status"),
                 text("outcome"),
                 run.get("turns").and_then(Value::as_u64).unwrap_or(0),
-                text("task")
+                text("task").chars().take(70).collect::<String>()
             );
         }
     }

@@ -366,7 +366,6 @@ fn read_record(path: &Path) -> std::io::Result<Record> {
 /// # Errors
 ///
 /// When `events.jsonl` cannot be read.
-#[allow(dead_code, reason = "`skills-agent runs` (cli.rs) is to call it")]
 pub(crate) fn run_summary(run_dir: &Path) -> std::io::Result<Value> {
     let record = read_record(&run_dir.join("events.jsonl"))?;
     let id = run_dir.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
