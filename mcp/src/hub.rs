@@ -1,7 +1,7 @@
 //! `McpHub`: every configured server of a run — started, listed, called, watched, shut down.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -267,6 +267,22 @@ fn with_stderr(reason: String, stderr: &str) -> String {
     } else {
         let start = stderr.char_indices().rev().nth(1999).map_or(0, |(index, _)| index);
         format!("{reason}; its stderr ends with:\n{}", &stderr[start..])
+    }
+}
+
+/// Package runners (`npx -y PKG`, `uvx PKG`) download the server when it starts: inside the
+/// sandbox there is no network (unless `network = true`) and `HOME` is private, so they cannot.
+fn with_runner_hint(reason: String, config: &ServerConfig) -> String {
+    const RUNNERS: [&str; 5] = ["npx", "uvx", "bunx", "pnpx", "yarn"];
+    let program = config.command.as_deref().map(Path::new).and_then(Path::file_name);
+    match program.and_then(|name| name.to_str()) {
+        Some(runner) if RUNNERS.contains(&runner) && !config.network => format!(
+            "{reason}\n`{runner}` fetches the server from the network when it starts, and this \
+             server runs without network and with a private HOME: install it ahead (e.g. `npm \
+             install --prefix DIR PACKAGE`) and set `command` to its entry point (`node \
+             DIR/node_modules/PACKAGE/dist/index.js`), or set `network = true`"
+        ),
+        _ => reason,
     }
 }
 
@@ -541,7 +557,8 @@ async fn start_server(name: String, config: ServerConfig, launch: &Launch) -> Se
                 Some(status) => format!("{reason} (the process ended: {status})"),
                 None => reason,
             };
-            return fail(server, with_stderr(reason, &stderr));
+            let reason = with_stderr(reason, &stderr);
+            return fail(server, with_runner_hint(reason, &config));
         }
     }
     let (stop, mut stopped) = oneshot::channel::<()>();
@@ -616,6 +633,18 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn package_runners_without_network_get_a_hint() {
+        let npx = ServerConfig { command: Some("npx".to_owned()), ..ServerConfig::default() };
+        let hinted = with_runner_hint("no answer".to_owned(), &npx);
+        assert!(hinted.starts_with("no answer\n`npx` fetches the server"), "{hinted}");
+        assert!(hinted.contains("npm install --prefix"), "{hinted}");
+        let networked = ServerConfig { network: true, ..npx.clone() };
+        assert_eq!(with_runner_hint("no answer".to_owned(), &networked), "no answer");
+        let node = ServerConfig { command: Some("/usr/bin/node".to_owned()), ..npx };
+        assert_eq!(with_runner_hint("no answer".to_owned(), &node), "no answer");
+    }
 
     #[test]
     fn the_hub_can_be_shared_between_tasks() {
