@@ -673,15 +673,15 @@ async fn run(args: RunArgs) -> Result<u8> {
     }
     let prepared = prepare(&args.common, Some(&args.flags), Interrupts::OneRun).await?;
     let result = prepared.agent.run(&args.task).await;
-    let code = match result {
-        Ok(result) => report(&result, &prepared),
-        Err(error) => {
-            prepared.shutdown().await;
-            return Err(error.into());
-        }
-    };
+    conclude(result, prepared).await
+}
+
+/// Reports a finished piece of work (or passes its error on), then stops what the run started
+/// (MCP servers) either way.
+async fn conclude(result: agent_core::Result<RunResult>, prepared: Prepared) -> Result<u8> {
+    let code = result.map(|result| report(&result, &prepared));
     prepared.shutdown().await;
-    Ok(code)
+    Ok(code?)
 }
 
 async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> Result<u8> {
@@ -726,15 +726,7 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
         Some(answer) => prepared.agent.send(run_dir, &answer).await,
         None => prepared.agent.resume(run_dir).await,
     };
-    let code = match result {
-        Ok(result) => report(&result, &prepared),
-        Err(error) => {
-            prepared.shutdown().await;
-            return Err(error.into());
-        }
-    };
-    prepared.shutdown().await;
-    Ok(code)
+    conclude(result, prepared).await
 }
 
 /// `prepare` for the chat session.
@@ -850,7 +842,7 @@ fn runs_list(runs_dir: Option<PathBuf>, workspace: Option<PathBuf>, json: bool) 
         .collect();
     directories.sort();
     for directory in directories {
-        // The same summary `serve` lists (status `finished`, `running` or `interrupted`).
+        // The fields `serve` lists (status `finished` or `interrupted`).
         match crate::serve::run_summary(&directory) {
             Ok(mut summary) => {
                 summary["run_dir"] = json!(directory);

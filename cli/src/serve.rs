@@ -360,8 +360,10 @@ fn read_record(path: &Path) -> std::io::Result<Record> {
     Ok(Record { events, length, modified })
 }
 
-/// A run's summary, as `GET /api/runs` lists it (see the module's doc), from its directory:
-/// `run_id` is the directory's name. Shared with `skills-agent runs`.
+/// A run's summary for `skills-agent runs list`: the fields `GET /api/runs` lists (see the
+/// module's doc; `run_id` is the directory's name), with the status the record alone tells —
+/// `finished`, or `interrupted` (what `resume` continues) — not the page's guess from recent
+/// writes, which would call a run that died a minute ago `running`.
 ///
 /// # Errors
 ///
@@ -370,7 +372,7 @@ pub(crate) fn run_summary(run_dir: &Path) -> std::io::Result<Value> {
     let record = read_record(&run_dir.join("events.jsonl"))?;
     let id = run_dir.file_name().map(|name| name.to_string_lossy()).unwrap_or_default();
     let (finished, mut summary) = summary_of(&id, &record.events);
-    summary["status"] = json!(status_of(finished, record.modified));
+    summary["status"] = json!(if finished { "finished" } else { "interrupted" });
     Ok(summary)
 }
 
