@@ -205,9 +205,9 @@ impl ServerConfig {
     /// that belong to the transport, valid variable names, non-zero timeouts.
     pub fn validate(&self, name: &str) -> Result<(), ConfigError> {
         let fail = |problem: String| Err(ConfigError { server: name.to_owned(), problem });
-        if name.is_empty() || !name.chars().all(is_name_char) {
+        if name.is_empty() || !name.chars().all(is_name_char) || name.contains("__") {
             return fail(
-                "the server name may only use letters, digits, `_` and `-` \
+                "the server name may only use letters, digits, `_` and `-`, without `__` \
                  (it becomes part of tool names like mcp__NAME__TOOL)"
                     .to_owned(),
             );
@@ -280,13 +280,14 @@ fn is_name_char(c: char) -> bool {
 }
 
 /// The name the model sees for `tool` of `server`: `mcp__{server}__{tool}`, every character
-/// outside `[A-Za-z0-9_-]` replaced by `_`, at most 64 characters (a longer name is cut and
-/// ends with a hash of the whole name, so two long names stay apart).
+/// outside `[A-Za-z0-9_-]` replaced by `_`, at most 64 characters. A name that had to change
+/// (a replaced character, or cut to 64) ends with a hash of the whole name, so `get.x` and
+/// `get_x`, or two long names, stay apart.
 pub fn qualified_name(server: &str, tool: &str) -> String {
     const LIMIT: usize = 64;
     let full = format!("mcp__{server}__{tool}");
     let sanitised: String = full.chars().map(|c| if is_name_char(c) { c } else { '_' }).collect();
-    if sanitised.len() <= LIMIT {
+    if sanitised == full && sanitised.len() <= LIMIT {
         return sanitised;
     }
     // FNV-1a over the unsanitised name: stable across runs and platforms.
@@ -295,7 +296,8 @@ pub fn qualified_name(server: &str, tool: &str) -> String {
     });
     let suffix = format!("_{:08x}", hash & 0xffff_ffff);
     // All characters are ASCII after sanitising, so any byte index is a boundary.
-    format!("{}{suffix}", &sanitised[..LIMIT - suffix.len()])
+    let keep = sanitised.len().min(LIMIT - suffix.len());
+    format!("{}{suffix}", &sanitised[..keep])
 }
 
 #[cfg(test)]
@@ -372,6 +374,8 @@ mod tests {
             |config: ServerConfig, name: &str| config.validate(name).unwrap_err().to_string();
         let stdio = ServerConfig { command: Some("node".into()), ..ServerConfig::default() };
         assert!(problem(stdio.clone(), "bad name").contains("server `bad name`"));
+        // `a__b` + tool `c` and `a` + tool `b__c` would both be mcp__a__b__c.
+        assert!(problem(stdio.clone(), "a__b").contains("without `__`"));
         assert!(problem(ServerConfig::default(), "a").contains("set `command`"));
         let both = ServerConfig { url: Some("http://x".into()), ..stdio.clone() };
         assert!(problem(both, "a").contains("not both"));
@@ -404,7 +408,11 @@ mod tests {
     #[test]
     fn qualified_names_are_sanitised_and_bounded() {
         assert_eq!(qualified_name("files", "read_file"), "mcp__files__read_file");
-        assert_eq!(qualified_name("fs", "get.sum/x y"), "mcp__fs__get_sum_x_y");
+        let renamed = qualified_name("fs", "get.sum/x y");
+        assert!(renamed.starts_with("mcp__fs__get_sum_x_y_"), "{renamed}");
+        assert_ne!(renamed, qualified_name("fs", "get_sum_x_y"));
+        assert_ne!(qualified_name("fs", "get.x"), qualified_name("fs", "get_x"));
+        assert_eq!(qualified_name("fs", "get_x"), "mcp__fs__get_x");
         let long_a = qualified_name("server", &"a".repeat(80));
         let long_b = qualified_name("server", &format!("{}b", "a".repeat(79)));
         assert_eq!(long_a.len(), 64);
