@@ -217,10 +217,11 @@ async fn runs_in_json_mode_and_runs_that_stopped_early_replay_too() -> anyhow::R
 
     // The clock: the replay stops where the original's time ran out, not where its own does.
     let mut config = AgentConfig::default();
-    config.budgets.max_duration_ms = Some(700);
+    // Far above two turn heads on a loaded machine, far below the script's sleep.
+    config.budgets.max_duration_ms = Some(4000);
     let model = Arc::new(MockModel::new(vec![
         select("toolbox"),
-        tool("sleep", &["1.5"]),
+        tool("sleep", &["8"]),
         MockReply::text("Out of time."),
     ]));
     recorded.push(fixture.run(fixture.agent(&model, config), "Wait").await?);

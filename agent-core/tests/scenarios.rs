@@ -488,13 +488,14 @@ async fn the_time_limit_stops_the_run_before_the_next_turn() -> anyhow::Result<(
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(vec![
         select("toolbox"),
-        tool("sleep", &["1.5"]),
+        tool("sleep", &["8"]),
         MockReply::text("Out of time after the wait."),
         tool("log", &["late"]),
     ]));
     let mut config = AgentConfig::default();
-    // Far above the time two turn heads take, far below the script's sleep.
-    config.budgets.max_duration_ms = Some(700);
+    // Far above the time two turn heads take, even on a loaded 2-core CI machine (700 ms was
+    // not: the limit once passed before the script's turn), far below the script's sleep.
+    config.budgets.max_duration_ms = Some(4000);
     let ran = fixture.run(fixture.agent(&model, config), "Wait, then log").await?;
     assert_eq!(ran.result.outcome, Outcome::MaxDuration);
     assert_eq!(ran.result.final_text, "Out of time after the wait.");
@@ -504,7 +505,7 @@ async fn the_time_limit_stops_the_run_before_the_next_turn() -> anyhow::Result<(
     assert_eq!(fixture.workspace_text("log.txt"), "");
     assert!(
         degraded_prompt(&model)
-            .starts_with("The run must stop now: the time limit (700 ms) was reached.")
+            .starts_with("The run must stop now: the time limit (4000 ms) was reached.")
     );
     Ok(())
 }
