@@ -227,6 +227,13 @@ pub fn selected<'a>(
     pairs
 }
 
+/// The single-threaded tokio runtime the suite's runs go through, one after the other.
+fn current_thread_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
+        Error::Scenario { scenario: "*".to_owned(), message: format!("tokio: {error}") }
+    })
+}
+
 /// Runs every selected (scenario, strategy) on its scripted model, one after the other,
 /// calling `on_run` after each.
 ///
@@ -238,10 +245,7 @@ pub fn run_scripted(
     config: &SuiteConfig,
     on_run: &mut dyn FnMut(&RunRecord),
 ) -> Result<Vec<RunRecord>> {
-    let runtime =
-        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
-            Error::Scenario { scenario: "*".to_owned(), message: format!("tokio: {error}") }
-        })?;
+    let runtime = current_thread_runtime()?;
     let mut records = Vec::new();
     for (scenario, strategy, replies) in selected(scenarios, config) {
         let model = Arc::new(ScriptedModel::new(replies.to_vec()));
@@ -272,10 +276,7 @@ pub fn run_live(
     live: &LiveModel,
     on_run: &mut dyn FnMut(&RunRecord),
 ) -> Result<Vec<RunRecord>> {
-    let runtime =
-        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|error| {
-            Error::Scenario { scenario: "*".to_owned(), message: format!("tokio: {error}") }
-        })?;
+    let runtime = current_thread_runtime()?;
     let settings = RunSettings {
         model_name: Some(live.name.clone()),
         decide: Some(live.decide),

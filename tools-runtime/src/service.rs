@@ -156,13 +156,7 @@ impl Service {
     pub async fn shutdown(mut self) {
         self.stdin = None;
         self.stdout = None;
-        let Some(mut resources) = self.resources.take() else { return };
-        let exited_before = self.child.try_wait().ok().flatten();
-        if exited_before.is_some() {
-            resources.leader_reaped();
-        }
-        resources.kill_everything();
-        let _ = self.child.start_kill();
+        let Some((resources, exited_before)) = self.kill_everything() else { return };
         let status = self.child.wait().await.ok();
         resources.release().await;
         if let Some(mut task) = self.stderr_task.take()
@@ -180,6 +174,20 @@ impl Service {
         self.stdin = None;
         let _ = tokio::time::timeout(grace, self.child.wait()).await;
         self.shutdown().await;
+    }
+
+    /// Takes the run's resources (`None` once stopped) and kills the group, every cgroup member
+    /// and the service itself; returns the resources and how the service had ended by itself,
+    /// if it had (then its group id is no longer trusted, see `leader_reaped`).
+    fn kill_everything(&mut self) -> Option<(RunResources, Option<ExitStatus>)> {
+        let mut resources = self.resources.take()?;
+        let exited_before = self.child.try_wait().ok().flatten();
+        if exited_before.is_some() {
+            resources.leader_reaped();
+        }
+        resources.kill_everything();
+        let _ = self.child.start_kill();
+        Some((resources, exited_before))
     }
 
     fn write_stop_record(&mut self, status: Option<ExitStatus>) {
@@ -200,13 +208,7 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        let Some(mut resources) = self.resources.take() else { return };
-        let exited_before = self.child.try_wait().ok().flatten();
-        if exited_before.is_some() {
-            resources.leader_reaped();
-        }
-        resources.kill_everything();
-        let _ = self.child.start_kill();
+        let Some((resources, exited_before)) = self.kill_everything() else { return };
         if let Some(task) = self.stderr_task.take() {
             task.abort();
         }
