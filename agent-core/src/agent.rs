@@ -416,9 +416,23 @@ fn catalog_of(index: &SkillIndex) -> Vec<SkillEntry> {
         .collect()
 }
 
+/// The format of the records (`events.jsonl`) this build writes and re-runs. Replay, resume
+/// and send re-run a record with today's code and compare event for event, so a record whose
+/// events were shaped by another build cannot be reproduced exactly; the number says so up
+/// front. Raise it whenever what a run records changes (a new field in an event a re-run
+/// compares, a new event kind, a changed prompt or schema). `0` stands for the records written
+/// before formats were numbered.
+pub const RECORD_FORMAT: u32 = 1;
+
 /// What `run_started` records: everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct RunStart {
+    /// [`RECORD_FORMAT`] of the build that wrote the record (0: before formats were numbered).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) record_format: u32,
+    /// The build that wrote the record (`agent-core X.Y.Z`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) written_by: String,
     pub(crate) task: String,
     pub(crate) config: AgentConfig,
     pub(crate) catalog: Vec<SkillEntry>,
@@ -432,6 +446,35 @@ pub(crate) struct RunStart {
     /// The external tools on offer at the start (the catalog's tools part).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) tools: Vec<ExternalTool>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(value: &u32) -> bool {
+    *value == 0
+}
+
+/// This build, as `run_started` names it.
+pub(crate) fn written_by() -> String {
+    concat!("agent-core ", env!("CARGO_PKG_VERSION")).to_owned()
+}
+
+impl RunStart {
+    /// Why this build cannot continue the record, if it was written in another format.
+    pub(crate) fn format_mismatch(&self) -> Option<String> {
+        (self.record_format != RECORD_FORMAT).then(|| {
+            let writer = if self.written_by.is_empty() {
+                "an earlier build".to_owned()
+            } else {
+                self.written_by.clone()
+            };
+            format!(
+                "the record was written in record format {} by {writer}; this build ({}) \
+                 re-runs records of format {RECORD_FORMAT} only",
+                self.record_format,
+                written_by(),
+            )
+        })
+    }
 }
 
 /// What a run is made of besides its recorded start.
@@ -726,6 +769,8 @@ impl Agent {
         let bus =
             EventBus::new(&run_id, self.sinks_with(run_dir.as_ref())?, Arc::clone(&self.redactor));
         let start = RunStart {
+            record_format: RECORD_FORMAT,
+            written_by: written_by(),
             input_sizes: crate::reasoning::input_sizes(&task, &self.workspace),
             task,
             config: self.config.clone(),
@@ -796,6 +841,15 @@ impl Agent {
     async fn reopen(&self, run_dir: &Path, input: Option<&str>) -> Result<RunResult> {
         let directory = RunDir::open(run_dir)?;
         let recording = Recording::read(&directory.events_path(), true)?;
+        if let Some(mismatch) = recording.start.format_mismatch() {
+            return Err(Error::Recording {
+                path: directory.events_path(),
+                message: format!(
+                    "{mismatch}: continue it with the build that wrote it, or start a new run \
+                     (the record itself is intact and still reads: `replay` scores it)"
+                ),
+            });
+        }
         recording.truncate_partial_line(&directory.events_path())?;
         match (recording.finished, input) {
             (true, None) => {

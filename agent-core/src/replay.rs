@@ -571,6 +571,10 @@ pub fn compliance(events: &[Event]) -> Compliance {
 pub struct ReplayReport {
     /// The run.
     pub run_id: String,
+    /// The record format the record was written in (see [`crate::RECORD_FORMAT`]; 0: before
+    /// formats were numbered). A record of another format than this build's is scored, but an
+    /// exact replay is not expected.
+    pub record_format: u32,
     /// Events compared (`assistant_delta` left out).
     pub events_compared: usize,
     /// The first difference, if any.
@@ -663,8 +667,17 @@ pub async fn replay_check(run_dir: &Path) -> Result<ReplayReport> {
             message: format!("the replay failed: {error}"),
         });
     }
+    if let (Some(divergence), Some(mismatch)) =
+        (divergence.as_mut(), recording.start.format_mismatch())
+    {
+        divergence.message = format!(
+            "{} ({mismatch}, so an exact replay is not expected: replay it with that build)",
+            divergence.message
+        );
+    }
     Ok(ReplayReport {
         run_id: recording.run_id.clone(),
+        record_format: recording.start.record_format,
         events_compared: recorded.len(),
         divergence,
         compliance: compliance(&recording.events),

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agent_core::{
-    AgentConfig, CancellationToken, DecideMode, Event, EventKind, Outcome, ReplayReport,
-    compliance, read_events, replay_check, turns,
+    AgentConfig, CancellationToken, DecideMode, Event, EventKind, Outcome, RECORD_FORMAT,
+    ReplayReport, compliance, read_events, replay_check, turns,
 };
 use common::{
     CancelAt, Fixture, Ran, ScriptedApprover, answer, call, document, script_rule, select, tool,
@@ -27,6 +27,7 @@ fn main() -> std::process::ExitCode {
         a_recorded_run_replays_to_the_same_events,
         runs_in_json_mode_and_runs_that_stopped_early_replay_too,
         a_tampered_record_is_reported,
+        a_record_of_another_format_is_named_not_continued,
         compliance_scores_sequence_budgets_and_policy_hits,
     ])
 }
@@ -412,6 +413,49 @@ async fn a_tampered_record_is_reported() -> anyhow::Result<()> {
     // Not a run directory at all.
     let error = replay_check(copies.path()).await.unwrap_err().to_string();
     assert!(error.contains("not a run directory"), "{error}");
+    Ok(())
+}
+
+/// A record names the format it was written in; one of another format (here: from before
+/// formats were numbered) is still scored, a divergence says why it was to be expected, and
+/// send and resume refuse to continue it instead of failing half-way.
+async fn a_record_of_another_format_is_named_not_continued() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![select("toolbox"), answer("Done.")]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), "Look").await?;
+    let started = &ran.events[0];
+    assert_eq!(started.data["record_format"], json!(RECORD_FORMAT));
+    assert!(started.data["written_by"].as_str().unwrap().starts_with("agent-core "));
+    assert_eq!(replays_exactly(&ran).await.record_format, RECORD_FORMAT);
+
+    let copies = tempfile::tempdir()?;
+    let unnumbered = |lines: &mut Vec<Value>| {
+        let data = lines[0]["data"].as_object_mut().unwrap();
+        data.remove("record_format");
+        data.remove("written_by");
+    };
+    // Nothing else differs: the old record still reproduces, and says which format it is.
+    let old = tampered(&ran.run_dir, copies.path(), "old", unnumbered);
+    let report = replay_check(&old).await?;
+    assert_eq!((report.record_format, report.divergence), (0, None));
+    // A difference is reported with the reason it was to be expected.
+    let changed = tampered(&ran.run_dir, copies.path(), "changed", |lines| {
+        unnumbered(lines);
+        let at = position(lines, "model_response", 1);
+        lines[at]["data"]["response"]["tool_calls"][0]["arguments"]["content"] = json!("Other.");
+    });
+    let message = replay_check(&changed).await?.divergence.unwrap().message;
+    assert!(message.starts_with("the events differ (the record was written in record format 0 by an earlier build; this build (agent-core "), "{message}");
+    assert!(message.ends_with("replay it with that build)"), "{message}");
+    // Continuing it is refused up front, with what to do instead; the record is left as it was.
+    let before = std::fs::read(old.join("events.jsonl"))?;
+    let agent = fixture.agent(&model, AgentConfig::default()).build()?;
+    let error = agent.send(&old, "Next task").await.unwrap_err().to_string();
+    assert!(error.contains("record format 0 by an earlier build"), "{error}");
+    assert!(error.contains("start a new run"), "{error}");
+    let error = agent.resume(&old).await.unwrap_err().to_string();
+    assert!(error.contains("record format 0"), "{error}");
+    assert_eq!(std::fs::read(old.join("events.jsonl"))?, before);
     Ok(())
 }
 
