@@ -19,7 +19,7 @@ use crate::budget::Outcome;
 use crate::config::{AgentConfig, DecideMode};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::event::{EventBus, EventKind, EventSink, JsonlSink};
+use crate::event::{Event, EventBus, EventKind, EventSink, JsonlSink};
 use crate::exec::{Executor, LiveTools};
 use crate::external::{ExternalTool, ExternalTools};
 use crate::reasoning::ReasoningMetrics;
@@ -474,6 +474,21 @@ impl RunStart {
                 written_by(),
             )
         })
+    }
+}
+
+/// Why this build cannot continue (resume, send to) a record, judged from its events as
+/// [`crate::read_events`] returns them: `Some(reason)` when the record was written in another
+/// [`RECORD_FORMAT`] or does not start with a readable `run_started`. Lets a caller refuse before
+/// it starts a model or servers; [`Agent::resume`] and [`Agent::send`] refuse the same records.
+pub fn record_format_mismatch(events: &[Event]) -> Option<String> {
+    let first = events.first().filter(|event| event.kind == EventKind::RunStarted);
+    let Some(first) = first else {
+        return Some("the record does not start with run_started".to_owned());
+    };
+    match serde_json::from_value::<RunStart>(first.data.clone()) {
+        Ok(start) => start.format_mismatch(),
+        Err(error) => Some(format!("run_started does not describe a run: {error}")),
     }
 }
 

@@ -100,7 +100,7 @@ mod strategy;
 pub use action::{
     ACTION_NAMES, Action, ActionSpace, Decision, InvalidAnswer, PlanField, parse_answer,
 };
-pub use agent::{Agent, AgentBuilder, RECORD_FORMAT, RunResult, RunUsage};
+pub use agent::{Agent, AgentBuilder, RECORD_FORMAT, RunResult, RunUsage, record_format_mismatch};
 pub use budget::Outcome;
 pub use builtin::{STORE_PATH, parse_slash};
 pub use config::{

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_core::{CancellationToken, EventKind, Outcome, read_events};
+use agent_core::{CancellationToken, EventKind, Outcome, read_events, record_format_mismatch};
 use anyhow::{Context, Result};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
@@ -23,11 +23,21 @@ is the answer.\n  /todo [list | add TEXT | done N | undo N | remove N]   your to
 goes on.";
 
 /// Whether the run in `run_dir` finished its last piece of work (its record ends with
-/// `run_finished`).
+/// `run_finished`); an error when it is no run this build can continue (unreadable, or written
+/// in another record format).
 pub(crate) fn finished(run_dir: &Path) -> std::result::Result<bool, String> {
     let events = read_events(&run_dir.join("events.jsonl")).map_err(|error| {
         format!("{} is not a readable run directory: {error}", run_dir.display())
     })?;
+    // Refused here, before a model or MCP server is started for nothing.
+    if let Some(mismatch) = record_format_mismatch(&events) {
+        return Err(format!(
+            "{}: {mismatch}; continue it with the build that wrote it, or start a new run \
+             (`skills-agent replay {}` still shows it)",
+            run_dir.display(),
+            run_dir.display()
+        ));
+    }
     Ok(events.last().is_some_and(|event| event.kind == EventKind::RunFinished))
 }
 

@@ -243,6 +243,21 @@ fn without_a_terminal_a_question_exits_4_and_resume_answers_it() {
     );
     let output = fixture.output(&["resume", dir, "--answer", "  "]);
     assert_code(&output, 2);
+    // A copy written by a build from before record formats were numbered is refused before any
+    // model is prepared (the mock file named here does not exist).
+    let old = fixture.home.join("old-format");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::copy(run_dir.join("state.json"), old.join("state.json")).unwrap();
+    let mut lines = events(&run_dir);
+    lines[0]["data"].as_object_mut().unwrap().remove("record_format");
+    let record: String = lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(old.join("events.jsonl"), record).unwrap();
+    let old = old.to_str().unwrap();
+    let output = fixture.output(&["resume", old, "--answer", "x", "--model", "mock:/no/such"]);
+    assert_code(&output, 2);
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("written in record format 0"), "{stderr}");
+    assert!(stderr.contains(&format!("`skills-agent replay {old}` still shows it")), "{stderr}");
     let rest = fixture.answers(
         "rest.json",
         &json!([
