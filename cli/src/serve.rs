@@ -18,6 +18,10 @@
 //!   an event until its newline arrives. `Last-Event-ID` (or `?after=SEQ`) resumes after that
 //!   seq; `?follow=false` ends the stream after the replay instead.
 //! * `GET /api/runs/{id}/observations/{sha256}` — a stored observation (`text/plain`).
+//! * `GET /api/runs/{id}/blobs/{sha256}.{ext}` — an image or other binary content an external
+//!   (MCP) tool returned, as `action_executed`'s `result.blobs` lists it; typed by extension,
+//!   sandboxed, and a download (`Content-Disposition: attachment`) for the kinds a browser
+//!   could run (SVG, PDF, unknown bytes).
 //! * `POST /api/runs` `{task, strategy?, model?}` — only with `--allow-start`: starts
 //!   `skills-agent run` (this binary) in the workspace, writing to the served runs directory,
 //!   and answers `201 {run_id}` once the run's record exists (`202 {run_id: null}` when it
@@ -207,6 +211,7 @@ fn router(server: Shared) -> Router {
         .route("/api/runs/{id}", get(run_details))
         .route("/api/runs/{id}/events", get(run_events))
         .route("/api/runs/{id}/observations/{hash}", get(observation))
+        .route("/api/runs/{id}/blobs/{name}", get(blob))
         .layer(middleware::from_fn_with_state(server.clone(), admit))
         .with_state(server)
 }
@@ -284,7 +289,7 @@ async fn index() -> Response {
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-             connect-src 'self'; img-src 'self' data:",
+             connect-src 'self'; img-src 'self' data: blob:; media-src blob:",
         ),
     );
     response
@@ -514,6 +519,61 @@ async fn observation(
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         text,
+    )
+        .into_response())
+}
+
+/// The content type of a stored blob by the extension agent-core gives it, and whether a
+/// browser may show it in place (else it is served as a download).
+fn blob_type(extension: &str) -> Option<(&'static str, bool)> {
+    Some(match extension {
+        "png" => ("image/png", true),
+        "jpg" => ("image/jpeg", true),
+        "gif" => ("image/gif", true),
+        "webp" => ("image/webp", true),
+        "wav" => ("audio/wav", true),
+        "mp3" => ("audio/mpeg", true),
+        "txt" => ("text/plain; charset=utf-8", true),
+        "json" => ("application/json", true),
+        // SVG and PDF can carry scripts; unknown bytes are whatever they are.
+        "svg" => ("image/svg+xml", false),
+        "pdf" => ("application/pdf", false),
+        "bin" => ("application/octet-stream", false),
+        _ => return None,
+    })
+}
+
+async fn blob(
+    State(server): State<Shared>,
+    UrlPath((id, name)): UrlPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    let typed = name
+        .split_once('.')
+        .filter(|(hash, _)| is_sha256_hex(hash))
+        .and_then(|(_, extension)| blob_type(extension));
+    let Some((content_type, inline)) = typed else {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "not a blob reference (SHA-256 hex, a dot, a known extension)".into(),
+        ));
+    };
+    let directory = run_dir(&server, &id)?;
+    let path = directory.join("observations").join(&name);
+    let is_file = tokio::fs::symlink_metadata(&path).await.is_ok_and(|meta| meta.is_file());
+    if !is_file {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no blob {name}")));
+    }
+    let bytes = tokio::fs::read(&path).await.map_err(internal)?;
+    let disposition =
+        if inline { "inline".to_owned() } else { format!("attachment; filename=\"{name}\"") };
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+            (header::CONTENT_SECURITY_POLICY, "sandbox; default-src 'none'".to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        bytes,
     )
         .into_response())
 }

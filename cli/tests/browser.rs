@@ -1,8 +1,8 @@
 //! The page of `skills-agent serve` in a real browser: headless Chromium driven through
 //! chromedriver (WebDriver, with `fantoccini`) opens the page over a runs directory, sees the run
 //! list and a finished run's timeline (turns, actions, observations, the plan, the answer), then
-//! starts a run from the page's form and watches its events arrive while it runs. It saves
-//! screenshots under `target/browser/`.
+//! starts a run from the page's form and watches its events arrive while it runs, and shows the
+//! image an MCP tool returned in a run. It saves screenshots under `target/browser/`.
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/browser.sh` installs them): without
 //! them the test fails when `CI` is set and is skipped, loudly, otherwise. Every wait is for a
@@ -514,5 +514,58 @@ async fn check_the_page(client: &Client, fixture: &Fixture, url: &str) {
         .unwrap();
     client.set_window_size(1400, 1300).await.unwrap();
     wait_for(client, "the taller window", "window.innerHeight > 1000").await;
-    screenshot(client, "serve.png").await;
+    let picture = screenshot(client, "serve.png").await;
+    shows_a_stored_image(client, fixture, &std::fs::read(picture).unwrap()).await;
+}
+
+/// A run whose MCP tool returned an image (the record as agent-core writes it, by hand): the
+/// page fetches the stored blob on request and shows it (the page's CSP allows `blob:` images).
+async fn shows_a_stored_image(client: &Client, fixture: &Fixture, png: &[u8]) {
+    use sha2::Digest;
+    let run_id = "20260101_000000_b10b";
+    let run_dir = fixture.workspace.join(".agent/runs").join(run_id);
+    std::fs::create_dir_all(run_dir.join("observations")).unwrap();
+    let sha256: String =
+        sha2::Sha256::digest(png).iter().map(|byte| format!("{byte:02x}")).collect();
+    std::fs::write(run_dir.join(format!("observations/{sha256}.png")), png).unwrap();
+    let event = |seq: u64, turn: u32, kind: &str, data: Value| {
+        json!({"seq": seq, "ts": "2026-01-01T00:00:00.000Z", "run_id": run_id, "turn": turn,
+               "type": kind, "data": data})
+        .to_string()
+            + "\n"
+    };
+    let call = json!({"type": "call_tool", "args": {"name": "mcp__everything__get-tiny-image", "arguments": {}}});
+    let record = [
+        event(1, 0, "run_started", json!({"task": "Show me the tiny image", "config": {}, "catalog": [], "workspace": "/w"})),
+        event(2, 1, "turn_started", json!({})),
+        event(3, 1, "action_executed", json!({"action": call, "status": "ok", "duration_ms": 12,
+            "result": {"tool": "mcp__everything__get-tiny-image", "server": "everything", "is_error": false, "structured": false,
+                       "blobs": [{"sha256": sha256, "path": format!("observations/{sha256}.png"), "bytes": png.len(), "mime_type": "image/png", "uri": null}]}})),
+        event(4, 1, "run_finished", json!({"outcome": "completed", "final_text": "Here it is."})),
+    ]
+    .concat();
+    std::fs::write(run_dir.join("events.jsonl"), record).unwrap();
+    client.execute(&format!("location.hash = 'run={run_id}';"), Vec::new()).await.unwrap();
+    wait_for(
+        client,
+        "the call and the image's button",
+        "[...document.querySelectorAll('#timeline .step')].some((step) => step.textContent.includes('call_tool mcp__everything__get-tiny-image')) && \
+         [...document.querySelectorAll('#timeline button')].some((b) => b.textContent.startsWith('show image/png'))",
+    )
+    .await;
+    client
+        .execute(
+            "const steps = [...document.querySelectorAll('#timeline details.step')];              steps.forEach((step) => { step.open = true; });              [...document.querySelectorAll('#timeline button')].find((b) => b.textContent.startsWith('show image/png')).click();",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    let width = wait_for(
+        client,
+        "the stored image, decoded",
+        "document.querySelector('#timeline img.blob') && document.querySelector('#timeline img.blob').complete && document.querySelector('#timeline img.blob').naturalWidth",
+    )
+    .await;
+    assert!(width.as_u64().unwrap() > 100, "{width}");
+    screenshot(client, "serve-blob.png").await;
 }

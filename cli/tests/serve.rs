@@ -397,6 +397,67 @@ async fn serves_stored_observations_and_refuses_traversal() {
 }
 
 #[tokio::test]
+async fn serves_stored_blobs_typed_and_sandboxed() {
+    let runs = tempfile::tempdir().unwrap();
+    let run_id = "20260101_000000_bbbb";
+    let directory = write_run(runs.path(), run_id, &finished_run(run_id));
+    let (png, svg) = (format!("{}.png", "a".repeat(64)), format!("{}.svg", "b".repeat(64)));
+    let png_bytes = b"\x89PNG\r\n\x1a\n not really an image".to_vec();
+    std::fs::write(directory.join("observations").join(&png), &png_bytes).unwrap();
+    std::fs::write(directory.join("observations").join(&svg), "<svg><script>1</script></svg>")
+        .unwrap();
+    std::fs::write(runs.path().join("secret.png"), "secret").unwrap();
+    let server = Server::start(runs.path(), &[]);
+    let get = |name: String| {
+        let url = server.url(&format!("/api/runs/{run_id}/blobs/{name}"));
+        async move { client().get(url).send().await.unwrap() }
+    };
+    let header = |response: &reqwest::Response, name: &str| {
+        response.headers().get(name).map(|value| value.to_str().unwrap().to_owned())
+    };
+    // An image: typed by its extension, shown in place, sandboxed, never sniffed.
+    let response = get(png.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "content-type").as_deref(), Some("image/png"));
+    assert_eq!(header(&response, "content-disposition").as_deref(), Some("inline"));
+    assert_eq!(header(&response, "x-content-type-options").as_deref(), Some("nosniff"));
+    assert!(header(&response, "content-security-policy").unwrap().starts_with("sandbox"));
+    assert_eq!(response.bytes().await.unwrap().to_vec(), png_bytes);
+    // SVG can run scripts: a download, not a page of this origin.
+    let response = get(svg.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "content-disposition"),
+        Some(format!("attachment; filename=\"{svg}\""))
+    );
+    // Missing, or a symlink out of the run: not found.
+    assert_eq!(get(format!("{}.png", "c".repeat(64))).await.status(), 404);
+    let link = format!("{}.png", "d".repeat(64));
+    std::os::unix::fs::symlink(
+        runs.path().join("secret.png"),
+        directory.join("observations").join(&link),
+    )
+    .unwrap();
+    let linked = get(link).await;
+    assert_eq!(linked.status(), 404);
+    assert!(!linked.text().await.unwrap().contains("secret"));
+    // Anything but a hash and a known extension is refused before a path is built.
+    for name in [
+        "a".repeat(64),
+        format!("{}.exe", "a".repeat(64)),
+        format!("{}.png.txt", "a".repeat(64)),
+        format!("{}.png", "A".repeat(64)),
+        "..%2Fevents.jsonl".to_owned(),
+        "..%2F..%2Fsecret.png".to_owned(),
+        format!("{}.png", "a".repeat(63)),
+    ] {
+        let response = get(name.clone()).await;
+        assert_eq!(response.status(), 400, "{name}");
+        assert!(!response.text().await.unwrap().contains("secret"), "{name}");
+    }
+}
+
+#[tokio::test]
 async fn a_token_is_required_off_loopback_and_checked_when_set() {
     let runs = tempfile::tempdir().unwrap();
     let runs_dir = runs.path().to_str().unwrap();
