@@ -92,10 +92,27 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
         space.plan_field = PlanField::None;
         return space;
     }
-    let just_selected = last.is_some_and(|record| {
-        record.status == ObservationStatus::Ok
-            && matches!(record.action, Some(Action::SelectSkills { .. }))
-    });
+    // A skill was just selected: nothing but answers that were not actions at all, or selects
+    // that were refused, came since (else one refused select opens the door to the next, which
+    // is how the local 1.5B spent plan-execute-think's rounds selecting skill after skill; a
+    // refused attempt to use the skill still frees the select, as the skill may be the wrong one).
+    let just_selected = state
+        .actions
+        .iter()
+        .rev()
+        .find(|record| {
+            let not_done = matches!(
+                record.status,
+                ObservationStatus::InvalidAction
+                    | ObservationStatus::Refused
+                    | ObservationStatus::ModelError
+            );
+            !(not_done && matches!(record.action, None | Some(Action::SelectSkills { .. })))
+        })
+        .is_some_and(|record| {
+            record.status == ObservationStatus::Ok
+                && matches!(record.action, Some(Action::SelectSkills { .. }))
+        });
     if !just_selected {
         let scored = scored_skills(state);
         // A small model (JSON mode) picks skills unrelated to the task when offered them: when
@@ -119,6 +136,18 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             .collect();
     } else {
         space.note = Some("a skill was just selected: use it or answer".to_owned());
+    }
+    // After a call that worked, small models tend to make the same call again (measured on the
+    // local 1.5B: an MCP call made twice in every run): say that its result is in.
+    if last.is_some_and(|record| {
+        record.status == ObservationStatus::Ok
+            && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
+    }) {
+        space.note = Some(
+            "the last call worked and its result is above: answer if it is enough, do not \
+             repeat it"
+                .to_owned(),
+        );
     }
     for skill in &state.selected {
         // A file already read whole is in the transcript: offering it again only invites the

@@ -347,7 +347,8 @@ async fn a_second_select_straight_after_a_select_is_outside_the_action_space() -
         [
             &json!(["select_skills", "final_answer"]),
             &json!(["run_script", "final_answer"]),
-            &json!(["select_skills", "run_script", "final_answer"])
+            // The refused select did not use the skill: it is still "just selected".
+            &json!(["run_script", "final_answer"])
         ]
     );
     Ok(())
@@ -1034,9 +1035,9 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
     );
     assert!(first["properties"].get("plan").is_some());
     assert_eq!(common::schema_actions(&schema(&requests[1])), ["run_script", "final_answer"]);
-    // After the invalid answer the select is no longer "just made": it is offered again.
+    // An invalid answer does not use the selected skill: the select is still "just made".
     let third = schema(&requests[2]);
-    assert_eq!(common::schema_actions(&third), ["select_skills", "run_script", "final_answer"]);
+    assert_eq!(common::schema_actions(&third), ["run_script", "final_answer"]);
     assert_eq!(
         common::schema_args(&third, "run_script")["properties"]["script"]["enum"],
         json!(["scripts/fail.sh", "scripts/log.sh", "scripts/print.sh", "scripts/sleep.sh"])
@@ -1044,6 +1045,11 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
     assert!(third["properties"].get("plan_update").is_some());
     // The document is what the model said: in JSON mode it goes back as plain assistant text.
     assert!(request_text(&requests[1]).contains("\"thought\":\"the toolbox logs\""));
+    // After the script worked, the note says its result is in (small models repeat the call).
+    let worked = "(the last call worked and its result is above: answer if it is enough, do not \
+                  repeat it)";
+    assert!(request_text(&requests[3]).contains(worked));
+    assert!(!request_text(&requests[2]).contains(worked));
     // Streaming: the action's type as soon as it is parsed, the answer's text as deltas.
     let planned: Vec<&Value> =
         ran.data(EventKind::ActionPlanned).into_iter().map(|data| &data["type"]).collect();
