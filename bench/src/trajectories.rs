@@ -1,12 +1,14 @@
 //! Foreign trajectories: the reasoning quality of other agents' recorded runs, in OpenAI chat
 //! format, counted by the seed-000 rule that agent-core applies to its own runs.
 //!
-//! Input: a JSON array of runs. A run is either a list of messages or an object holding that
-//! list under `traj`, `messages` or `trajectory`, with an optional `reward` (a number; 1 or
-//! more is a success) or `success` (a boolean). A message is an object with a `role`, a
-//! `content` that is `null`, a string or a list of parts (strings, or objects whose `text`
-//! counts as visible text; parts of type `thinking` or `reasoning` count as reasoning), an
-//! optional `tool_calls` list and an optional `reasoning_content` or `reasoning` string.
+//! Input: a JSON array of runs, or JSON Lines with one run per line. A run is either a list of
+//! messages or an object holding that list under `traj`, `messages` or `trajectory`, with an
+//! optional `reward` (a number; 1 or more is a success) or `success` (a boolean). A message is
+//! an object with a `role`, a `content` that is `null`, a string or a list of parts (strings, or
+//! objects whose `text` counts as visible text; parts of type `thinking` or `reasoning` count as
+//! reasoning), an optional `tool_calls` list (or the legacy single `function_call`) and optional
+//! reasoning: a `reasoning_content`, `reasoning` or `thinking` string (the fields DeepSeek,
+//! OpenRouter, vLLM and Ollama use), else OpenRouter's `reasoning_details` list.
 //!
 //! Rule (seed 000 §2.1.1, [`agent_core::ReasoningMetrics`]): an assistant message with tool
 //! calls is *reasoned* when it carries reasoning text or visible text that is more than markup
@@ -76,10 +78,18 @@ pub fn score_file(path: &Path, format: &str) -> Result<TrajectoryScore> {
 /// `<input>`).
 pub fn score_text(text: &str) -> Result<TrajectoryScore> {
     let bad = |message: String| Error::Trajectory { path: "<input>".to_owned(), message };
-    let document: Value =
-        serde_json::from_str(text).map_err(|error| bad(format!("not JSON: {error}")))?;
-    let Value::Array(runs) = document else {
-        return Err(bad("the top level is not a JSON array of runs".to_owned()));
+    let runs = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(runs)) => runs,
+        Ok(other) => {
+            return Err(bad(format!(
+                "the top level is not a JSON array of runs (nor JSON Lines of runs): {}",
+                kind(&other)
+            )));
+        }
+        Err(error) => match json_lines(text) {
+            Some(runs) => runs.map_err(bad)?,
+            None => return Err(bad(format!("not JSON: {error}"))),
+        },
     };
     let mut tally = Tally::default();
     let (mut judged, mut succeeded) = (0u64, 0u64);
@@ -139,6 +149,22 @@ impl Tally {
         }
         self.chars += acting.chars;
     }
+}
+
+/// The runs of a JSON Lines text (`None` when its first line is no JSON value of its own, so the
+/// text was meant as one JSON document); an error names the line (counted from 1).
+fn json_lines(text: &str) -> Option<std::result::Result<Vec<Value>, String>> {
+    let mut lines = text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()).peekable();
+    let (_, first) = lines.peek()?;
+    serde_json::from_str::<Value>(first).ok()?;
+    Some(
+        lines
+            .map(|(index, line)| {
+                serde_json::from_str(line)
+                    .map_err(|error| format!("line {}: not JSON: {error}", index + 1))
+            })
+            .collect(),
+    )
 }
 
 fn round(value: f64, scale: f64) -> f64 {
@@ -227,7 +253,7 @@ fn count_message(message: &Value) -> std::result::Result<Option<Acting>, String>
             ));
         }
     }
-    for key in ["reasoning_content", "reasoning"] {
+    for key in ["reasoning_content", "reasoning", "thinking"] {
         match object.get(key) {
             None | Some(Value::Null) => {}
             Some(Value::String(text)) => push_line(&mut reasoning, text),
@@ -235,6 +261,11 @@ fn count_message(message: &Value) -> std::result::Result<Option<Acting>, String>
                 return Err(format!("`{key}` is neither a string nor null: {}", kind(other)));
             }
         }
+    }
+    // OpenRouter sends the same reasoning as a string and as details: the details count only
+    // when no string did.
+    if reasoning.trim().is_empty() {
+        redacted |= reasoning_details(object.get("reasoning_details"), &mut reasoning)?;
     }
     let calls = match object.get("tool_calls") {
         None | Some(Value::Null) => 0,
@@ -246,11 +277,47 @@ fn count_message(message: &Value) -> std::result::Result<Option<Acting>, String>
         }
         Some(other) => return Err(format!("`tool_calls` is not a list: {}", kind(other))),
     };
+    // The legacy single call of OpenAI's functions API, when no tool_calls list has calls.
+    let calls = match (calls, object.get("function_call")) {
+        (0, Some(Value::Object(_))) => 1,
+        (_, None | Some(Value::Null) | Some(Value::Object(_))) => calls,
+        (_, Some(other)) => {
+            return Err(format!("`function_call` is not an object: {}", kind(other)));
+        }
+    };
     if role != "assistant" || calls == 0 {
         return Ok(None);
     }
     let chars = reasoning_text_chars(&visible) + reasoning.trim().chars().count() as u64;
     Ok(Some(Acting { calls, chars, redacted }))
+}
+
+/// Adds the readable text of OpenRouter's `reasoning_details` (`reasoning.text` parts' `text`,
+/// `reasoning.summary` parts' `summary`) to `reasoning`; true when a part is encrypted (the
+/// provider hid reasoning it did: reasoned, no characters).
+fn reasoning_details(
+    details: Option<&Value>,
+    reasoning: &mut String,
+) -> std::result::Result<bool, String> {
+    let parts = match details {
+        None | Some(Value::Null) => return Ok(false),
+        Some(Value::Array(parts)) => parts,
+        Some(other) => {
+            return Err(format!("`reasoning_details` is not a list: {}", kind(other)));
+        }
+    };
+    let mut encrypted = false;
+    for (index, part) in parts.iter().enumerate() {
+        let Value::Object(part) = part else {
+            return Err(format!("reasoning detail {index} is not an object: {}", kind(part)));
+        };
+        let part_type = part.get("type").and_then(Value::as_str).unwrap_or_default();
+        encrypted |= part_type == "reasoning.encrypted";
+        if let Some(text) = ["text", "summary"].iter().find_map(|key| part.get(*key)) {
+            push_line(reasoning, text.as_str().unwrap_or_default());
+        }
+    }
+    Ok(encrypted)
 }
 
 fn push_line(text: &mut String, piece: &str) {

@@ -1,4 +1,5 @@
-//! Foreign trajectories, data-driven: each `tests/data/trajectories/NAME.json` is scored and
+//! Foreign trajectories, data-driven: each `tests/data/trajectories/NAME.json` (or `.jsonl`,
+//! JSON Lines) is scored and
 //! compared with `NAME.expected.json` (the JSON line), or its error with `NAME.error.txt`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +16,7 @@ fn every_case_scores_or_fails_as_recorded() {
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter(|path| {
-            path.extension().is_some_and(|ext| ext == "json")
+            path.extension().is_some_and(|ext| ext == "json" || ext == "jsonl")
                 && !path.to_string_lossy().ends_with(".expected.json")
         })
         .collect();
@@ -38,7 +39,8 @@ fn every_case_scores_or_fails_as_recorded() {
                 .unwrap_or_else(|_| panic!("{stem}: neither .expected.json nor .error.txt"));
             let message = scored.err().unwrap_or_else(|| panic!("{stem}: scored")).to_string();
             assert!(message.contains(want.trim()), "{stem}: {message}");
-            assert!(message.contains(&format!("{stem}.json")), "{stem}: the path: {message}");
+            let file = input.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(message.contains(&file), "{stem}: the path: {message}");
         }
     }
 }
