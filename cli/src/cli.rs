@@ -748,7 +748,9 @@ impl ChatArgs {
 }
 
 async fn replay(run_dir: &Path, check: bool, json: bool) -> Result<u8> {
-    let events = read_events(&run_dir.join("events.jsonl")).map_err(usage)?;
+    let events = read_events(&run_dir.join("events.jsonl")).map_err(|error| {
+        usage(format!("{} is not a readable run directory: {error}", run_dir.display()))
+    })?;
     let turns = turns(&events);
     let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
     if !check {
@@ -830,7 +832,7 @@ fn runs_list(runs_dir: Option<PathBuf>, workspace: Option<PathBuf>, json: bool) 
             if json {
                 out!("[]")
             } else {
-                out!("no runs in {}", runs_dir.display())
+                out!("no runs in {} (the folder does not exist yet)", runs_dir.display())
             }
             return Ok(0);
         }

@@ -362,6 +362,11 @@ fn replay_prints_turns_and_check_passes_on_the_record_and_fails_on_a_tampered_co
 
     let missing = fixture.run(&["replay", fixture.root.join("nothing").to_str().unwrap()]);
     assert_code(&missing, 2);
+    assert!(
+        text(&missing.stderr).contains("nothing is not a readable run directory"),
+        "{}",
+        text(&missing.stderr)
+    );
 }
 
 #[test]
