@@ -154,17 +154,12 @@ impl Tally {
 /// The runs of a JSON Lines text (`None` when its first line is no JSON value of its own, so the
 /// text was meant as one JSON document); an error names the line (counted from 1).
 fn json_lines(text: &str) -> Option<std::result::Result<Vec<Value>, String>> {
-    let mut lines = text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()).peekable();
-    let (_, first) = lines.peek()?;
-    serde_json::from_str::<Value>(first).ok()?;
-    Some(
-        lines
-            .map(|(index, line)| {
-                serde_json::from_str(line)
-                    .map_err(|error| format!("line {}: not JSON: {error}", index + 1))
-            })
-            .collect(),
-    )
+    let mut lines = text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty());
+    let first: Value = serde_json::from_str(lines.next()?.1).ok()?;
+    let rest = lines.map(|(index, line)| {
+        serde_json::from_str(line).map_err(|error| format!("line {}: not JSON: {error}", index + 1))
+    });
+    Some(std::iter::once(Ok(first)).chain(rest).collect())
 }
 
 fn round(value: f64, scale: f64) -> f64 {

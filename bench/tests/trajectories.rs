@@ -1,6 +1,6 @@
 //! Foreign trajectories, data-driven: each `tests/data/trajectories/NAME.json` (or `.jsonl`,
-//! JSON Lines) is scored and
-//! compared with `NAME.expected.json` (the JSON line), or its error with `NAME.error.txt`.
+//! JSON Lines) is scored and compared with `NAME.expected.json` (the JSON line), or its error
+//! with `NAME.error.txt`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

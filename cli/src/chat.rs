@@ -8,7 +8,9 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_core::{CancellationToken, EventKind, Outcome, read_events, record_format_mismatch};
+use agent_core::{
+    CancellationToken, Event, EventKind, Outcome, read_events, record_format_mismatch,
+};
 use anyhow::{Context, Result};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
@@ -22,13 +24,17 @@ is the answer.\n  /todo [list | add TEXT | done N | undo N | remove N]   your to
 /help    this text\n  /exit    leave (Ctrl-D too)\nCtrl-C stops the task in progress; the session \
 goes on.";
 
+/// The recorded events of the run in `run_dir`; an error saying it is no readable run directory.
+pub(crate) fn run_events(run_dir: &Path) -> std::result::Result<Vec<Event>, String> {
+    read_events(&run_dir.join("events.jsonl"))
+        .map_err(|error| format!("{} is not a readable run directory: {error}", run_dir.display()))
+}
+
 /// Whether the run in `run_dir` finished its last piece of work (its record ends with
 /// `run_finished`); an error when it is no run this build can continue (unreadable, or written
 /// in another record format).
 pub(crate) fn finished(run_dir: &Path) -> std::result::Result<bool, String> {
-    let events = read_events(&run_dir.join("events.jsonl")).map_err(|error| {
-        format!("{} is not a readable run directory: {error}", run_dir.display())
-    })?;
+    let events = run_events(run_dir)?;
     // Refused here, before a model or MCP server is started for nothing.
     if let Some(mismatch) = record_format_mismatch(&events) {
         return Err(format!(

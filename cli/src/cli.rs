@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use agent_core::{
     Agent, AgentConfig, ConsoleOptions, ConsoleSink, EventKind, ModelSettings, Outcome, Redactor,
-    RunResult, read_events, replay_check, turns,
+    RunResult, replay_check, turns,
 };
 use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
@@ -748,9 +748,7 @@ impl ChatArgs {
 }
 
 async fn replay(run_dir: &Path, check: bool, json: bool) -> Result<u8> {
-    let events = read_events(&run_dir.join("events.jsonl")).map_err(|error| {
-        usage(format!("{} is not a readable run directory: {error}", run_dir.display()))
-    })?;
+    let events = crate::chat::run_events(run_dir).map_err(usage)?;
     let turns = turns(&events);
     let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
     if !check {
