@@ -465,11 +465,17 @@ async fn a_timeout_with_protected_paths_kills_everything_inside(owner: Owner) {
     assert!(result.stdout.starts_with("started\n"), "{result:?}");
     assert!(result.duration_ms < 20_000, "the drain deadline bounds the wait: {result:?}");
     // Pids inside bwrap's pid namespace mean nothing here: look for the sleeps from the host.
+    // Only processes that *are* `sleep 37` count: the other owner's test runs in parallel, and
+    // its helper carries the script in its plan argument while it is still uid 0 (a
+    // `pgrep -f "sleep 37"` matched it once in CI).
     let uid = owner.command_uid();
-    let leftovers = std::process::Command::new("pgrep").args(["-f", "sleep 37"]).output().unwrap();
-    let leftover_pids: Vec<i32> = String::from_utf8_lossy(&leftovers.stdout)
-        .lines()
-        .filter_map(|line| line.trim().parse().ok())
+    let leftover_pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &i32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|argv| argv == b"sleep\x0037\x00")
+        })
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/status"))
                 .is_ok_and(|status| status.contains(&format!("\nUid:\t{uid}\t")))
