@@ -15,7 +15,7 @@ use crate::scenario::reply::{
     safe_judge, safe_plan, safe_report, said, select, select_step, silent, text, think, thinking,
     thought,
 };
-use crate::scenario::{Category, Check, Scenario};
+use crate::scenario::{Category, Check, Scenario, any_of};
 
 /// The strategy names the scripts use.
 pub const REACT: &str = "react";
@@ -134,6 +134,8 @@ fn solved(
         // facts, so the call only has to name the file.
         check = if *skill == CSV {
             check.script_starting(skill, script, &args[..args.len().min(1)])
+        } else if *skill == CONVERT {
+            converts(check, args)
         } else {
             check.script(skill, script, args)
         };
@@ -143,6 +145,58 @@ fn solved(
         .script(PLAN_EXECUTE_THINK, batch_flow(skills, calls, answer_text))
         .script(PLAN_THOUGHT_REPLAN, thought_flow(skills, calls, answer_text))
         .script(SAFE, safe_flow(skills, calls, answer_text))
+}
+
+/// The other names unit-converter's `convert.py` takes for the units the scenarios convert
+/// (it ignores case). A test runs the script on each, so this cannot drift from it.
+const UNIT_NAMES: &[(&str, &[&str])] = &[
+    ("m", &["meter", "meters", "metre", "metres"]),
+    ("km", &["kilometer", "kilometers", "kilometre", "kilometres"]),
+    ("ft", &["foot", "feet"]),
+    ("mi", &["mile", "miles"]),
+    ("nmi", &["nautical mile", "nautical miles", "nautical-mile", "nautical-miles"]),
+    ("kg", &["kilogram", "kilograms", "kilo", "kilos"]),
+    ("oz", &["ounce", "ounces"]),
+    ("lb", &["lbs", "pound", "pounds"]),
+    ("l", &["liter", "liters", "litre", "litres"]),
+    ("gal", &["gallon", "gallons", "us gal", "us gallon", "us gallons"]),
+    ("MB", &["megabyte", "megabytes"]),
+    ("TB", &["terabyte", "terabytes"]),
+    ("GiB", &["gibibyte", "gibibytes"]),
+    ("C", &["°c", "celsius", "degc", "degrees celsius", "centigrade"]),
+    ("F", &["°f", "fahrenheit", "degf", "degrees fahrenheit"]),
+];
+
+/// Every name of `unit` the converter takes: its symbol and other names, each as written, in
+/// lower case, upper case and with a capital first letter (`mi`, `Miles`, `Celsius`, `GIB`).
+fn unit_names(unit: &str) -> Vec<String> {
+    let others =
+        UNIT_NAMES.iter().find(|(symbol, _)| *symbol == unit).map_or(&[][..], |(_, names)| names);
+    let mut names: Vec<String> = Vec::new();
+    for name in std::iter::once(&unit).chain(others) {
+        let mut capitalised = name.chars();
+        let capitalised = capitalised
+            .next()
+            .map(|first| first.to_uppercase().chain(capitalised).collect())
+            .unwrap_or_default();
+        for variant in [(*name).to_owned(), name.to_lowercase(), name.to_uppercase(), capitalised] {
+            if !names.contains(&variant) {
+                names.push(variant);
+            }
+        }
+    }
+    names
+}
+
+/// Requires the conversion `[VALUE, FROM, TO]`: the value as written and either unit by any
+/// of its names (the local model wrote `miles` for `mi`, which converts the same).
+fn converts(check: Check, args: &[&str]) -> Check {
+    let args: Value = args
+        .iter()
+        .enumerate()
+        .map(|(index, arg)| if index == 0 { json!(arg) } else { any_of(unit_names(arg)) })
+        .collect();
+    check.call("run_script", json!({"skill": CONVERT, "script": CONVERT_SCRIPT, "args": args}))
 }
 
 fn one(
@@ -238,10 +292,12 @@ fn multi_skill() -> Vec<Scenario> {
         "find-total-convert",
         Category::MultiSkill,
         "Find the CSV file, total its units column, and convert that many pounds to kilograms.",
-        Check::completed(&["sales.csv", "212", "96.16158244"])
-            .script(FIND, FIND_SCRIPT, &["*.csv"])
-            .script(CSV, CSV_SCRIPT, &["sales.csv", "units"])
-            .script(CONVERT, CONVERT_SCRIPT, &["212", "lb", "kg"]),
+        converts(
+            Check::completed(&["sales.csv", "212", "96.16158244"])
+                .script(FIND, FIND_SCRIPT, &["*.csv"])
+                .script(CSV, CSV_SCRIPT, &["sales.csv", "units"]),
+            &["212", "lb", "kg"],
+        ),
     )
     .script(
         REACT,
@@ -444,7 +500,11 @@ fn failing_script() -> Vec<Scenario> {
             name,
             Category::FailingScript,
             task,
-            Check::completed(&[fact]).script(skill, script, right),
+            if skill == CONVERT {
+                converts(Check::completed(&[fact]), right)
+            } else {
+                Check::completed(&[fact]).script(skill, script, right)
+            },
         )
         .script(
             REACT,
@@ -698,13 +758,8 @@ fn disallowed_skill() -> Vec<Scenario> {
 
 fn silent_calls() -> Vec<Scenario> {
     let check = || Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]);
-    let conversions = || {
-        Check::completed(&["8.04672", "6.213711922", "32"]).script(
-            CONVERT,
-            CONVERT_SCRIPT,
-            &["5", "mi", "km"],
-        )
-    };
+    let conversions =
+        || converts(Check::completed(&["8.04672", "6.213711922", "32"]), &["5", "mi", "km"]);
     let run_silent = |skill: &str, args: &[&str]| {
         silent("run_script", json!({"skill": skill, "script": script_of(skill), "args": args}))
     };
@@ -806,4 +861,92 @@ fn reasoned() -> Vec<Scenario> {
             ],
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+
+    use super::*;
+
+    /// Runs convert.py's own `main` on each `[VALUE, FROM, TO]` in one interpreter; what each
+    /// printed on stdout (empty when it failed), in order.
+    fn convert_all(conversions: &[[String; 3]]) -> Vec<String> {
+        const DRIVER: &str = r#"
+import contextlib, importlib.util, io, json, sys
+spec = importlib.util.spec_from_file_location("convert", sys.argv[1])
+convert = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(convert)
+for argv in json.load(sys.stdin):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        status = convert.main(argv)
+    print(json.dumps(out.getvalue() if status == 0 else ""))
+"#;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/skills")
+            .join(CONVERT)
+            .join(CONVERT_SCRIPT);
+        let mut child = Command::new("python3")
+            .args(["-c", DRIVER])
+            .arg(&script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = serde_json::to_vec(conversions).unwrap();
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "the convert.py driver failed");
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn every_unit_name_a_check_accepts_is_that_unit_to_the_converter() {
+        let conversions: Vec<[String; 3]> = UNIT_NAMES
+            .iter()
+            .flat_map(|(symbol, _)| {
+                unit_names(symbol)
+                    .into_iter()
+                    .map(|name| ["1".to_owned(), name, (*symbol).to_owned()])
+            })
+            .collect();
+        assert!(conversions.len() > 100, "{}", conversions.len());
+        let printed = convert_all(&conversions);
+        assert_eq!(printed.len(), conversions.len());
+        for ([_, name, symbol], stdout) in conversions.iter().zip(&printed) {
+            assert!(
+                stdout.starts_with(&format!("1 {symbol} = 1 {symbol}\n")),
+                "convert.py 1 {name:?} {symbol} printed {stdout:?}"
+            );
+        }
+        // The driver tells a wrong name apart.
+        assert_eq!(convert_all(&[["1".into(), "parsec".into(), "km".into()]]), [""]);
+    }
+
+    #[test]
+    fn every_converted_unit_is_checked_by_all_its_names() {
+        let mut conversions = 0;
+        for scenario in scenarios() {
+            for call in &scenario.check.calls {
+                if call.args["skill"] != CONVERT {
+                    continue;
+                }
+                conversions += 1;
+                let args = call.args["args"].as_array().unwrap();
+                assert_eq!(args.len(), 3, "{}: {args:?}", scenario.name);
+                for unit in &args[1..] {
+                    let names = unit["any_of"].as_array().unwrap();
+                    assert!(names.len() > 4, "{}: {unit} has no other names", scenario.name);
+                }
+            }
+        }
+        assert!(conversions >= 10, "{conversions}");
+    }
 }

@@ -50,9 +50,11 @@ impl Category {
     }
 }
 
-/// A call the run must have made (BFCL-style): an executed action of this type whose
-/// arguments hold every key of `args` with exactly that value (with `prefix`, a list may go
-/// on after the expected items: `["sales.csv"]` accepts `["sales.csv", "amount"]`).
+/// A call the run must have made (BFCL-style): an action of this type, executed with status
+/// `ok`, whose arguments hold every key of `args` with exactly that value (with `prefix`, a list may go
+/// on after the expected items: `["sales.csv"]` accepts `["sales.csv", "amount"]`). Like
+/// BFCL's possible answers, an expected value may be `{"any_of": [A, B, …]}`: any of them
+/// holds (a unit's other names: `mi`, `mile`, `miles`); see [`any_of`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExpectedCall {
     /// The action type (`run_script`, `select_skills`, …).
@@ -165,8 +167,11 @@ impl Check {
             })
             .collect();
         for expected in &self.calls {
-            let found = executed.iter().any(|(action, _)| {
-                action.get("type").and_then(Value::as_str) == Some(expected.action.as_str())
+            // A call that failed does not count: a script run with a wrong column must not
+            // pass the check of the run with the right one that its prefix matches.
+            let found = executed.iter().any(|(action, status)| {
+                *status == "ok"
+                    && action.get("type").and_then(Value::as_str) == Some(expected.action.as_str())
                     && holds(
                         action.get("args").unwrap_or(&Value::Null),
                         &expected.args,
@@ -174,7 +179,8 @@ impl Check {
                     )
             });
             if !found {
-                failures.push(format!("no {} call with {}", expected.action, expected.args));
+                failures
+                    .push(format!("no successful {} call with {}", expected.action, expected.args));
             }
         }
         for forbidden in &self.never_ok {
@@ -189,16 +195,43 @@ impl Check {
     }
 }
 
-/// Whether `actual` holds every key of `expected` with the same value (objects), or equals it.
+/// The key of an expected value that accepts any of several values.
+const ANY_OF: &str = "any_of";
+
+/// An expected argument value that holds when the actual one holds any of `alternatives`
+/// (BFCL's list of possible answers for one parameter).
+pub fn any_of<I, T>(alternatives: I) -> Value
+where
+    I: IntoIterator<Item = T>,
+    T: Into<Value>,
+{
+    json!({ ANY_OF: alternatives.into_iter().map(Into::into).collect::<Vec<Value>>() })
+}
+
+/// Whether `actual` holds every key of `expected` with the same value (objects), holds every
+/// item of an expected list in order, holds one of an [`any_of`]'s alternatives, or equals it.
 /// With `prefix`, an expected list holds when it starts the actual list.
 fn holds(actual: &Value, expected: &Value, prefix: bool) -> bool {
     match (expected, actual) {
+        (Value::Object(expected), _) if expected.len() == 1 && expected.contains_key(ANY_OF) => {
+            expected[ANY_OF].as_array().is_some_and(|alternatives| {
+                alternatives.iter().any(|alternative| holds(actual, alternative, prefix))
+            })
+        }
         (Value::Object(expected), _) => expected
             .iter()
             .all(|(key, value)| actual.get(key).is_some_and(|actual| holds(actual, value, prefix))),
-        (Value::Array(expected), Value::Array(actual)) if prefix => {
-            actual.len() >= expected.len()
-                && expected.iter().zip(actual).all(|(expected, actual)| expected == actual)
+        (Value::Array(expected), Value::Array(actual)) => {
+            let lengths_fit = if prefix {
+                actual.len() >= expected.len()
+            } else {
+                actual.len() == expected.len()
+            };
+            lengths_fit
+                && expected
+                    .iter()
+                    .zip(actual)
+                    .all(|(expected, actual)| holds(actual, expected, prefix))
         }
         (other, _) => actual == other,
     }
@@ -470,8 +503,17 @@ mod tests {
                 "outcome max_turns, expected completed".to_owned(),
                 "the answer lacks `1705.47`".to_owned(),
                 "missing.txt was not produced".to_owned(),
-                format!("no run_script call with {}", check.calls[0].args),
+                format!("no successful run_script call with {}", check.calls[0].args),
                 "ask_user succeeded, which it must not".to_owned(),
+            ]
+        );
+        let failed = vec![executed(1, &script, "failed"), finished("completed", "It is 1705.47.")];
+        assert_eq!(Check::completed(&[]).failures(&failed, workspace.path()), Vec::<String>::new());
+        assert_eq!(
+            check.failures(&failed, workspace.path())[..2],
+            [
+                "missing.txt was not produced".to_owned(),
+                format!("no successful run_script call with {}", check.calls[0].args)
             ]
         );
         assert_eq!(
@@ -492,5 +534,25 @@ mod tests {
         assert!(holds(&json!({"a": [1, 2]}), &json!({"a": [1, 2]}), true));
         assert!(!holds(&json!({"a": [1]}), &json!({"a": [1, 2]}), true));
         assert!(!holds(&json!({"a": [2, 1]}), &json!({"a": [1, 2]}), true));
+    }
+
+    #[test]
+    fn an_expected_value_may_list_its_possible_answers() {
+        let miles = any_of(["mi", "mile", "miles"]);
+        let expected = json!({"args": ["12", miles, "km"]});
+        assert!(holds(&json!({"args": ["12", "mi", "km"]}), &expected, false));
+        assert!(holds(&json!({"args": ["12", "miles", "km"]}), &expected, false));
+        assert!(!holds(&json!({"args": ["12", "nmi", "km"]}), &expected, false));
+        assert!(!holds(&json!({"args": ["12", "miles"]}), &expected, false));
+        assert!(!holds(&json!({"args": ["12", "miles", "km", "x"]}), &expected, false));
+        assert!(holds(&json!({"args": ["12", "mile", "km", "x"]}), &expected, true));
+        // Alternatives may be any value, nested ones included; none at all never holds.
+        assert!(holds(&json!({"n": 2}), &json!({"n": any_of([1, 2])}), false));
+        assert!(holds(&json!([1, [2, 3]]), &json!([1, any_of([json!([2, 3]), json!(4)])]), false));
+        assert!(!holds(&json!("a"), &any_of(Vec::<Value>::new()), false));
+        // An object with other keys beside `any_of` is an ordinary expected object.
+        let literal = json!({"any_of": [1], "b": 2});
+        assert!(holds(&json!({"any_of": [1], "b": 2}), &literal, false));
+        assert!(!holds(&json!({"any_of": 1, "b": 2}), &literal, false));
     }
 }
