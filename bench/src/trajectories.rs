@@ -80,10 +80,21 @@ pub fn score_text(text: &str) -> Result<TrajectoryScore> {
     let bad = |message: String| Error::Trajectory { path: "<input>".to_owned(), message };
     let runs = match serde_json::from_str::<Value>(text) {
         Ok(Value::Array(runs)) => runs,
+        // One run on its own (a file per trajectory, or JSON Lines of one line).
+        Ok(Value::Object(run)) if MESSAGE_KEYS.iter().any(|key| run.contains_key(*key)) => {
+            vec![Value::Object(run)]
+        }
         Ok(other) => {
+            let found = match &other {
+                Value::Object(object) => format!(
+                    "an object with keys {}",
+                    object.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+                ),
+                other => kind(other).to_owned(),
+            };
             return Err(bad(format!(
-                "the top level is not a JSON array of runs (nor JSON Lines of runs): {}",
-                kind(&other)
+                "the top level is neither a JSON array of runs (nor JSON Lines of runs) nor one \
+                 run (an object with `traj`, `messages` or `trajectory`): {found}"
             )));
         }
         Err(error) => match json_lines(text) {
