@@ -422,8 +422,9 @@ fn catalog_of(index: &SkillIndex) -> Vec<SkillEntry> {
 /// front. Raise it whenever what a run records changes (a new field in an event a re-run
 /// compares, a new event kind, a changed prompt or schema). `0` stands for the records written
 /// before formats were numbered; 1 the first numbered one; 2 adds the turn note after a call
-/// that worked and keeps a select "just made" across refused selects (other requests).
-pub const RECORD_FORMAT: u32 = 2;
+/// that worked and keeps a select "just made" across refused selects (other requests); 3 adds
+/// react's "Results so far" to the turn note.
+pub const RECORD_FORMAT: u32 = 3;
 
 /// What `run_started` records: everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

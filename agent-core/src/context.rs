@@ -9,7 +9,7 @@
 //! 3. the transcript: each turn's answer and its observation (loaded skill bodies arrive here,
 //!    as the observation of `select_skills`), only ever appended;
 //! 4. a trailing note, rebuilt every turn and never kept: plan, budget, selected skills,
-//!    allowed actions and the task restated.
+//!    the results so far (react), allowed actions and the task restated.
 //!
 //! Compaction is the only rewrite. When the packed context passes `compact_at` of
 //! `max_context_chars`, observations older than the last `keep_recent_observations` are cut to

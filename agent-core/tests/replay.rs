@@ -144,7 +144,7 @@ async fn a_recorded_run_replays_to_the_same_events() -> anyhow::Result<()> {
             "run_script toolbox/scripts/fail.sh x → failed",
             "run_script toolbox/scripts/deny.sh → denied",
             "run_script toolbox/scripts/log.sh approved → ok",
-            "run_script toolbox/scripts/print.sh 60 big → ok",
+            "recall_observation obs-2 → ok",
         ]
     );
     let last = report.turns.last().unwrap();

@@ -30,6 +30,7 @@ fn main() -> std::process::ExitCode {
             a_file_read_in_full_is_not_offered_again,
             json_mode_offers_only_skills_that_share_words_with_the_task,
             the_turn_note_carries_the_reasoning_level_and_a_progress_notice,
+            the_turn_note_lists_the_results_so_far,
             a_second_select_straight_after_a_select_is_outside_the_action_space,
             the_turn_limit_ends_the_run_with_a_degraded_answer,
             the_tool_call_limit_counts_refused_calls_too,
@@ -582,6 +583,51 @@ async fn the_turn_note_carries_the_reasoning_level_and_a_progress_notice() -> an
     let transcript: Vec<String> =
         model.requests()[4].messages.iter().rev().skip(1).map(message_text).collect();
     assert!(transcript.iter().all(|text| !text.contains("Progress check")));
+    Ok(())
+}
+
+async fn the_turn_note_lists_the_results_so_far() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("log", &["a"]),
+        tool("fail", &["b"]),
+        tool("print", &["2", "w"]),
+        tool("log", &["a"]),
+        answer("Logged a; b fails; printed two lines."),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Log a, handle b, print w twice")
+        .await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let results: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|request| {
+            let note = message_text(request.messages.last().unwrap());
+            note.split_once("Results so far:\n")
+                .map(|(_, rest)| rest.split_once("Task: ").unwrap().0.to_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    // Not before two calls have run; then one line per call with what it printed or why it
+    // failed; an identical call again moves to the end instead of showing twice.
+    assert_eq!(
+        results,
+        [
+            "",
+            "",
+            "",
+            "- run_script toolbox/scripts/log.sh a: logged a\n\
+             - run_script toolbox/scripts/fail.sh b: failed: cannot handle b\n",
+            "- run_script toolbox/scripts/log.sh a: logged a\n\
+             - run_script toolbox/scripts/fail.sh b: failed: cannot handle b\n\
+             - run_script toolbox/scripts/print.sh 2 w: line 1 of 2: w · line 2 of 2: w\n",
+            "- run_script toolbox/scripts/fail.sh b: failed: cannot handle b\n\
+             - run_script toolbox/scripts/print.sh 2 w: line 1 of 2: w · line 2 of 2: w\n\
+             - run_script toolbox/scripts/log.sh a: logged a\n",
+        ]
+    );
     Ok(())
 }
 

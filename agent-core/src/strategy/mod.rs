@@ -22,7 +22,7 @@ use serde_json::json;
 use model_adapter::{ChatRequest, Response, ResponseFormat, Tool, ToolChoice};
 use serde_json::{Map, Value};
 
-use crate::action::{ActionSpace, strip_fence};
+use crate::action::{Action, ActionSpace, strip_fence};
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
@@ -88,6 +88,7 @@ pub(super) fn turn_note(run: &Run, space: &ActionSpace) -> String {
         None => note.push_str("Plan: none yet (you may send one with your action).\n"),
     }
     note.push_str(&skills_lines(run));
+    note.push_str(&results_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
     // Native tool calling offers few external tools as functions of their own: name them.
     let own_functions = run.config.decide == DecideMode::Tools && space.external_functions();
@@ -110,6 +111,82 @@ pub(super) fn turn_note(run: &Run, space: &ActionSpace) -> String {
         DecideMode::Tools => ".\nCall exactly one tool.",
     });
     note
+}
+
+/// The most recent calls the note's results list shows.
+const RESULTS_SHOWN: usize = 8;
+
+/// The characters of a call's output a results line keeps.
+const RESULT_CHARS: usize = 100;
+
+/// The note's "Results so far", once two or more different scripts or tool calls have run in
+/// the task: one line per call (the latest of identical ones), oldest first, with the first
+/// lines of what it printed or why it failed. On the local 1.5B, a batch of conversions ended
+/// with an answer that held only the last result: the earlier ones sat far up the transcript.
+pub(super) fn results_lines(run: &Run) -> String {
+    let first_turn = run.state.task_base.turns;
+    let mut results: Vec<(&Action, ObservationStatus, &str)> = Vec::new();
+    for record in run.state.actions.iter().filter(|record| record.turn > first_turn) {
+        let Some(action @ (Action::RunScript { .. } | Action::CallTool { .. })) = &record.action
+        else {
+            continue;
+        };
+        if !matches!(
+            record.status,
+            ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
+        ) {
+            continue;
+        }
+        let text = run
+            .observation_texts
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == record.observation)
+            .map_or("", |(_, text)| text.as_str());
+        results.retain(|(earlier, _, _)| *earlier != action);
+        results.push((action, record.status, text));
+    }
+    if results.len() < 2 {
+        return String::new();
+    }
+    let mut lines = String::from("Results so far:\n");
+    for (action, status, text) in &results[results.len().saturating_sub(RESULTS_SHOWN)..] {
+        let gist = output_gist(text);
+        let line = match status {
+            ObservationStatus::Ok => format!("- {}: {gist}\n", action.summary()),
+            ObservationStatus::Timeout => format!("- {}: timed out\n", action.summary()),
+            _ => format!("- {}: failed: {gist}\n", action.summary()),
+        };
+        lines.push_str(&line);
+    }
+    lines
+}
+
+/// The first lines of a call's output, joined, cut at [`RESULT_CHARS`]: without the
+/// runtime's framing (`exit code N`, `stdout:`, `stderr:`) and blank lines.
+fn output_gist(text: &str) -> String {
+    let mut gist = String::new();
+    for line in text.lines().map(str::trim) {
+        let framing = line.is_empty()
+            || line == "stdout:"
+            || line == "stderr:"
+            || line.strip_prefix("exit code ").is_some_and(|code| code.parse::<i64>().is_ok());
+        if framing {
+            continue;
+        }
+        if !gist.is_empty() {
+            gist.push_str(" · ");
+        }
+        gist.push_str(line);
+        if gist.chars().count() >= RESULT_CHARS {
+            break;
+        }
+    }
+    if gist.chars().count() > RESULT_CHARS {
+        gist = gist.chars().take(RESULT_CHARS - 1).collect();
+        gist.push('…');
+    }
+    if gist.is_empty() { "(no output)".to_owned() } else { gist }
 }
 
 /// Ends a turn: `turn_finished` with the counters, then `state.json` and an fsync.
@@ -247,5 +324,30 @@ pub(super) fn forced_arguments(
     match value {
         Value::Object(map) => Ok(map),
         other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gist_is_the_first_lines_of_the_output_without_the_framing() {
+        assert_eq!(
+            output_gist("exit code 0\nstdout:\n5 mi = 8.04672 km\nquantity: length"),
+            "5 mi = 8.04672 km · quantity: length"
+        );
+        assert_eq!(
+            output_gist("exit code 2\nstderr:\n\nconvert: unknown unit"),
+            "convert: unknown unit"
+        );
+        assert_eq!(output_gist("exit code 0"), "(no output)");
+        assert_eq!(output_gist(""), "(no output)");
+        // A line that only looks like framing stays.
+        assert_eq!(output_gist("exit code zero"), "exit code zero");
+        let long = format!("exit code 0\nstdout:\n{}\nnever shown", "é".repeat(300));
+        let gist = output_gist(&long);
+        assert_eq!(gist.chars().count(), RESULT_CHARS);
+        assert!(gist.ends_with('…') && !gist.contains("never"), "{gist}");
     }
 }
