@@ -189,14 +189,21 @@ fn unit_names(unit: &str) -> Vec<String> {
 }
 
 /// Requires the conversion `[VALUE, FROM, TO]`: the value as written and either unit by any
-/// of its names (the local model wrote `miles` for `mi`, which converts the same).
+/// of its names (the local model wrote `miles` for `mi`, which converts the same), as three
+/// arguments or with the value and the unit in one (`["1TB", "GiB"]`, `["1 TB", "GiB"]`:
+/// convert.py's usage shows `5km mi`, and the local model wrote it so).
 fn converts(check: Check, args: &[&str]) -> Check {
-    let args: Value = args
-        .iter()
-        .enumerate()
-        .map(|(index, arg)| if index == 0 { json!(arg) } else { any_of(unit_names(arg)) })
-        .collect();
-    check.call("run_script", json!({"skill": CONVERT, "script": CONVERT_SCRIPT, "args": args}))
+    let [value, from, to] = args else {
+        panic!("a conversion is [VALUE, FROM, TO], not {args:?}");
+    };
+    let joined = unit_names(from)
+        .into_iter()
+        .flat_map(|name| [format!("{value}{name}"), format!("{value} {name}")]);
+    let forms = any_of([
+        json!([value, any_of(unit_names(from)), any_of(unit_names(to))]),
+        json!([any_of(joined), any_of(unit_names(to))]),
+    ]);
+    check.call("run_script", json!({"skill": CONVERT, "script": CONVERT_SCRIPT, "args": forms}))
 }
 
 fn one(
@@ -871,9 +878,9 @@ mod tests {
 
     use super::*;
 
-    /// Runs convert.py's own `main` on each `[VALUE, FROM, TO]` in one interpreter; what each
-    /// printed on stdout (empty when it failed), in order.
-    fn convert_all(conversions: &[[String; 3]]) -> Vec<String> {
+    /// Runs convert.py's own `main` on each argument list in one interpreter; what each printed
+    /// on stdout (empty when it failed), in order.
+    fn convert_all(conversions: &[Vec<String>]) -> Vec<String> {
         const DRIVER: &str = r#"
 import contextlib, importlib.util, io, json, sys
 spec = importlib.util.spec_from_file_location("convert", sys.argv[1])
@@ -909,25 +916,79 @@ for argv in json.load(sys.stdin):
 
     #[test]
     fn every_unit_name_a_check_accepts_is_that_unit_to_the_converter() {
-        let conversions: Vec<[String; 3]> = UNIT_NAMES
+        // Each name as its own argument, and joined to the value with and without a space.
+        let conversions: Vec<(String, Vec<String>)> = UNIT_NAMES
             .iter()
             .flat_map(|(symbol, _)| {
-                unit_names(symbol)
-                    .into_iter()
-                    .map(|name| ["1".to_owned(), name, (*symbol).to_owned()])
+                unit_names(symbol).into_iter().flat_map(move |name| {
+                    [
+                        vec!["1".to_owned(), name.clone(), (*symbol).to_owned()],
+                        vec![format!("1{name}"), (*symbol).to_owned()],
+                        vec![format!("1 {name}"), (*symbol).to_owned()],
+                    ]
+                    .map(|argv| ((*symbol).to_owned(), argv))
+                })
             })
             .collect();
-        assert!(conversions.len() > 100, "{}", conversions.len());
-        let printed = convert_all(&conversions);
+        assert!(conversions.len() > 300, "{}", conversions.len());
+        let argvs: Vec<Vec<String>> = conversions.iter().map(|(_, argv)| argv.clone()).collect();
+        let printed = convert_all(&argvs);
         assert_eq!(printed.len(), conversions.len());
-        for ([_, name, symbol], stdout) in conversions.iter().zip(&printed) {
+        for ((symbol, argv), stdout) in conversions.iter().zip(&printed) {
             assert!(
                 stdout.starts_with(&format!("1 {symbol} = 1 {symbol}\n")),
-                "convert.py 1 {name:?} {symbol} printed {stdout:?}"
+                "convert.py {argv:?} printed {stdout:?}"
             );
         }
         // The driver tells a wrong name apart.
-        assert_eq!(convert_all(&[["1".into(), "parsec".into(), "km".into()]]), [""]);
+        assert_eq!(convert_all(&[vec!["1".into(), "parsec".into(), "km".into()]]), [""]);
+    }
+
+    #[test]
+    fn a_conversion_check_takes_the_forms_convert_py_takes() {
+        let check = converts(Check::completed(&[]), &["1", "TB", "GiB"]);
+        let judge = |args: Value| {
+            let action = json!({"type": "run_script", "args": {
+                "skill": CONVERT, "script": CONVERT_SCRIPT, "args": args}});
+            let event = |seq, kind, data| agent_core::Event {
+                ts: String::new(),
+                run_id: "r".to_owned(),
+                seq,
+                turn: 1,
+                kind,
+                data,
+            };
+            let events = [
+                event(
+                    1,
+                    agent_core::EventKind::ActionExecuted,
+                    json!({"action": action, "status": "ok"}),
+                ),
+                event(
+                    2,
+                    agent_core::EventKind::RunFinished,
+                    json!({"outcome": "completed", "final_text": ""}),
+                ),
+            ];
+            check.failures(&events, Path::new("/nonexistent")).is_empty()
+        };
+        for accepted in [
+            json!(["1", "TB", "GiB"]),
+            json!(["1", "terabytes", "GIB"]),
+            json!(["1TB", "GiB"]),
+            json!(["1 Terabyte", "gibibytes"]),
+        ] {
+            assert!(judge(accepted.clone()), "{accepted}");
+        }
+        for refused in [
+            json!(["2", "TB", "GiB"]),
+            json!(["1", "GiB", "TB"]),
+            json!(["1TB", "GiB", "MB"]),
+            json!(["1", "TB"]),
+            json!(["1TBGiB"]),
+        ] {
+            assert!(!judge(refused.clone()), "{refused}");
+        }
     }
 
     #[test]
@@ -939,9 +1000,12 @@ for argv in json.load(sys.stdin):
                     continue;
                 }
                 conversions += 1;
-                let args = call.args["args"].as_array().unwrap();
-                assert_eq!(args.len(), 3, "{}: {args:?}", scenario.name);
-                for unit in &args[1..] {
+                let forms = call.args["args"]["any_of"].as_array().unwrap();
+                let [separate, joined] = &forms[..] else { panic!("{forms:?}") };
+                let (separate, joined) = (separate.as_array().unwrap(), joined.as_array().unwrap());
+                assert_eq!(separate.len(), 3, "{}: {separate:?}", scenario.name);
+                assert_eq!(joined.len(), 2, "{}: {joined:?}", scenario.name);
+                for unit in separate[1..].iter().chain(joined) {
                     let names = unit["any_of"].as_array().unwrap();
                     assert!(names.len() > 4, "{}: {unit} has no other names", scenario.name);
                 }
