@@ -25,11 +25,14 @@ pub(crate) fn user_named(task: &str, config: &AgentConfig, skill: &str) -> bool 
 
 /// Lowercase words of three letters or more.
 /// Words too common to say anything about relevance.
-const STOP_WORDS: [&str; 40] = [
+const STOP_WORDS: [&str; 58] = [
     "the", "and", "for", "with", "from", "that", "this", "what", "which", "when", "where", "who",
     "how", "are", "was", "were", "been", "has", "have", "had", "its", "his", "her", "their",
     "them", "they", "you", "your", "our", "use", "into", "about", "there", "here", "all", "any",
-    "can", "not", "but", "one",
+    "can", "not", "but", "one", "each", "these", "those", "some", "other", "then", "than", "also",
+    "just", "only", "such", "will", "would", "should", "could", "please",
+    // Descriptions say "Use when a task asks …": a task that says "task" is not about them.
+    "task", "asks",
 ];
 
 fn words(text: &str) -> Vec<String> {
@@ -117,11 +120,11 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
         let scored = scored_skills(state);
         // A small model (JSON mode) picks skills unrelated to the task when offered them: when
         // some skill shares words with the task, only those are offered (and any the user
-        // named). Native tool callers see them all, ranked.
-        let relevant_only = config.decide == DecideMode::Json
-            && scored
-                .iter()
-                .any(|(score, name)| *score > 0 && state.selected_skill(name).is_none());
+        // named), none once they are all selected (the local 1.5B selected csv-summary after
+        // finishing a batch of conversions, then answered with one result). Native tool
+        // callers see them all, ranked.
+        let relevant_only =
+            config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0);
         space.select = scored
             .into_iter()
             .filter(|(score, name)| {
@@ -433,4 +436,22 @@ pub(crate) fn fallback_answer(state: &RunState, reason: &str) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_words_that_say_what_a_task_is_about_count() {
+        assert_eq!(
+            words("Convert each of these: 5 miles to km; 1 TB to GiB."),
+            ["convert", "miles", "gib"]
+        );
+        // The boilerplate of skill descriptions.
+        assert_eq!(
+            words("Use when a task asks for the total of a column in a CSV file."),
+            ["total", "column", "csv", "file"]
+        );
+    }
 }

@@ -1021,6 +1021,21 @@ async fn json_mode_offers_only_skills_that_share_words_with_the_task() -> anyhow
     let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
     fixture.run(fixture.agent(&model, config.clone()), TASK).await?;
     assert_eq!(select_enum(&model.requests()[0]), json!(["csv-stats"]), "alpha-dates is unrelated");
+    // Once every skill that shares words with the task is selected, no other one is offered.
+    let model = Arc::new(MockModel::new(vec![
+        document("select_skills", json!({"names": ["csv-stats"]}), json!({})),
+        document(
+            "run_script",
+            json!({"skill": "csv-stats", "script": "scripts/count.py", "args": ["data.csv"]}),
+            json!({}),
+        ),
+        answer_document("data.csv has 3 rows."),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config.clone()), TASK).await?;
+    assert_eq!(ran.result.final_text, "data.csv has 3 rows.");
+    let offered = common::schema_actions(&schema(&model.requests()[2]));
+    assert!(offered.contains(&"run_script".to_owned()), "{offered:?}");
+    assert!(!offered.contains(&"select_skills".to_owned()), "{offered:?}");
     // No skill shares a word with the task: all of them, in catalog order.
     let model = Arc::new(MockModel::new(vec![answer_document("No.")]));
     fixture.run(fixture.agent(&model, config), "Say hello").await?;
