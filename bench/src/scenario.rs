@@ -179,8 +179,11 @@ impl Check {
                     )
             });
             if !found {
-                failures
-                    .push(format!("no successful {} call with {}", expected.action, expected.args));
+                failures.push(format!(
+                    "no successful {} call with {}",
+                    expected.action,
+                    brief(&expected.args)
+                ));
             }
         }
         for forbidden in &self.never_ok {
@@ -206,6 +209,29 @@ where
     T: Into<Value>,
 {
     json!({ ANY_OF: alternatives.into_iter().map(Into::into).collect::<Vec<Value>>() })
+}
+
+/// `expected` for a reader: each [`any_of`] shown as its first alternative, marked `|…` when
+/// there are others (`["12", "mi|…", "km|…"]`).
+fn brief(expected: &Value) -> Value {
+    match expected {
+        Value::Object(map) if map.len() == 1 && map.contains_key(ANY_OF) => {
+            let alternatives = map[ANY_OF].as_array().map(Vec::as_slice).unwrap_or_default();
+            match alternatives {
+                [] => json!("(nothing)"),
+                [only] => brief(only),
+                [first, ..] => match brief(first) {
+                    Value::String(text) => Value::String(format!("{text}|…")),
+                    other => other,
+                },
+            }
+        }
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(key, value)| (key.clone(), brief(value))).collect())
+        }
+        Value::Array(items) => items.iter().map(brief).collect(),
+        other => other.clone(),
+    }
 }
 
 /// Whether `actual` holds every key of `expected` with the same value (objects), holds every
@@ -550,6 +576,10 @@ mod tests {
         assert!(holds(&json!({"n": 2}), &json!({"n": any_of([1, 2])}), false));
         assert!(holds(&json!([1, [2, 3]]), &json!([1, any_of([json!([2, 3]), json!(4)])]), false));
         assert!(!holds(&json!("a"), &any_of(Vec::<Value>::new()), false));
+        // A reader sees the first alternative of each.
+        assert_eq!(brief(&expected), json!({"args": ["12", "mi|…", "km"]}));
+        assert_eq!(brief(&any_of([json!([any_of(["a", "b"])]), json!(["c"])])), json!(["a|…"]));
+        assert_eq!(brief(&any_of(["x"])), json!("x"));
         // An object with other keys beside `any_of` is an ordinary expected object.
         let literal = json!({"any_of": [1], "b": 2});
         assert!(holds(&json!({"any_of": [1], "b": 2}), &literal, false));
