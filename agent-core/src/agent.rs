@@ -423,8 +423,8 @@ fn catalog_of(index: &SkillIndex) -> Vec<SkillEntry> {
 /// compares, a new event kind, a changed prompt or schema). `0` stands for the records written
 /// before formats were numbered; 1 the first numbered one; 2 adds the turn note after a call
 /// that worked and keeps a select "just made" across refused selects (other requests); 3 adds
-/// react's "Results so far" to the turn note, and in JSON mode offers no unrelated skill once
-/// the related ones are selected (other schemas).
+/// "Results so far" to react's turn note and plan-execute-think's think note, and in JSON mode
+/// offers no unrelated skill once the related ones are selected (other schemas).
 pub const RECORD_FORMAT: u32 = 3;
 
 /// What `run_started` records: everything a replay needs to run again.

@@ -715,7 +715,9 @@ impl Run {
             if let Answer::Response(response) =
                 self.call_model("degraded_answer", request, None).await?
             {
-                let text = unwrap_document(response.text.trim());
+                // A document cut off mid-way (a small model that kept writing its JSON until
+                // max_tokens) is no answer for the user: the deterministic one stands in.
+                let text = unwrap_document(response.text.trim()).unwrap_or_default();
                 if !text.is_empty() && response.tool_calls.is_empty() {
                     return Ok(Ending { outcome, final_text: text });
                 }
@@ -794,10 +796,13 @@ fn tag_agent(purpose: &str, mut data: Value) -> Value {
 
 /// A plain-text answer that a small model wrote as a JSON document anyway (the transcript is
 /// full of them): its longest string value, the text it meant. Other text is kept as it is.
-fn unwrap_document(text: &str) -> String {
-    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(crate::action::strip_fence(text))
-    else {
-        return text.to_owned();
+fn unwrap_document(text: &str) -> Option<String> {
+    let document = crate::action::strip_fence(text);
+    let map = match serde_json::from_str::<Value>(document) {
+        Ok(Value::Object(map)) => map,
+        // Text that opens a JSON object and never closes it.
+        Err(_) if document.trim_start().starts_with('{') => return None,
+        _ => return Some(text.to_owned()),
     };
     fn longest<'a>(value: &'a Value, best: &mut &'a str) {
         match value {
@@ -809,7 +814,7 @@ fn unwrap_document(text: &str) -> String {
     }
     let mut best = "";
     map.values().for_each(|value| longest(value, &mut best));
-    if best.is_empty() { text.to_owned() } else { best.to_owned() }
+    Some(if best.is_empty() { text.to_owned() } else { best.to_owned() })
 }
 
 fn redact_response(bus: &EventBus, response: &mut Response) {
@@ -1017,17 +1022,22 @@ mod tests {
     #[test]
     fn a_degraded_answer_written_as_json_is_unwrapped() {
         assert_eq!(
-            unwrap_document("{\n  \"done\": \"The total is 1705.47.\"\n}"),
-            "The total is 1705.47."
+            unwrap_document("{\n  \"done\": \"The total is 1705.47.\"\n}").as_deref(),
+            Some("The total is 1705.47.")
         );
         assert_eq!(
             unwrap_document(
                 "```json\n{\"thought\": \"stop\", \"action\": {\"type\": \"final_answer\", \"args\": {\"content\": \"Done so far: the sum is 3.\"}}}\n```"
-            ),
-            "Done so far: the sum is 3."
+            )
+            .as_deref(),
+            Some("Done so far: the sum is 3.")
         );
-        for kept in ["Plain text.", "[1, 2]", "{\"n\": 3}", "{broken"] {
-            assert_eq!(unwrap_document(kept), kept);
+        for kept in ["Plain text.", "[1, 2]", "{\"n\": 3}", "Plain text with {braces"] {
+            assert_eq!(unwrap_document(kept).as_deref(), Some(kept));
+        }
+        // A document that never closes is no answer.
+        for cut in ["{broken", "```json\n{\"internal_analysis\": \"The results are"] {
+            assert_eq!(unwrap_document(cut), None, "{cut}");
         }
     }
 }

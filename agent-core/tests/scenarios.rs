@@ -524,8 +524,17 @@ async fn the_deterministic_answer_stands_in_when_the_degraded_call_fails() -> an
                     - select_skills toolbox (obs-1)\n\
                     - run_script toolbox/scripts/log.sh one (obs-2)\n\n\
                     Blocker: the turn limit (2) was reached.\n\nNext steps:\n- Log two\n";
-    // The degraded call fails, or answers with a tool call instead of text.
-    for degraded in [MockReply::error("the provider is overloaded", false), tool("log", &["two"])] {
+    // The degraded call fails, answers with a tool call instead of text, or with a JSON
+    // document cut off at max_tokens (the local 1.5B in plan-execute-think).
+    let cut_off = MockReply::response(&model_adapter::Response {
+        text: "{\n  \"internal_analysis\": \"The results are in the correct units. The results"
+            .to_owned(),
+        finish_reason: model_adapter::FinishReason::Length,
+        ..model_adapter::Response::default()
+    });
+    for degraded in
+        [MockReply::error("the provider is overloaded", false), tool("log", &["two"]), cut_off]
+    {
         let model = Arc::new(MockModel::new(vec![
             call("select_skills", json!({"names": ["toolbox"], "plan": plan})),
             call(
@@ -542,7 +551,7 @@ async fn the_deterministic_answer_stands_in_when_the_degraded_call_fails() -> an
         assert_eq!(ran.result.model_calls, 3, "the failed call is counted");
         assert_eq!(model.remaining(), 0);
     }
-    assert_eq!(fixture.workspace_text("log.txt"), "one\none\n", "two was never logged");
+    assert_eq!(fixture.workspace_text("log.txt"), "one\none\none\n", "two was never logged");
     Ok(())
 }
 

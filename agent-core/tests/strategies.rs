@@ -177,9 +177,18 @@ async fn a_failing_step_ends_the_batch_and_think_follows() -> anyhow::Result<()>
     let statuses: Vec<&Value> =
         last["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
     assert_eq!(statuses, [&json!("done"), &json!("skipped"), &json!("pending")]);
-    // The think saw the failure.
+    // The think saw the failure, and its note lists the round's results next to where the
+    // summary is asked for.
     let think_request = &model.requests()[3];
     assert!(common::request_text(think_request).contains("cannot handle x"));
+    let note = common::message_text(think_request.messages.last().unwrap());
+    assert!(
+        note.contains(
+            "Results so far:\n- run_script toolbox/scripts/log.sh one: logged one\n\
+             - run_script toolbox/scripts/fail.sh x: failed: cannot handle x\nTask: "
+        ),
+        "{note}"
+    );
     Ok(())
 }
 

@@ -568,6 +568,9 @@ fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
 /// The Think phase's note.
 fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
     let mut note = round_line(run, rounds, rounds.round);
+    // The figures next to where the summary is asked for (the local 1.5B summarised a batch of
+    // eight conversions as "the units have been correctly converted", without one figure).
+    note.push_str(&super::results_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
     if let Some(reason) = stopped {
         note.push_str(&format!("The run stops after this think: {reason}.\n"));
@@ -590,7 +593,8 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
     }
     note.push_str(&format!(
         "Call {THINK_TOOL}: internal_analysis (what the results show), user_summary (the \
-         answer the user reads: results and facts from the observations), task_completed (true \
+         answer the user reads, with the figures and facts the results give, not a description \
+         of what was done), task_completed (true \
          only when an observation above holds the answer; loaded instructions are not a \
          result), next_steps_preview."
     ));
