@@ -38,7 +38,7 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
                 Err(error) => {
-                    eprintln!("tidy: {error:#}");
+                    eprintln!("tidy: {}", xtask::describe(&error));
                     ExitCode::FAILURE
                 }
             }
@@ -46,14 +46,14 @@ fn main() -> ExitCode {
         Some("bench") => match xtask::bench::run(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!("bench: {error:#}");
+                eprintln!("bench: {}", xtask::describe(&error));
                 ExitCode::FAILURE
             }
         },
         Some("local-llm") => match xtask::local_llm::run(&args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!("local-llm: {error:#}");
+                eprintln!("local-llm: {}", xtask::describe(&error));
                 ExitCode::FAILURE
             }
         },
