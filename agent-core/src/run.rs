@@ -795,7 +795,8 @@ fn tag_agent(purpose: &str, mut data: Value) -> Value {
 }
 
 /// A plain-text answer that a small model wrote as a JSON document anyway (the transcript is
-/// full of them): its longest string value, the text it meant. Other text is kept as it is.
+/// full of them): its longest string value, the text it meant. `None` for a document that
+/// never closes (cut off at `max_tokens`); other text is kept as it is.
 fn unwrap_document(text: &str) -> Option<String> {
     let document = crate::action::strip_fence(text);
     let map = match serde_json::from_str::<Value>(document) {
