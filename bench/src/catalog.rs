@@ -877,6 +877,7 @@ mod tests {
     use std::process::{Command, Stdio};
 
     use super::*;
+    use crate::scenario::tests::{executed, finished};
 
     /// Runs convert.py's own `main` on each argument list in one interpreter; what each printed
     /// on stdout (empty when it failed), in order.
@@ -950,26 +951,7 @@ for argv in json.load(sys.stdin):
         let judge = |args: Value| {
             let action = json!({"type": "run_script", "args": {
                 "skill": CONVERT, "script": CONVERT_SCRIPT, "args": args}});
-            let event = |seq, kind, data| agent_core::Event {
-                ts: String::new(),
-                run_id: "r".to_owned(),
-                seq,
-                turn: 1,
-                kind,
-                data,
-            };
-            let events = [
-                event(
-                    1,
-                    agent_core::EventKind::ActionExecuted,
-                    json!({"action": action, "status": "ok"}),
-                ),
-                event(
-                    2,
-                    agent_core::EventKind::RunFinished,
-                    json!({"outcome": "completed", "final_text": ""}),
-                ),
-            ];
+            let events = [executed(1, &action, "ok"), finished("completed", "")];
             check.failures(&events, Path::new("/nonexistent")).is_empty()
         };
         for accepted in [

@@ -211,21 +211,31 @@ where
     json!({ ANY_OF: alternatives.into_iter().map(Into::into).collect::<Vec<Value>>() })
 }
 
+/// The alternatives of an [`any_of`] value (none when its `any_of` is no list); `None` for any
+/// other value, an object with keys beside `any_of` included.
+fn alternatives(expected: &Value) -> Option<&[Value]> {
+    match expected {
+        Value::Object(map) if map.len() == 1 => {
+            map.get(ANY_OF).map(|list| list.as_array().map_or(&[][..], Vec::as_slice))
+        }
+        _ => None,
+    }
+}
+
 /// `expected` for a reader: each [`any_of`] shown as its first alternative, marked `|…` when
 /// there are others (`["12", "mi|…", "km|…"]`).
 fn brief(expected: &Value) -> Value {
+    if let Some(alternatives) = alternatives(expected) {
+        return match alternatives {
+            [] => json!("(nothing)"),
+            [only] => brief(only),
+            [first, ..] => match brief(first) {
+                Value::String(text) => Value::String(format!("{text}|…")),
+                other => other,
+            },
+        };
+    }
     match expected {
-        Value::Object(map) if map.len() == 1 && map.contains_key(ANY_OF) => {
-            let alternatives = map[ANY_OF].as_array().map(Vec::as_slice).unwrap_or_default();
-            match alternatives {
-                [] => json!("(nothing)"),
-                [only] => brief(only),
-                [first, ..] => match brief(first) {
-                    Value::String(text) => Value::String(format!("{text}|…")),
-                    other => other,
-                },
-            }
-        }
         Value::Object(map) => {
             Value::Object(map.iter().map(|(key, value)| (key.clone(), brief(value))).collect())
         }
@@ -238,12 +248,10 @@ fn brief(expected: &Value) -> Value {
 /// item of an expected list in order, holds one of an [`any_of`]'s alternatives, or equals it.
 /// With `prefix`, an expected list holds when it starts the actual list.
 fn holds(actual: &Value, expected: &Value, prefix: bool) -> bool {
+    if let Some(alternatives) = alternatives(expected) {
+        return alternatives.iter().any(|alternative| holds(actual, alternative, prefix));
+    }
     match (expected, actual) {
-        (Value::Object(expected), _) if expected.len() == 1 && expected.contains_key(ANY_OF) => {
-            expected[ANY_OF].as_array().is_some_and(|alternatives| {
-                alternatives.iter().any(|alternative| holds(actual, alternative, prefix))
-            })
-        }
         (Value::Object(expected), _) => expected
             .iter()
             .all(|(key, value)| actual.get(key).is_some_and(|actual| holds(actual, value, prefix))),
@@ -482,7 +490,7 @@ pub mod reply {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use agent_core::Outcome;
     use pretty_assertions::assert_eq;
 
@@ -492,11 +500,11 @@ mod tests {
         Event { ts: String::new(), run_id: "r".to_owned(), seq, turn: 1, kind, data }
     }
 
-    fn executed(seq: u64, action: &Value, status: &str) -> Event {
+    pub(crate) fn executed(seq: u64, action: &Value, status: &str) -> Event {
         event(seq, EventKind::ActionExecuted, json!({"action": action, "status": status}))
     }
 
-    fn finished(outcome: &str, text: &str) -> Event {
+    pub(crate) fn finished(outcome: &str, text: &str) -> Event {
         event(99, EventKind::RunFinished, json!({"outcome": outcome, "final_text": text}))
     }
 
