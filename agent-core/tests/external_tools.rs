@@ -192,7 +192,7 @@ async fn a_run_mixing_a_skill_script_and_a_tool_replays_exactly() -> anyhow::Res
     assert_eq!(servers.calls()[0].1, json!({"a": 2, "b": 3}));
     let turns = ran.data(EventKind::TurnFinished);
     assert_eq!(turns[2]["reasoning"]["silent"], json!(false), "{:?}", turns[2]);
-    let note = common::message_text(first.messages.last().unwrap());
+    let note = common::note(first);
     assert!(
         note.contains("Allowed now: select_skills, mcp__calc__add, mcp__calc__echo, final_answer"),
         "{note}"

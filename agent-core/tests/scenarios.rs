@@ -364,7 +364,7 @@ fn degraded_prompt(model: &MockModel) -> String {
     let last = requests.last().unwrap();
     assert!(last.tools.is_empty(), "the degraded answer is asked without tools");
     assert_eq!(schema(last), Value::Null, "and without a schema");
-    message_text(last.messages.last().unwrap())
+    common::note(last)
 }
 
 /// The event types after the last `turn_finished`.
@@ -568,11 +568,7 @@ async fn the_turn_note_carries_the_reasoning_level_and_a_progress_notice() -> an
     config.guard.retry_caps.failed = 10;
     let ran = fixture.run(fixture.agent(&model, config), "Handle x, y and z").await?;
     assert_eq!(ran.result.outcome, Outcome::Completed);
-    let notes: Vec<String> = model
-        .requests()
-        .iter()
-        .map(|request| message_text(request.messages.last().unwrap()))
-        .collect();
+    let notes: Vec<String> = model.requests().iter().map(common::note).collect();
     let first_line = notes[0].lines().next().unwrap();
     assert!(first_line.ends_with(" · reasoning=lightweight"), "{first_line}");
     assert!(!notes[0].contains("Progress check:"), "no notice on the normal path: {}", notes[0]);
@@ -613,7 +609,7 @@ async fn the_turn_note_lists_the_results_so_far() -> anyhow::Result<()> {
         .requests()
         .iter()
         .map(|request| {
-            let note = message_text(request.messages.last().unwrap());
+            let note = common::note(request);
             note.split_once("Results so far:\n")
                 .map(|(_, rest)| rest.split_once("Task: ").unwrap().0.to_owned())
                 .unwrap_or_default()
@@ -1004,9 +1000,9 @@ async fn a_plan_and_its_updates_are_events_state_and_notes() -> anyhow::Result<(
     // The plan is applied before the action of its turn and shown in the next turn's note.
     assert!(ran.first_seq(EventKind::PlanCreated) < ran.first_seq(EventKind::ActionValidated));
     let requests = model.requests();
-    let note = message_text(requests[1].messages.last().unwrap());
+    let note = common::note(&requests[1]);
     assert!(note.contains("Plan:\ngoal: log twice\n[>] s1 Log one\n[ ] s2 Log two\n"), "{note}");
-    let note = message_text(requests[2].messages.last().unwrap());
+    let note = common::note(&requests[2]);
     assert!(note.contains("[x] s1 Log one\n[ ] s2 Log two\n[ ] s3 Report\n"), "{note}");
     // The first turn offers a plan, later turns a patch.
     let properties = |request: &ChatRequest| {
@@ -1407,7 +1403,7 @@ async fn a_model_summary_after_compaction_is_one_counted_call() -> anyhow::Resul
         let model = common::FnModel::new({
             let printing = printing.clone();
             move |request| {
-                let last = message_text(request.messages.last().unwrap());
+                let last = common::note(request);
                 if request.tools.is_empty() && last.starts_with("Summarise") {
                     return if fails {
                         MockReply::error("summary failed", false)
@@ -1430,7 +1426,7 @@ async fn a_model_summary_after_compaction_is_one_counted_call() -> anyhow::Resul
         assert_eq!(ran.result.model_calls as usize, ran.result.turns as usize + summaries);
         let requests = model.requests();
         let summary_request = requests.iter().position(|request| request.tools.is_empty()).unwrap();
-        assert!(message_text(requests[summary_request].messages.last().unwrap()).starts_with(
+        assert!(common::note(&requests[summary_request]).starts_with(
             "Summarise in at most 8 short lines what the observations obs-1 established"
         ));
         let next = request_text(&requests[summary_request + 1]);

@@ -181,7 +181,7 @@ async fn a_failing_step_ends_the_batch_and_think_follows() -> anyhow::Result<()>
     // summary is asked for.
     let think_request = &model.requests()[3];
     assert!(common::request_text(think_request).contains("cannot handle x"));
-    let note = common::message_text(think_request.messages.last().unwrap());
+    let note = common::note(think_request);
     assert!(
         note.contains(
             "Results so far:\n- run_script toolbox/scripts/log.sh one: logged one\n\

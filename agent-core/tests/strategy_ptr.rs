@@ -17,8 +17,8 @@ use agent_core::{
     Agent, AgentConfig, ConsoleOptions, ConsoleSink, DecideMode, EventKind, Outcome, RunResult,
     STORE_PATH, STRATEGIES, comparable, replay_check,
 };
-use common::{Fixture, Ran, call, purposes, request_text, text, toolbox, well_formed};
-use model_adapter::{ChatRequest, FinishReason, MockModel, MockReply, ResponseFormat, ToolChoice};
+use common::{Fixture, Ran, call, note, purposes, request_text, text, toolbox, well_formed};
+use model_adapter::{FinishReason, MockModel, MockReply, ResponseFormat, ToolChoice};
 use pretty_assertions::assert_eq;
 use serde_json::{Map, Value, json};
 
@@ -152,11 +152,6 @@ fn todos(fixture: &Fixture) -> Vec<String> {
         serde_json::from_slice(&std::fs::read(fixture.workspace.join(STORE_PATH)).unwrap())
             .unwrap();
     store["todos"].as_array().unwrap().iter().map(|item| text(&item["text"])).collect()
-}
-
-/// The last message of a request (the phase's note).
-fn note(request: &ChatRequest) -> String {
-    common::message_text(request.messages.last().unwrap())
 }
 
 async fn plan_thought_replan_is_a_known_strategy() -> anyhow::Result<()> {

@@ -484,6 +484,11 @@ pub fn message_text(message: &Message) -> String {
     }
 }
 
+/// The last message of a request: the turn's (or the phase's) note.
+pub fn note(request: &ChatRequest) -> String {
+    message_text(request.messages.last().unwrap())
+}
+
 /// The whole request as one text (to search for what the model was shown).
 pub fn request_text(request: &ChatRequest) -> String {
     request.messages.iter().map(message_text).collect::<Vec<_>>().join("\n")
