@@ -63,11 +63,35 @@ pub(crate) struct RecordedDeadline {
     pub(crate) step: u64,
 }
 
-/// How a run ended, before `run_finished` is written.
+/// How a run ended, before `run_finished` is written: the outcome and the text the user reads.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Ending {
     pub(crate) outcome: Outcome,
     pub(crate) final_text: String,
+}
+
+/// Why a run must end before the model gave its answer (a budget, the context, a stuck loop,
+/// a cancellation): the outcome and the reason, which the degraded answer names. A [`Stop`]
+/// becomes an [`Ending`] through the strategy's `end` (by default [`Run::degrade`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stop {
+    pub(crate) outcome: Outcome,
+    pub(crate) reason: String,
+}
+
+impl Stop {
+    pub(crate) fn new(outcome: Outcome, reason: impl Into<String>) -> Stop {
+        Stop { outcome, reason: reason.into() }
+    }
+
+    /// The run's cancellation token fired (or the record shows it did).
+    pub(crate) fn cancelled() -> Stop {
+        Stop::new(Outcome::Cancelled, "the run was cancelled")
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.outcome == Outcome::Cancelled
+    }
 }
 
 /// A change of the external tools on offer that a record shows (`tools_changed`), at the
@@ -505,13 +529,13 @@ impl Run {
     }
 
     /// Validates and executes one non-final action, with its events, counters and observation.
-    /// Returns `Some(outcome)` when the action hit a budget and the run must stop.
+    /// Returns a [`Stop`] when the action hit a budget or the run was cancelled while it ran.
     pub(crate) async fn act(
         &mut self,
         action: &Action,
         space: &ActionSpace,
         tool_call_id: Option<&str>,
-    ) -> Result<Option<Outcome>> {
+    ) -> Result<Option<Stop>> {
         self.state.counters.tool_calls += 1;
         let verdict = guard::check(&self.state, &self.config, space, action);
         match verdict {
@@ -522,7 +546,7 @@ impl Run {
                     json!({"action": action, "valid": false, "error": message}),
                 )?;
                 self.observe(Some(action), ObservationStatus::Refused, &message, tool_call_id)?;
-                return Ok(Some(outcome));
+                return Ok(Some(Stop::new(outcome, message)));
             }
             guard::Verdict::Refused(status, message) => {
                 self.emit(
@@ -554,12 +578,12 @@ impl Run {
         let call_id = format!("{}-turn-{}", self.state.run_id, self.state.counters.turns);
         // Cancelled while this action ran: the record holds no result for it.
         if self.recorded_stop(Outcome::Cancelled) && self.executor.recorded.is_empty() {
-            return Ok(Some(Outcome::Cancelled));
+            return Ok(Some(Stop::cancelled()));
         }
         let started = Instant::now();
         let executed = tokio::select! {
             executed = self.executor.execute(action, &call_id, &self.state.tools) => executed,
-            () = self.cancel.cancelled() => return Ok(Some(Outcome::Cancelled)),
+            () = self.cancel.cancelled() => return Ok(Some(Stop::cancelled())),
         };
         let (execution, side_events) =
             executed.map_err(|divergence| self.divergence(divergence))?;
@@ -591,20 +615,17 @@ impl Run {
     }
 
     /// The outcome a budget check at the head of a turn imposes, if any.
-    pub(crate) fn budget_exhausted(&self) -> Option<(Outcome, String)> {
+    pub(crate) fn budget_exhausted(&self) -> Option<Stop> {
         let budgets = &self.config.budgets;
         let counters = &self.state.task_counters();
         if counters.turns >= budgets.max_turns {
-            return Some((
+            return Some(Stop::new(
                 Outcome::MaxTurns,
                 format!("the turn limit ({}) was reached", budgets.max_turns),
             ));
         }
-        if counters.tool_calls >= budgets.max_tool_calls {
-            return Some((
-                Outcome::MaxToolCalls,
-                format!("the tool-call limit ({}) was reached", budgets.max_tool_calls),
-            ));
+        if let Some(stop) = self.tool_calls_exhausted() {
+            return Some(stop);
         }
         if let Some(limit) = budgets.max_duration_ms
             && match self.replaying {
@@ -612,7 +633,7 @@ impl Run {
                 None => self.started.elapsed().as_millis() as u64 >= limit,
             }
         {
-            return Some((
+            return Some(Stop::new(
                 Outcome::MaxDuration,
                 format!("the time limit ({limit} ms) was reached"),
             ));
@@ -620,12 +641,36 @@ impl Run {
         None
     }
 
+    /// The tool-call limit, checked at the head of a turn and before each step of a batch.
+    pub(crate) fn tool_calls_exhausted(&self) -> Option<Stop> {
+        let limit = self.config.budgets.max_tool_calls;
+        (self.state.task_counters().tool_calls >= limit).then(|| {
+            Stop::new(Outcome::MaxToolCalls, format!("the tool-call limit ({limit}) was reached"))
+        })
+    }
+
+    /// A loop of the same failing action, or too many failures of one kind: `stuck`, or
+    /// `error` when the model calls themselves kept failing.
+    pub(crate) fn stuck(&self) -> Option<Stop> {
+        let reason = self.failures.stuck(&self.config)?;
+        let outcome = if self.failures.model_errors() > self.config.guard.retry_caps.model_error {
+            Outcome::Error
+        } else {
+            Outcome::Stuck
+        };
+        Some(Stop::new(outcome, reason))
+    }
+
+    /// Whether the last recorded action is `action` and ended `ok`.
+    pub(crate) fn last_ok(&self, action: &Action) -> bool {
+        self.state.actions.last().is_some_and(|record| {
+            record.status == ObservationStatus::Ok && record.action.as_ref() == Some(action)
+        })
+    }
+
     /// Compacts the context when it nears `max_context_chars` (with the turn's note).
     /// Returns an outcome when it cannot get under the limit.
-    pub(crate) async fn fit_context(
-        &mut self,
-        note_chars: usize,
-    ) -> Result<Option<(Outcome, String)>> {
+    pub(crate) async fn fit_context(&mut self, note_chars: usize) -> Result<Option<Stop>> {
         let limit = self.config.budgets.max_context_chars;
         let threshold = (limit as f64 * self.config.context.compact_at) as usize;
         if self.context.chars() + note_chars <= threshold {
@@ -659,7 +704,7 @@ impl Run {
             self.emit(EventKind::Compaction, data)?;
         }
         if self.context.chars() + note_chars > limit {
-            return Ok(Some((
+            return Ok(Some(Stop::new(
                 Outcome::Context,
                 format!(
                     "the context ({} characters) does not fit max_context_chars ({limit}) even \
@@ -699,7 +744,8 @@ impl Run {
     /// Ends the run without an answer from the model's own action: one no-tools call for a
     /// degraded answer (done so far / blocker / next steps), or a deterministic text when that
     /// fails. Cancelled runs make no call.
-    pub(crate) async fn degrade(&mut self, outcome: Outcome, reason: &str) -> Result<Ending> {
+    pub(crate) async fn degrade(&mut self, stop: Stop) -> Result<Ending> {
+        let Stop { outcome, reason } = stop;
         if outcome != Outcome::Cancelled {
             let mut messages = self.context.messages(None);
             messages.push(Message::user(format!(
@@ -723,7 +769,7 @@ impl Run {
                 }
             }
         }
-        Ok(Ending { outcome, final_text: guard::fallback_answer(&self.state, reason) })
+        Ok(Ending { outcome, final_text: guard::fallback_answer(&self.state, &reason) })
     }
 
     /// Whether the time limit `what` (`limit_ms` from `since`) has passed before `step` of this

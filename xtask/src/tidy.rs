@@ -5,6 +5,8 @@
 //! * Every member inherits the workspace lints and takes every dependency version from
 //!   `[workspace.dependencies]` (`foo.workspace = true`).
 //! * Every `.rs` file starts with a `//!` line saying what it is for.
+//! * Inside the crates of [`LAYERED`], no modules import each other in a circle: each crate's
+//!   top-level modules form layers, a module only using the ones below it.
 
 use std::fmt;
 use std::fs;
@@ -66,6 +68,9 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The crates whose top-level modules must form layers (no import circles), by folder.
+pub const LAYERED: &[&str] = &["agent-core", "cli"];
+
 /// One broken rule, with the file it was found in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
@@ -93,6 +98,9 @@ pub fn workspace_root() -> PathBuf {
 pub fn check(root: &Path) -> Result<Vec<Violation>> {
     let mut violations = check_manifests(root)?;
     violations.extend(check_file_headers(root)?);
+    for folder in LAYERED {
+        violations.extend(check_module_layers(root, folder)?);
+    }
     Ok(violations)
 }
 
@@ -218,6 +226,180 @@ pub fn check_file_headers(root: &Path) -> Result<Vec<Violation>> {
         }
     }
     Ok(violations)
+}
+
+/// Checks that the top-level modules of the crate in `folder` import each other in no circle.
+///
+/// A module is a file `src/NAME.rs` with its folder `src/NAME/`; it uses another when its code
+/// names `crate::OTHER` (in a path or a `use crate::{…}` group) or, at the top level,
+/// `super::OTHER`. Comments are not code. A crate whose folder does not exist has nothing to
+/// check.
+pub fn check_module_layers(root: &Path, folder: &str) -> Result<Vec<Violation>> {
+    let src = root.join(folder).join("src");
+    if !src.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut modules: Vec<(String, Vec<String>)> = Vec::new();
+    let entries = fs::read_dir(&src).with_context(|| format!("cannot list {}", src.display()))?;
+    for entry in entries {
+        let path = entry.with_context(|| format!("cannot list {}", src.display()))?.path();
+        let Some(name) = path.file_stem().and_then(|stem| stem.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        if path.extension().is_some_and(|extension| extension == "rs")
+            && !matches!(name.as_str(), "lib" | "main")
+        {
+            let mut used = used_modules(&code_of(&fs::read_to_string(&path)?), true);
+            let mut nested = Vec::new();
+            let folder = src.join(&name);
+            if folder.is_dir() {
+                collect_rust_files(&folder, &folder, &mut nested)?;
+            }
+            for file in nested {
+                // In a submodule, `super::` is its parent, not the crate.
+                used.extend(used_modules(&code_of(&fs::read_to_string(folder.join(file))?), false));
+            }
+            modules.push((name, used));
+        }
+    }
+    modules.sort();
+    let names: Vec<&str> = modules.iter().map(|(name, _)| name.as_str()).collect();
+    let uses: Vec<Vec<usize>> = modules
+        .iter()
+        .map(|(name, used)| {
+            let mut used: Vec<usize> = used
+                .iter()
+                .filter(|used| *used != name)
+                .filter_map(|used| names.iter().position(|known| known == used))
+                .collect();
+            used.sort_unstable();
+            used.dedup();
+            used
+        })
+        .collect();
+    let mut violations = Vec::new();
+    for circle in circles(&uses) {
+        let mut path: Vec<&str> = circle.iter().map(|&index| names[index]).collect();
+        path.push(names[circle[0]]);
+        violations.push(Violation {
+            path: Path::new(folder).join("src"),
+            message: format!(
+                "modules import each other in a circle ({}): move what they share into a module \
+                 below them",
+                path.join(" → ")
+            ),
+        });
+    }
+    Ok(violations)
+}
+
+/// The text of `source` without its comments (line comments, doc comments, block comments).
+fn code_of(source: &str) -> String {
+    let mut code = String::with_capacity(source.len());
+    let mut rest = source;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("//") {
+            rest = after.find('\n').map_or("", |end| &after[end..]);
+        } else if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.find("*/").map_or("", |end| &after[end + 2..]);
+        } else if rest.starts_with('"') {
+            // A string literal is not code either (it may hold `crate::` or `//`).
+            let mut chars = rest.char_indices().skip(1);
+            let mut end = rest.len();
+            while let Some((index, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '"' => {
+                        end = index + 1;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            code.push_str("\"\"");
+            rest = &rest[end..];
+        } else {
+            let next = rest.find(['/', '"']).map_or(rest.len(), |index| index.max(1));
+            code.push_str(&rest[..next]);
+            rest = &rest[next..];
+        }
+    }
+    code
+}
+
+/// The module names `code` reaches through `crate::NAME` (and `super::NAME` with
+/// `top_level`), including every first name of a `crate::{…}` group.
+fn used_modules(code: &str, top_level: bool) -> Vec<String> {
+    let identifier = |text: &str| -> String {
+        text.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+    };
+    let mut used = Vec::new();
+    let prefixes: &[&str] = if top_level { &["crate::", "super::"] } else { &["crate::"] };
+    for prefix in prefixes {
+        for (index, _) in code.match_indices(prefix) {
+            let before = code[..index].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let after = code[index + prefix.len()..].trim_start();
+            if let Some(group) = after.strip_prefix('{') {
+                let mut depth = 0usize;
+                let mut start = true;
+                for (offset, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => start = true,
+                        c if start && !c.is_whitespace() => {
+                            used.push(identifier(&group[offset..]));
+                            start = false;
+                        }
+                        _ => {}
+                    }
+                }
+            } else {
+                used.push(identifier(after));
+            }
+        }
+    }
+    used.retain(|name| !name.is_empty());
+    used
+}
+
+/// The circles of a directed graph (`edges[node]` = the nodes it uses): each strongly
+/// connected component of more than one node, smallest node first, in order of first node.
+fn circles(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let reaches = |from: usize| -> Vec<bool> {
+        let mut seen = vec![false; edges.len()];
+        let mut stack = vec![from];
+        while let Some(node) = stack.pop() {
+            for &next in &edges[node] {
+                if !seen[next] {
+                    seen[next] = true;
+                    stack.push(next);
+                }
+            }
+        }
+        seen
+    };
+    let reach: Vec<Vec<bool>> = (0..edges.len()).map(reaches).collect();
+    let mut taken = vec![false; edges.len()];
+    let mut found = Vec::new();
+    for node in 0..edges.len() {
+        if taken[node] || !reach[node][node] {
+            continue;
+        }
+        let component: Vec<usize> =
+            (0..edges.len()).filter(|&other| reach[node][other] && reach[other][node]).collect();
+        if component.len() > 1 {
+            component.iter().for_each(|&member| taken[member] = true);
+            found.push(component);
+        }
+    }
+    found
 }
 
 fn collect_rust_files(root: &Path, dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {

@@ -101,6 +101,33 @@ fn missing_file_header_is_reported() {
     assert_eq!(violations[0].path, Path::new("stream-json/src/bad.rs"));
 }
 
+#[test]
+fn module_circles_are_reported() {
+    let dir = fake_workspace("");
+    write(dir.path(), "agent-core/src/lib.rs", "//! The hub.\nmod a;\nmod b;\nmod c;\n");
+    // a → b (a group), b → a (a path), c → a only: one circle, a and b.
+    write(dir.path(), "agent-core/src/a.rs", "//! A.\nuse crate::{b::Thing, c};\n");
+    write(
+        dir.path(),
+        "agent-core/src/b.rs",
+        "//! B.\n// crate::c is only a comment\nfn f() -> crate::a::X { todo() }\n\
+         const S: &str = \"crate::c\";\n",
+    );
+    write(dir.path(), "agent-core/src/c.rs", "//! C.\nuse super::a;\n");
+    let violations = tidy::check_module_layers(dir.path(), "agent-core").unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(violations[0].message.contains("(a → b → a)"), "{violations:?}");
+    // Submodules belong to their module: c/inner.rs using b puts c in the circle.
+    write(dir.path(), "agent-core/src/c/inner.rs", "//! Inner.\nuse crate::b;\n");
+    write(dir.path(), "agent-core/src/b.rs", "//! B.\nuse crate::{a, c::inner};\n");
+    let violations = tidy::check_module_layers(dir.path(), "agent-core").unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(violations[0].message.contains("(a → b → c → a)"), "{violations:?}");
+    // Without the upward uses, the modules are layers.
+    write(dir.path(), "agent-core/src/b.rs", "//! B.\n");
+    assert_eq!(tidy::check_module_layers(dir.path(), "agent-core").unwrap(), vec![]);
+}
+
 /// A temporary directory removed on drop (std only, so the tidy tests stay dependency-free).
 mod tempdir {
     use std::path::{Path, PathBuf};

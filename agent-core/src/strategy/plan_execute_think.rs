@@ -18,7 +18,7 @@
 //! ends the run `max_turns` too. Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
-use model_adapter::{Message, Response};
+use model_adapter::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -28,17 +28,26 @@ use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
 use crate::guard;
-use crate::run::{Ending, Run};
+use crate::run::{Ending, Run, Stop};
 use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
 
-use super::{ask, finish_turn, forced_arguments, forced_request, skills_lines, start_turn};
+use super::kernel::{
+    self, Batch, BatchEnd, Contract, Flow, PlanReply, Prepared, Strategy, forced_arguments,
+};
+use super::notes::{budget_line, push_notice, results_lines, skills_lines};
 
 /// The strategy's name in `AgentConfig::strategy`.
 pub(super) const NAME: &str = "plan-execute-think";
-/// The forced tool of the Plan phase.
-const PLAN_TOOL: &str = "plan_tool_call";
-/// The forced tool of the Think phase.
-const THINK_TOOL: &str = "think";
+/// The forced contract of the Plan phase.
+const PLAN: Contract = Contract {
+    tool: "plan_tool_call",
+    description: "Plan the next batch of 1-8 actions over the skills; they run in order.",
+};
+/// The forced contract of the Think phase.
+const THINK: Contract = Contract {
+    tool: "think",
+    description: "Assess the round's results and say whether the task is done.",
+};
 /// Steps one plan may hold.
 const MAX_STEPS: usize = 8;
 const REASONING_MAX: usize = 300;
@@ -122,46 +131,57 @@ struct Think {
 }
 
 /// Plan → execute → think, round after round (seed 003).
-pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
-    let mut rounds = RoundState {
-        strategy: NAME,
-        round: 0,
-        complexity: None,
-        max_rounds: Complexity::Medium.max_rounds(),
-        rejected_plans: 0,
-        last_user_summary: None,
-        timed_out: false,
-    };
-    loop {
-        if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
-            return run.degrade(Outcome::Cancelled, "the run was cancelled").await;
+#[derive(Debug)]
+pub(super) struct PlanExecuteThink {
+    rounds: RoundState,
+}
+
+impl PlanExecuteThink {
+    pub(super) fn begin() -> PlanExecuteThink {
+        PlanExecuteThink {
+            rounds: RoundState {
+                strategy: NAME,
+                round: 0,
+                complexity: None,
+                max_rounds: Complexity::Medium.max_rounds(),
+                rejected_plans: 0,
+                last_user_summary: None,
+                timed_out: false,
+            },
         }
-        if let Some((outcome, reason)) = run.budget_exhausted() {
-            return end(run, &rounds, outcome, &reason).await;
-        }
-        if rounds.round >= rounds.max_rounds {
-            let reason = format!(
-                "the round limit ({} for a {} task) was reached",
-                rounds.max_rounds,
-                rounds.complexity().as_str()
-            );
-            return end(run, &rounds, Outcome::MaxTurns, &reason).await;
-        }
-        run.refresh_tools()?;
-        let space = guard::action_space(&run.state, &run.config);
-        let note = plan_note(run, &rounds, &space);
-        if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-            return end(run, &rounds, outcome, &reason).await;
-        }
-        // Compaction may have made observations recallable.
-        let space = guard::action_space(&run.state, &run.config);
+    }
+}
+
+impl Strategy for PlanExecuteThink {
+    /// The run's budgets, then the round limit the task's complexity sets.
+    fn limit(&self, run: &Run) -> Option<Stop> {
+        let rounds = &self.rounds;
+        run.budget_exhausted().or_else(|| {
+            (rounds.round >= rounds.max_rounds).then(|| {
+                let reason = format!(
+                    "the round limit ({} for a {} task) was reached",
+                    rounds.max_rounds,
+                    rounds.complexity().as_str()
+                );
+                Stop::new(Outcome::MaxTurns, reason)
+            })
+        })
+    }
+
+    async fn turn(&mut self, run: &mut Run) -> Result<Flow> {
+        let rounds = &mut self.rounds;
+        let space_of = |run: &Run| guard::action_space(&run.state, &run.config);
+        let note_of = |run: &Run, space: &ActionSpace| plan_note(run, rounds, space);
+        let Prepared { space, note } = match kernel::prepare(run, space_of, note_of).await? {
+            Ok(prepared) => prepared,
+            Err(stop) => return Ok(Flow::Stop(stop)),
+        };
         let steps_allowed = step_actions(&space);
-        let note = plan_note(run, &rounds, &space);
         rounds.round += 1;
-        save(run, &rounds);
+        save(run, rounds);
         let allowed =
-            if steps_allowed.is_empty() { &[THINK_TOOL][..] } else { &[PLAN_TOOL, THINK_TOOL] };
-        start_turn(
+            if steps_allowed.is_empty() { &[THINK.tool][..] } else { &[PLAN.tool, THINK.tool] };
+        kernel::start_turn(
             run,
             note.chars().count(),
             allowed,
@@ -169,150 +189,106 @@ pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
         )?;
         // Plan (skipped when no action is left: only the think can conclude).
         let mut reasoning = Value::Null;
-        let mut stop: Option<(Outcome, String)> = None;
+        let mut stop: Option<Stop> = None;
         let mut executed = false;
         if !steps_allowed.is_empty() {
-            let request = forced_request(
-                run,
-                &note,
-                PLAN_TOOL,
-                describe(PLAN_TOOL),
-                plan_schema(&space, rounds.round),
-            );
-            match ask(run, "plan", request, None).await? {
-                None => {}
-                Some(response) => {
-                    let parsed = parse_plan(&response, run.config.decide, &steps_allowed);
-                    let tool_call_id = run.push_answer(&response);
-                    match parsed {
-                        Err(message) => {
-                            rounds.rejected_plans += 1;
-                            save(run, &rounds);
-                            run.emit(
-                                EventKind::ActionValidated,
-                                json!({"action": null, "valid": false, "error": message}),
-                            )?;
-                            run.observe(
-                                None,
-                                ObservationStatus::InvalidAction,
-                                &message,
-                                tool_call_id.as_deref(),
-                            )?;
+            let schema = plan_schema(&space, rounds.round);
+            let parse = |response: &Response, mode| parse_plan(response, mode, &steps_allowed);
+            if let Some(reply) =
+                kernel::forced_call(run, "plan", PLAN, &note, schema, parse).await?
+            {
+                match reply.into_plan(run, |plan: &RoundPlan| plan.reasoning.as_deref())? {
+                    PlanReply::Rejected => {
+                        rounds.rejected_plans += 1;
+                        save(run, rounds);
+                    }
+                    PlanReply::Accepted { plan, reasoning: stated, tool_call_id } => {
+                        reasoning = stated;
+                        if rounds.round == 1
+                            && let Some(complexity) = plan.complexity
+                        {
+                            rounds.complexity = Some(complexity);
+                            rounds.max_rounds = complexity.max_rounds();
                         }
-                        Ok(plan) => {
-                            reasoning =
-                                run.record_reasoning_with(&response, plan.reasoning.as_deref());
-                            if rounds.round == 1
-                                && let Some(complexity) = plan.complexity
-                            {
-                                rounds.complexity = Some(complexity);
-                                rounds.max_rounds = complexity.max_rounds();
+                        kernel::acknowledge(
+                            run,
+                            tool_call_id,
+                            format!(
+                                "plan accepted: {} steps; their results follow",
+                                plan.steps.len()
+                            ),
+                        );
+                        save(run, rounds);
+                        match execute(run, rounds, &plan).await? {
+                            BatchEnd::Done { .. } => {}
+                            BatchEnd::Stopped(stopped) if stopped.is_cancelled() => {
+                                kernel::finish_turn(run, &reasoning)?;
+                                return Ok(Flow::Stop(stopped));
                             }
-                            if let Some(id) = tool_call_id {
-                                run.context.push(Message::Tool {
-                                    tool_call_id: id,
-                                    content: format!(
-                                        "plan accepted: {} steps; their results follow",
-                                        plan.steps.len()
-                                    ),
-                                    is_error: false,
-                                });
-                            }
-                            save(run, &rounds);
-                            match execute(run, &mut rounds, &plan).await? {
-                                Batch::Done => {}
-                                Batch::Stopped(outcome, reason) => stop = Some((outcome, reason)),
-                                Batch::Cancelled => {
-                                    finish_turn(run, &reasoning)?;
-                                    return run
-                                        .degrade(Outcome::Cancelled, "the run was cancelled")
-                                        .await;
-                                }
-                            }
-                            executed = true;
+                            BatchEnd::Stopped(stopped) => stop = Some(stopped),
                         }
+                        executed = true;
                     }
                 }
             }
         }
         // Think: after an executed batch, or when no action is left.
         if executed || steps_allowed.is_empty() {
-            let note = think_note(run, &rounds, stop.as_ref().map(|(_, reason)| reason.as_str()));
-            if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-                finish_turn(run, &reasoning)?;
-                return end(run, &rounds, outcome, &reason).await;
-            }
-            let request = forced_request(
-                run,
-                &note,
-                THINK_TOOL,
-                describe(THINK_TOOL),
-                think_schema(may_complete(run)),
-            );
-            match ask(run, "think", request, None).await? {
-                None => {}
-                Some(response) => {
-                    let parsed = parse_think(&response, run.config.decide);
-                    let tool_call_id = run.push_answer(&response);
-                    match parsed {
-                        Err(message) => {
-                            run.observe(
-                                None,
-                                ObservationStatus::InvalidAction,
-                                &message,
-                                tool_call_id.as_deref(),
-                            )?;
+            let stopped = stop.as_ref().map(|stop| stop.reason.as_str());
+            let note =
+                match kernel::fit_note(run, |run: &Run| think_note(run, rounds, stopped)).await? {
+                    Ok(note) => note,
+                    Err(stop) => {
+                        kernel::finish_turn(run, &reasoning)?;
+                        return Ok(Flow::Stop(stop));
+                    }
+                };
+            let schema = think_schema(may_complete(run));
+            if let Some(reply) =
+                kernel::forced_call(run, "think", THINK, &note, schema, parse_think).await?
+            {
+                match reply.parsed {
+                    Err(message) => {
+                        run.observe(
+                            None,
+                            ObservationStatus::InvalidAction,
+                            &message,
+                            reply.tool_call_id.as_deref(),
+                        )?;
+                    }
+                    Ok(think) => {
+                        let think_reasoning = run
+                            .record_reasoning_with(&reply.response, Some(&think.internal_analysis));
+                        if reasoning.is_null() {
+                            reasoning = think_reasoning;
                         }
-                        Ok(think) => {
-                            let think_reasoning = run
-                                .record_reasoning_with(&response, Some(&think.internal_analysis));
-                            if reasoning.is_null() {
-                                reasoning = think_reasoning;
-                            }
-                            if let Some(id) = tool_call_id {
-                                run.context.push(Message::Tool {
-                                    tool_call_id: id,
-                                    content: "noted".to_owned(),
-                                    is_error: false,
-                                });
-                            }
-                            rounds.last_user_summary = Some(think.user_summary.clone());
-                            save(run, &rounds);
-                            if think.task_completed && may_complete(run) {
-                                finish_turn(run, &reasoning)?;
-                                return Ok(Ending {
-                                    outcome: Outcome::Completed,
-                                    final_text: think.user_summary,
-                                });
-                            }
+                        kernel::acknowledge(run, reply.tool_call_id, "noted".to_owned());
+                        rounds.last_user_summary = Some(think.user_summary.clone());
+                        save(run, rounds);
+                        if think.task_completed && may_complete(run) {
+                            kernel::finish_turn(run, &reasoning)?;
+                            return Ok(Flow::End(Ending {
+                                outcome: Outcome::Completed,
+                                final_text: think.user_summary,
+                            }));
                         }
                     }
                 }
             }
         }
-        finish_turn(run, &reasoning)?;
-        if let Some((outcome, reason)) = stop {
-            return end(run, &rounds, outcome, &reason).await;
-        }
-        if let Some(reason) = run.failures.stuck(&run.config) {
-            let outcome = if run.failures.model_errors() > run.config.guard.retry_caps.model_error {
-                Outcome::Error
-            } else {
-                Outcome::Stuck
-            };
-            return end(run, &rounds, outcome, &reason).await;
-        }
+        kernel::finish_turn(run, &reasoning)?;
+        Ok(stop.map_or(Flow::Continue, Flow::Stop))
     }
-}
 
-/// The guaranteed answer when the run ends without a completing think: the last
-/// `user_summary`, else one forced summary call without tools, else a deterministic text.
-async fn end(run: &mut Run, rounds: &RoundState, outcome: Outcome, reason: &str) -> Result<Ending> {
-    match &rounds.last_user_summary {
-        Some(summary) if outcome != Outcome::Cancelled => {
-            Ok(Ending { outcome, final_text: summary.clone() })
+    /// The guaranteed answer when the run ends without a completing think: the last
+    /// `user_summary`, else one forced summary call without tools, else a deterministic text.
+    async fn end(&mut self, run: &mut Run, stop: Stop) -> Result<Ending> {
+        match &self.rounds.last_user_summary {
+            Some(summary) if !stop.is_cancelled() => {
+                Ok(Ending { outcome: stop.outcome, final_text: summary.clone() })
+            }
+            Some(_) | None => run.degrade(stop).await,
         }
-        Some(_) | None => run.degrade(outcome, reason).await,
     }
 }
 
@@ -320,20 +296,48 @@ fn save(run: &mut Run, rounds: &RoundState) {
     run.state.strategy_state = serde_json::to_value(rounds).unwrap_or(Value::Null);
 }
 
-/// How a batch ended.
-enum Batch {
-    /// All steps ran, or a step failed (the think sees it).
-    Done,
-    /// A budget was hit: think once more, then end with this outcome.
-    Stopped(Outcome, String),
-    /// The run was cancelled: end now.
-    Cancelled,
+/// A round's batch: the plan's actions, each mirrored as a step of the run's plan.
+struct RoundBatch<'a> {
+    rounds: &'a mut RoundState,
+    actions: &'a [Action],
+    steps: Vec<PlanStep>,
+    /// Steps run so far.
+    ran: usize,
+    started: std::time::Instant,
+}
+
+impl Batch for RoundBatch<'_> {
+    fn len(&self) -> usize {
+        self.actions.len()
+    }
+
+    /// Seed 003's round timeout: a batch that has run too long goes to think.
+    fn may_start(&mut self, run: &mut Run, index: usize) -> Result<bool> {
+        if index > 0
+            && let Some(limit) = run.config.budgets.round_timeout_ms
+            && run.deadline_passed("round", index as u64, self.started, limit)?
+        {
+            self.rounds.timed_out = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    async fn run_step(&mut self, run: &mut Run, index: usize) -> Result<(bool, Option<Stop>)> {
+        let action = &self.actions[index];
+        let space = guard::action_space(&run.state, &run.config);
+        let stop = run.act(action, &space, None).await?;
+        self.ran = index + 1;
+        let ok = run.last_ok(action);
+        self.steps[index].status = if ok { StepStatus::Done } else { StepStatus::Skipped };
+        Ok((ok, stop))
+    }
 }
 
 /// Runs the plan's steps in order; the plan (one step per action) is recorded with
-/// `plan_created`/`plan_updated` before and after.
-async fn execute(run: &mut Run, rounds: &mut RoundState, plan: &RoundPlan) -> Result<Batch> {
-    let mut steps: Vec<PlanStep> = plan
+/// `plan_created`/`plan_updated` before and after (not after a cancellation).
+async fn execute(run: &mut Run, rounds: &mut RoundState, plan: &RoundPlan) -> Result<BatchEnd> {
+    let steps: Vec<PlanStep> = plan
         .steps
         .iter()
         .enumerate()
@@ -349,56 +353,26 @@ async fn execute(run: &mut Run, rounds: &mut RoundState, plan: &RoundPlan) -> Re
     let current = Plan { goal: goal.clone(), steps: steps.clone(), ..Plan::default() };
     run.state.plan = Some(current.clone());
     run.emit(kind, json!({"plan": current, "round": rounds.round}))?;
-    let mut batch = Batch::Done;
-    let mut ran = 0;
-    let started = std::time::Instant::now();
     rounds.timed_out = false;
-    for (index, action) in plan.steps.iter().enumerate() {
-        // Seed 003's round timeout: a batch that has run too long goes to think.
-        if index > 0
-            && let Some(limit) = run.config.budgets.round_timeout_ms
-            && run.deadline_passed("round", index as u64, started, limit)?
-        {
-            rounds.timed_out = true;
-            break;
-        }
-        if run.state.task_counters().tool_calls >= run.config.budgets.max_tool_calls {
-            batch = Batch::Stopped(
-                Outcome::MaxToolCalls,
-                format!("the tool-call limit ({}) was reached", run.config.budgets.max_tool_calls),
-            );
-            break;
-        }
-        let space = guard::action_space(&run.state, &run.config);
-        let stopped = run.act(action, &space, None).await?;
-        ran = index + 1;
-        let ok = run.state.actions.last().is_some_and(|record| {
-            record.status == ObservationStatus::Ok && record.action.as_ref() == Some(action)
-        });
-        steps[index].status = if ok { StepStatus::Done } else { StepStatus::Skipped };
-        match stopped {
-            Some(Outcome::Cancelled) => return Ok(Batch::Cancelled),
-            Some(outcome) => {
-                batch = Batch::Stopped(
-                    outcome,
-                    format!(
-                        "the script-run limit ({}) was reached",
-                        run.config.budgets.max_script_runs
-                    ),
-                );
-                break;
-            }
-            None if !ok => break,
-            None => {}
-        }
+    let round = rounds.round;
+    let mut batch = RoundBatch {
+        rounds,
+        actions: &plan.steps,
+        steps,
+        ran: 0,
+        started: std::time::Instant::now(),
+    };
+    let end = kernel::run_batch(run, &mut batch).await?;
+    if matches!(&end, BatchEnd::Stopped(stop) if stop.is_cancelled()) {
+        return Ok(end);
     }
-    let current = Plan { goal, steps, ..Plan::default() };
+    let current = Plan { goal, steps: batch.steps, ..Plan::default() };
     run.state.plan = Some(current.clone());
     run.emit(
         EventKind::PlanUpdated,
-        json!({"plan": current, "round": rounds.round, "ran": ran, "not_run": plan.steps.len() - ran}),
+        json!({"plan": current, "round": round, "ran": batch.ran, "not_run": plan.steps.len() - batch.ran}),
     )?;
-    Ok(batch)
+    Ok(end)
 }
 
 /// The actions a step may be now: the turn's action space without `final_answer`.
@@ -410,15 +384,7 @@ fn step_actions(space: &ActionSpace) -> Vec<&'static str> {
 fn plan_schema(space: &ActionSpace, round: u32) -> Value {
     let variants: Vec<Value> = step_actions(space)
         .into_iter()
-        .map(|name| {
-            json!({
-                "type": "object",
-                "properties": {"tool": {"const": name}, "args": space.args_schema(name)},
-                "required": ["tool", "args"],
-                "propertyOrdering": ["tool", "args"],
-                "additionalProperties": false,
-            })
-        })
+        .map(|name| kernel::step_schema(space, name, true))
         .collect();
     let mut properties = Map::new();
     properties.insert("reasoning".into(), json!({"type": "string", "maxLength": REASONING_MAX}));
@@ -464,7 +430,7 @@ fn parse_plan(
     mode: DecideMode,
     allowed: &[&str],
 ) -> std::result::Result<RoundPlan, String> {
-    let mut arguments = forced_arguments(response, mode, PLAN_TOOL)?;
+    let mut arguments = forced_arguments(response, mode, PLAN.tool)?;
     let reasoning = match arguments.remove("reasoning") {
         None | Some(Value::Null) => None,
         Some(Value::String(text)) => Some(text).filter(|text| !text.trim().is_empty()),
@@ -520,7 +486,7 @@ fn parse_plan(
 }
 
 fn parse_think(response: &Response, mode: DecideMode) -> std::result::Result<Think, String> {
-    let arguments = forced_arguments(response, mode, THINK_TOOL)?;
+    let arguments = forced_arguments(response, mode, THINK.tool)?;
     let text = |key: &str| arguments.get(key).and_then(Value::as_str).unwrap_or_default().trim();
     let user_summary = text("user_summary");
     if user_summary.is_empty() {
@@ -542,7 +508,7 @@ fn parse_think(response: &Response, mode: DecideMode) -> std::result::Result<Thi
 /// actions a step may be.
 fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
     let mut note = round_line(run, rounds, rounds.round + 1);
-    super::push_notice(run, &mut note);
+    push_notice(run, &mut note);
     if let Some(plan) = &run.state.plan {
         note.push_str("Last round's plan:\n");
         note.push_str(&plan.render());
@@ -559,8 +525,9 @@ fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
         format!(" (about {} steps suit this task)", rounds.complexity().steps_per_round())
     };
     note.push_str(&format!(
-        ".\nPlan the next batch: call {PLAN_TOOL} with 1-{MAX_STEPS} steps {{tool, args}} that \
-         run in order{complexity}. A skill must be selected before its files or scripts are used."
+        ".\nPlan the next batch: call {} with 1-{MAX_STEPS} steps {{tool, args}} that \
+         run in order{complexity}. A skill must be selected before its files or scripts are used.",
+        PLAN.tool
     ));
     note
 }
@@ -570,7 +537,7 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
     let mut note = round_line(run, rounds, rounds.round);
     // The figures next to where the summary is asked for (the local 1.5B summarised a batch of
     // eight conversions as "the units have been correctly converted", without one figure).
-    note.push_str(&super::results_lines(run));
+    note.push_str(&results_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
     if let Some(reason) = stopped {
         note.push_str(&format!("The run stops after this think: {reason}.\n"));
@@ -592,11 +559,12 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
         );
     }
     note.push_str(&format!(
-        "Call {THINK_TOOL}: internal_analysis (what the results show), user_summary (the \
+        "Call {}: internal_analysis (what the results show), user_summary (the \
          answer the user reads, with the figures and facts the results give, not a description \
          of what was done), task_completed (true \
          only when an observation above holds the answer; loaded instructions are not a \
-         result), next_steps_preview."
+         result), next_steps_preview.",
+        THINK.tool
     ));
     note
 }
@@ -633,25 +601,7 @@ fn may_complete(run: &Run) -> bool {
     !only_selected || unrun_scripts(run).is_empty()
 }
 
+/// The first line of a round's notes.
 fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {
-    let budgets = &run.config.budgets;
-    let counters = &run.state.task_counters();
-    format!(
-        "Round {round} of {} · tool calls {}/{} · script runs {}/{}{}\n",
-        rounds.max_rounds,
-        counters.tool_calls,
-        budgets.max_tool_calls,
-        counters.script_runs,
-        budgets.max_script_runs,
-        crate::reasoning::reasoning_signal(&run.state, &run.input_sizes)
-    )
-}
-
-/// What the forced tool `tool` of this strategy does, as the model reads it.
-fn describe(tool: &str) -> &'static str {
-    if tool == PLAN_TOOL {
-        "Plan the next batch of 1-8 actions over the skills; they run in order."
-    } else {
-        "Assess the round's results and say whether the task is done."
-    }
+    budget_line(run, &format!("Round {round} of {}", rounds.max_rounds))
 }

@@ -65,19 +65,31 @@ use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
 use crate::guard;
-use crate::run::{Ending, InputKind, Run};
-use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
+use crate::run::{Ending, InputKind, Run, Stop};
+use crate::state::{Plan, PlanStep, StepStatus};
 
-use super::{ask, finish_turn, forced_arguments, forced_request, skills_lines, start_turn};
+use super::kernel::{self, Contract, Flow, Prepared, Strategy, forced_arguments};
+use super::notes::{budget_line, push_notice, skills_lines};
 
 /// The strategy's name in `AgentConfig::strategy`.
 pub(super) const NAME: &str = "plan-thought-replan";
-/// The forced tool of the plan phase.
-const PLAN_TOOL: &str = "plan";
-/// The forced tool of the thought phase.
-const THOUGHT_TOOL: &str = "thought";
-/// The forced tool of the replan phase.
-const REPLAN_TOOL: &str = "replan";
+/// The forced contract of the plan phase.
+const PLAN: Contract = Contract {
+    tool: "plan",
+    description: "Plan the task once: the steps to do, in order, as short sentences.",
+};
+/// The forced contract of the thought phase.
+const THOUGHT: Contract = Contract {
+    tool: "thought",
+    description: "Decide for the current plan item: continue with one action, ask_user, or \
+                  done when the item is finished.",
+};
+/// The forced contract of the replan phase.
+const REPLAN: Contract = Contract {
+    tool: "replan",
+    description: "Review the plan after a finished item or the user's answer: replanned with \
+                  the steps left, or done with the final answer.",
+};
 /// Items one plan may hold.
 const MAX_PLAN_ITEMS: usize = 8;
 /// Plan calls per task before the task itself becomes the only plan item.
@@ -262,77 +274,73 @@ enum Replan {
     Done(String),
 }
 
-/// What one round of the loop led to.
-enum Round {
-    Next,
-    End(Ending),
-    Stop(Outcome, String),
+/// Plan once, then thought/act/observe per item and a replan after each (seed 001).
+#[derive(Debug)]
+pub(super) struct PlanThoughtReplan {
+    task: TaskState,
+    /// A new task: its plan is asked before the first turn.
+    plan_first: bool,
 }
 
-/// Plan once, then thought/act/observe per item and a replan after each (seed 001).
-pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
-    let previous: Option<TaskState> = serde_json::from_value(run.state.strategy_state.clone()).ok();
-    let mut task = match (run.input, previous) {
-        (InputKind::Answer, Some(mut task)) if task.awaiting_clarification => {
-            let answer = last_input_text(run);
-            let question = task.last_ask_user_question.clone().unwrap_or_default();
-            task.clarification_history.push(Clarification { question, answer });
-            task.awaiting_clarification = false;
-            task.needs_replan = true;
-            task.replan_trigger = Some("the user answered the question".to_owned());
-            task.consecutive_failures = 0;
-            save(run, &task);
-            task
-        }
-        (InputKind::Answer | InputKind::Task, previous) => {
-            let mut task = TaskState::new(previous.map_or(1, |previous| previous.task + 1));
-            if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
-                return run.degrade(Outcome::Cancelled, "the run was cancelled").await;
+impl PlanThoughtReplan {
+    /// The pending task when the input answers its question, else a new task.
+    pub(super) fn begin(run: &mut Run) -> PlanThoughtReplan {
+        let previous: Option<TaskState> =
+            serde_json::from_value(run.state.strategy_state.clone()).ok();
+        match (run.input, previous) {
+            (InputKind::Answer, Some(mut task)) if task.awaiting_clarification => {
+                let answer = last_input_text(run);
+                let question = task.last_ask_user_question.clone().unwrap_or_default();
+                task.clarification_history.push(Clarification { question, answer });
+                task.awaiting_clarification = false;
+                task.needs_replan = true;
+                task.replan_trigger = Some("the user answered the question".to_owned());
+                task.consecutive_failures = 0;
+                save(run, &task);
+                PlanThoughtReplan { task, plan_first: false }
             }
-            if let Some((outcome, reason)) = plan_once(run, &mut task).await? {
-                return run.degrade(outcome, &reason).await;
-            }
-            task
+            (InputKind::Answer | InputKind::Task, previous) => PlanThoughtReplan {
+                task: TaskState::new(previous.map_or(1, |previous| previous.task + 1)),
+                plan_first: true,
+            },
         }
-    };
-    loop {
+    }
+}
+
+impl Strategy for PlanThoughtReplan {
+    async fn start(&mut self, run: &mut Run) -> Result<Option<Stop>> {
+        if !self.plan_first {
+            return Ok(None);
+        }
         if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
-            return run.degrade(Outcome::Cancelled, "the run was cancelled").await;
+            return Ok(Some(Stop::cancelled()));
         }
-        if let Some((outcome, reason)) = limit(run, &task) {
-            return run.degrade(outcome, &reason).await;
-        }
-        if let Err(broken) = task.check_invariants() {
-            return run
-                .degrade(Outcome::Error, &format!("the task state is broken: {broken}"))
-                .await;
-        }
-        let round = if task.needs_replan {
-            replan(run, &mut task).await?
+        plan_once(run, &mut self.task).await
+    }
+
+    /// The step limit (`max_turns`), then the run's budgets, then the task's invariants.
+    fn limit(&self, run: &Run) -> Option<Stop> {
+        limit(run, &self.task).or_else(|| {
+            self.task.check_invariants().err().map(|broken| {
+                Stop::new(Outcome::Error, format!("the task state is broken: {broken}"))
+            })
+        })
+    }
+
+    async fn turn(&mut self, run: &mut Run) -> Result<Flow> {
+        if self.task.needs_replan {
+            replan(run, &mut self.task).await
         } else {
-            thought(run, &mut task).await?
-        };
-        match round {
-            Round::Next => {}
-            Round::End(ending) => return Ok(ending),
-            Round::Stop(outcome, reason) => return run.degrade(outcome, &reason).await,
-        }
-        if let Some(reason) = run.failures.stuck(&run.config) {
-            let outcome = if run.failures.model_errors() > run.config.guard.retry_caps.model_error {
-                Outcome::Error
-            } else {
-                Outcome::Stuck
-            };
-            return run.degrade(outcome, &reason).await;
+            thought(run, &mut self.task).await
         }
     }
 }
 
 /// The limit a step would pass now: the step limit (`max_turns`), then the run's budgets.
-fn limit(run: &Run, task: &TaskState) -> Option<(Outcome, String)> {
+fn limit(run: &Run, task: &TaskState) -> Option<Stop> {
     let max = run.config.budgets.max_turns;
     if task.step_count >= max {
-        return Some((
+        return Some(Stop::new(
             Outcome::MaxTurns,
             format!("the step limit ({max} steps: thoughts, replans and actions) was reached"),
         ));
@@ -419,34 +427,34 @@ fn mirror_plan(run: &mut Run, task: &TaskState, finished: bool) -> Plan {
 
 /// The task's plan, asked once. Not a step and not a turn. An unusable answer is asked again
 /// once; then the task itself is the only item. Returns a limit that stopped it, if any.
-async fn plan_once(run: &mut Run, task: &mut TaskState) -> Result<Option<(Outcome, String)>> {
+async fn plan_once(run: &mut Run, task: &mut TaskState) -> Result<Option<Stop>> {
     let mut items = None;
     for attempt in 1..=PLAN_ATTEMPTS {
-        let space = thought_space(run);
-        let note = plan_note(run, &space, attempt);
-        if let Some(stop) = run.fit_context(note.chars().count()).await? {
-            return Ok(Some(stop));
-        }
-        let space = thought_space(run);
-        let note = plan_note(run, &space, attempt);
-        let request = forced_request(run, &note, PLAN_TOOL, describe(PLAN_TOOL), plan_schema());
-        let Some(response) = ask(run, "plan", request, None).await? else { continue };
-        let parsed = parse_plan(&response, run.config.decide);
-        let tool_call_id = run.push_answer(&response);
-        match parsed {
-            Err(message) => invalid(run, "plan", &message, tool_call_id.as_deref())?,
+        // Not a turn: the tool list is read at the first thought's head.
+        let note_of = |run: &Run| plan_note(run, &thought_space(run), attempt);
+        let note = match kernel::fit_note(run, note_of).await? {
+            Ok(note) => note,
+            Err(stop) => return Ok(Some(stop)),
+        };
+        let Some(reply) =
+            kernel::forced_call(run, "plan", PLAN, &note, plan_schema(), parse_plan).await?
+        else {
+            continue;
+        };
+        match reply.parsed {
+            Err(message) => {
+                kernel::reject_answer(run, &message, reply.tool_call_id.as_deref(), Some("plan"))?;
+            }
             Ok(plan) => {
-                run.record_reasoning_with(&response, None);
-                if let Some(id) = tool_call_id {
-                    run.context.push(Message::Tool {
-                        tool_call_id: id,
-                        content: format!(
-                            "plan accepted: {} steps; the thought for the first one comes next",
-                            plan.len()
-                        ),
-                        is_error: false,
-                    });
-                }
+                run.record_reasoning_with(&reply.response, None);
+                kernel::acknowledge(
+                    run,
+                    reply.tool_call_id,
+                    format!(
+                        "plan accepted: {} steps; the thought for the first one comes next",
+                        plan.len()
+                    ),
+                );
                 items = Some(plan);
                 break;
             }
@@ -474,36 +482,24 @@ async fn plan_once(run: &mut Run, task: &mut TaskState) -> Result<Option<(Outcom
     Ok(None)
 }
 
-/// An answer that breaks its contract: `action_validated` (invalid) and an `invalid_action`
-/// observation answering the call.
-fn invalid(run: &mut Run, phase: &str, message: &str, tool_call_id: Option<&str>) -> Result<()> {
-    run.emit(
-        EventKind::ActionValidated,
-        json!({"action": null, "valid": false, "error": message, "phase": phase}),
-    )?;
-    run.observe(None, ObservationStatus::InvalidAction, message, tool_call_id)?;
-    Ok(())
-}
-
 /// One inner round: a thought for the current item and, for `continue`, its action.
-async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Round> {
+async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
     let answer_now = answer_now(run);
     let (statuses, narrowed) =
         task.thought_statuses(run.config.guard.ask_user, answer_now.as_deref());
-    let space = thought_space(run);
-    let note = thought_note(run, task, &space, &statuses, narrowed.as_deref());
-    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-        return Ok(Round::Stop(outcome, reason));
-    }
-    // Compaction may have made observations recallable.
-    let space = thought_space(run);
+    let note_of = |run: &Run, space: &ActionSpace| {
+        thought_note(run, task, space, &statuses, narrowed.as_deref())
+    };
+    let Prepared { space, note } = match kernel::prepare(run, thought_space, note_of).await? {
+        Ok(prepared) => prepared,
+        Err(stop) => return Ok(Flow::Stop(stop)),
+    };
     let tools = step_tools(&space);
-    let note = thought_note(run, task, &space, &statuses, narrowed.as_deref());
     let item = plan_item(task);
-    start_turn(
+    kernel::start_turn(
         run,
         note.chars().count(),
-        &[THOUGHT_TOOL],
+        &[THOUGHT.tool],
         Some((
             "step",
             json!({
@@ -522,28 +518,14 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Round> {
     task.last_ok_observation = None;
     save(run, task);
     let schema = thought_schema(run.config.decide, &statuses, &space, &tools);
-    let request = forced_request(run, &note, THOUGHT_TOOL, describe(THOUGHT_TOOL), schema);
-    let mut reasoning = Value::Null;
-    let Some(response) = ask(run, "thought", request, None).await? else {
-        task.failed();
-        save(run, task);
-        finish_turn(run, &reasoning)?;
-        return Ok(Round::Next);
+    let parse = |response: &Response, mode| {
+        parse_thought(response, mode, &statuses, narrowed.as_deref(), &tools)
     };
-    let parsed =
-        parse_thought(&response, run.config.decide, &statuses, narrowed.as_deref(), &tools);
-    let tool_call_id = run.push_answer(&response);
-    let thought = match parsed {
-        Err(message) => {
-            task.failed();
-            save(run, task);
-            invalid(run, "thought", &message, tool_call_id.as_deref())?;
-            finish_turn(run, &reasoning)?;
-            return Ok(Round::Next);
-        }
-        Ok(thought) => thought,
+    let reply = kernel::forced_call(run, "thought", THOUGHT, &note, schema, parse).await?;
+    let Some((response, thought, tool_call_id)) = accepted(run, task, reply, "thought")? else {
+        return Ok(Flow::Continue);
     };
-    reasoning = run.record_reasoning_with(&response, Some(&thought.current_step));
+    let reasoning = run.record_reasoning_with(&response, Some(&thought.current_step));
     task.successful_steps += 1;
     task.last_thought_snapshot =
         Some(format!("{}: {}", thought.decision.status(), clip(&thought.current_step, 120)));
@@ -571,26 +553,18 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Round> {
         ThoughtDecision::Continue(action) => {
             save(run, task);
             // The action is a step of its own: no step left, nothing runs.
-            if let Some((outcome, reason)) = limit(run, task) {
-                if let Some(id) = tool_call_id {
-                    run.context.push(Message::Tool {
-                        tool_call_id: id,
-                        content: format!("not run: {reason}"),
-                        is_error: true,
-                    });
-                }
-                finish_turn(run, &reasoning)?;
-                let reason = format!("{reason} before `{}` could run", action.summary());
-                return Ok(Round::Stop(outcome, reason));
+            if let Some(stop) = limit(run, task) {
+                kernel::answer_call(run, tool_call_id, format!("not run: {}", stop.reason), true);
+                kernel::finish_turn(run, &reasoning)?;
+                let reason = format!("{} before `{}` could run", stop.reason, action.summary());
+                return Ok(Flow::Stop(Stop::new(stop.outcome, reason)));
             }
             task.step_count += 1;
             let stopped = run.act(&action, &space, tool_call_id.as_deref()).await?;
-            let ok_observation = run.state.actions.last().and_then(|record| {
-                (record.status == ObservationStatus::Ok && record.action.as_ref() == Some(&action))
-                    .then(|| record.observation.clone())
-            });
-            let ok = ok_observation.is_some();
-            task.last_ok_observation = ok_observation;
+            let ok = run.last_ok(&action);
+            task.last_ok_observation = ok
+                .then(|| run.state.actions.last().map(|record| record.observation.clone()))
+                .flatten();
             if ok {
                 task.successful_steps += 1;
                 task.consecutive_failures = 0;
@@ -598,28 +572,16 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Round> {
                 task.failed();
             }
             save(run, task);
-            finish_turn(run, &reasoning)?;
-            Ok(match stopped {
-                None => Round::Next,
-                Some(Outcome::Cancelled) => {
-                    Round::Stop(Outcome::Cancelled, "the run was cancelled".to_owned())
-                }
-                Some(outcome) => Round::Stop(
-                    outcome,
-                    format!(
-                        "the script-run limit ({}) was reached",
-                        run.config.budgets.max_script_runs
-                    ),
-                ),
-            })
+            kernel::finish_turn(run, &reasoning)?;
+            Ok(stopped.map_or(Flow::Continue, Flow::Stop))
         }
         ThoughtDecision::AskUser(question) => {
             task.awaiting_clarification = true;
             task.last_ask_user_question = Some(question.clone());
             save(run, task);
             let ending = run.request_input(&question, tool_call_id)?;
-            finish_turn(run, &reasoning)?;
-            Ok(Round::End(ending))
+            kernel::finish_turn(run, &reasoning)?;
+            Ok(Flow::End(ending))
         }
         ThoughtDecision::Done(response) => {
             let finished = task.current_item().map(str::to_owned);
@@ -641,15 +603,13 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Round> {
             task.consecutive_failures = 0;
             mirror_plan(run, task, false);
             save(run, task);
-            if let Some(id) = tool_call_id {
-                run.context.push(Message::Tool {
-                    tool_call_id: id,
-                    content: "noted: the item is finished; the plan is reviewed next".to_owned(),
-                    is_error: false,
-                });
-            }
-            finish_turn(run, &reasoning)?;
-            Ok(Round::Next)
+            kernel::acknowledge(
+                run,
+                tool_call_id,
+                "noted: the item is finished; the plan is reviewed next".to_owned(),
+            );
+            kernel::finish_turn(run, &reasoning)?;
+            Ok(Flow::Continue)
         }
     }
 }
@@ -661,17 +621,16 @@ fn plan_item(task: &TaskState) -> Option<(usize, usize, String)> {
 }
 
 /// One outer round: the replan after a finished item or the user's answer.
-async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Round> {
-    let note = replan_note(run, task);
-    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-        return Ok(Round::Stop(outcome, reason));
-    }
-    let note = replan_note(run, task);
+async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
+    let note = match kernel::fit_note(run, |run: &Run| replan_note(run, task)).await? {
+        Ok(note) => note,
+        Err(stop) => return Ok(Flow::Stop(stop)),
+    };
     let trigger = task.replan_trigger.clone().unwrap_or_else(|| "the plan is reviewed".to_owned());
-    start_turn(
+    kernel::start_turn(
         run,
         note.chars().count(),
-        &[REPLAN_TOOL],
+        &[REPLAN.tool],
         Some((
             "step",
             json!({
@@ -684,31 +643,10 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Round> {
     task.step_count += 1;
     task.last_ok_observation = None;
     save(run, task);
-    let request = forced_request(
-        run,
-        &note,
-        REPLAN_TOOL,
-        describe(REPLAN_TOOL),
-        replan_schema(run.config.decide),
-    );
-    let reasoning = Value::Null;
-    let Some(response) = ask(run, "replan", request, None).await? else {
-        task.failed();
-        save(run, task);
-        finish_turn(run, &reasoning)?;
-        return Ok(Round::Next);
-    };
-    let parsed = parse_replan(&response, run.config.decide);
-    let tool_call_id = run.push_answer(&response);
-    let decision = match parsed {
-        Err(message) => {
-            task.failed();
-            save(run, task);
-            invalid(run, "replan", &message, tool_call_id.as_deref())?;
-            finish_turn(run, &reasoning)?;
-            return Ok(Round::Next);
-        }
-        Ok(decision) => decision,
+    let schema = replan_schema(run.config.decide);
+    let reply = kernel::forced_call(run, "replan", REPLAN, &note, schema, parse_replan).await?;
+    let Some((response, decision, tool_call_id)) = accepted(run, task, reply, "replan")? else {
+        return Ok(Flow::Continue);
     };
     let reasoning = run.record_reasoning_with(&response, None);
     task.successful_steps += 1;
@@ -729,19 +667,14 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Round> {
                     "progress": format!("Replanning done: {} steps", task.plan_items.len()),
                 }),
             )?;
-            if let Some(id) = tool_call_id {
-                let next = match plan_item(task) {
-                    Some((index, total, text)) => format!("item {index}/{total} ({text}) is next"),
-                    None => "no item is left".to_owned(),
-                };
-                run.context.push(Message::Tool {
-                    tool_call_id: id,
-                    content: format!("plan updated: {} steps; {next}", task.plan_items.len()),
-                    is_error: false,
-                });
-            }
-            finish_turn(run, &reasoning)?;
-            Ok(Round::Next)
+            let next = match plan_item(task) {
+                Some((index, total, text)) => format!("item {index}/{total} ({text}) is next"),
+                None => "no item is left".to_owned(),
+            };
+            let content = format!("plan updated: {} steps; {next}", task.plan_items.len());
+            kernel::acknowledge(run, tool_call_id, content);
+            kernel::finish_turn(run, &reasoning)?;
+            Ok(Flow::Continue)
         }
         Replan::Done(answer) => {
             task.needs_replan = false;
@@ -760,10 +693,37 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Round> {
                 }),
             )?;
             run.pending_call = tool_call_id;
-            finish_turn(run, &reasoning)?;
-            Ok(Round::End(Ending { outcome: Outcome::Completed, final_text: answer }))
+            kernel::finish_turn(run, &reasoning)?;
+            Ok(Flow::End(Ending { outcome: Outcome::Completed, final_text: answer }))
         }
     }
+}
+
+/// A thought's or replan's answer, when it was given and keeps its contract. A failed call or
+/// a broken contract is a failed step (the latter also `action_validated` and an
+/// `invalid_action` observation in `phase`) and ends the turn.
+fn accepted<T>(
+    run: &mut Run,
+    task: &mut TaskState,
+    reply: Option<kernel::Reply<T>>,
+    phase: &str,
+) -> Result<Option<(Response, T, Option<String>)>> {
+    let failure = match reply {
+        Some(kernel::Reply { response, parsed: Ok(value), tool_call_id }) => {
+            return Ok(Some((response, value, tool_call_id)));
+        }
+        Some(kernel::Reply { parsed: Err(message), tool_call_id, .. }) => {
+            Some((message, tool_call_id))
+        }
+        None => None,
+    };
+    task.failed();
+    save(run, task);
+    if let Some((message, tool_call_id)) = failure {
+        kernel::reject_answer(run, &message, tool_call_id.as_deref(), Some(phase))?;
+    }
+    kernel::finish_turn(run, &Value::Null)?;
+    Ok(None)
 }
 
 /// `text` cut to `max` characters.
@@ -990,7 +950,7 @@ fn no_other_fields(arguments: &Map<String, Value>, what: &str) -> std::result::R
 }
 
 fn parse_plan(response: &Response, mode: DecideMode) -> std::result::Result<Vec<String>, String> {
-    let mut arguments = forced_arguments(response, mode, PLAN_TOOL)?;
+    let mut arguments = forced_arguments(response, mode, PLAN.tool)?;
     status(&mut arguments, &["planned"], None)?;
     let items = plan_items(arguments.remove("plan"))?;
     no_other_fields(&arguments, "plan")?;
@@ -1005,7 +965,7 @@ fn parse_thought(
     narrowed: Option<&str>,
     tools: &[&str],
 ) -> std::result::Result<Thought, String> {
-    let mut arguments = forced_arguments(response, mode, THOUGHT_TOOL)?;
+    let mut arguments = forced_arguments(response, mode, THOUGHT.tool)?;
     let status = status(&mut arguments, statuses, narrowed)?;
     let current_step = optional_text(&mut arguments, "current_step", STEP_MAX)?;
     let question = optional_text(&mut arguments, "question", QUESTION_MAX)?;
@@ -1082,7 +1042,7 @@ fn next_action_of(value: Value, tools: &[&str]) -> std::result::Result<Action, S
 
 /// A replan, checked against its rules (seed §5.3).
 fn parse_replan(response: &Response, mode: DecideMode) -> std::result::Result<Replan, String> {
-    let mut arguments = forced_arguments(response, mode, REPLAN_TOOL)?;
+    let mut arguments = forced_arguments(response, mode, REPLAN.tool)?;
     let status = status(&mut arguments, &["replanned", "done"], None)?;
     let plan = arguments.remove("plan");
     let answer = optional_text(&mut arguments, "response", RESPONSE_MAX)?;
@@ -1104,18 +1064,7 @@ fn parse_replan(response: &Response, mode: DecideMode) -> std::result::Result<Re
 
 /// The step line of a note: step, budgets and the reasoning level.
 fn step_line(run: &Run, task: &TaskState) -> String {
-    let budgets = &run.config.budgets;
-    let counters = run.state.task_counters();
-    format!(
-        "Step {} of {} · tool calls {}/{} · script runs {}/{}{}\n",
-        task.step_count + 1,
-        budgets.max_turns,
-        counters.tool_calls,
-        budgets.max_tool_calls,
-        counters.script_runs,
-        budgets.max_script_runs,
-        crate::reasoning::reasoning_signal(&run.state, &run.input_sizes)
-    )
+    budget_line(run, &format!("Step {} of {}", task.step_count + 1, run.config.budgets.max_turns))
 }
 
 fn plan_lines(task: &TaskState) -> String {
@@ -1154,11 +1103,12 @@ fn plan_note(run: &Run, space: &ActionSpace, attempt: u32) -> String {
         note.push_str("Your last plan was not valid (see above): send a valid one.\n");
     }
     note.push_str(&format!(
-        "Call {PLAN_TOOL} with status \"planned\" and plan: the steps of this task, in order, each \
+        "Call {} with status \"planned\" and plan: the steps of this task, in order, each \
          a short sentence in the task's own words saying what to find out or do (not the names \
          of actions); at most {MAX_PLAN_ITEMS}, [] when nothing needs doing. For example, for \
          \"How many lines does notes.txt have?\": [\"count the lines of notes.txt with a skill's \
-         script\", \"answer with the count\"]. Only plan: do not answer the task here."
+         script\", \"answer with the count\"]. Only plan: do not answer the task here.",
+        PLAN.tool
     ));
     note
 }
@@ -1171,7 +1121,7 @@ fn thought_note(
     narrowed: Option<&str>,
 ) -> String {
     let mut note = step_line(run, task);
-    super::push_notice(run, &mut note);
+    push_notice(run, &mut note);
     note.push_str(&plan_lines(task));
     note.push_str(&skills_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
@@ -1188,7 +1138,7 @@ fn thought_note(
              that result as response.\n"
         ));
     }
-    note.push_str(&format!("Call {THOUGHT_TOOL} with one status:\n"));
+    note.push_str(&format!("Call {} with one status:\n", THOUGHT.tool));
     for status in statuses {
         let line = match *status {
             "continue" => {
@@ -1220,7 +1170,7 @@ fn thought_note(
 
 fn replan_note(run: &Run, task: &TaskState) -> String {
     let mut note = step_line(run, task);
-    super::push_notice(run, &mut note);
+    push_notice(run, &mut note);
     note.push_str(&plan_lines(task));
     note.push_str(&format!("Task: {}\n", run.state.task));
     note.push_str(&clarification_lines(task));
@@ -1231,26 +1181,12 @@ fn replan_note(run: &Run, task: &TaskState) -> String {
         note.push_str(&format!("Result of the finished item: {result}\n"));
     }
     note.push_str(&format!(
-        "Call {REPLAN_TOOL}: status \"replanned\" with plan: the steps still to do, in order (not \
+        "Call {}: status \"replanned\" with plan: the steps still to do, in order (not \
          empty), response null; or status \"done\" with response: the final answer for the user, \
-         with the results from the observations."
+         with the results from the observations.",
+        REPLAN.tool
     ));
     note
-}
-
-/// What the forced tool `tool` of this strategy does, as the model reads it.
-fn describe(tool: &str) -> &'static str {
-    match tool {
-        PLAN_TOOL => "Plan the task once: the steps to do, in order, as short sentences.",
-        THOUGHT_TOOL => {
-            "Decide for the current plan item: continue with one action, ask_user, or \
-             done when the item is finished."
-        }
-        _ => {
-            "Review the plan after a finished item or the user's answer: replanned with \
-             the steps left, or done with the final answer."
-        }
-    }
 }
 
 #[cfg(test)]

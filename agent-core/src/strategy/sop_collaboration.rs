@@ -1,5 +1,7 @@
-//! `safe` (seed 004): the SAFE think-execute cycle of one agent (`main`), with peer agents on
-//! an in-process message bus.
+//! SOP-driven collaboration, the strategy named `safe` (seed 004): the SAFE think-execute cycle
+//! of one agent (`main`) — complexity judgement, a standard operating procedure (a workflow
+//! skill) to plan by, a plan of actions and requests to peer agents on an in-process message
+//! bus, a report.
 //!
 //! # The cycle
 //!
@@ -117,19 +119,35 @@ use crate::context::Context;
 use crate::error::Result;
 use crate::event::EventKind;
 use crate::guard;
-use crate::run::{Answer, Ending, Run};
+use crate::run::{Answer, Ending, Run, Stop};
 use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
 
-use super::{ask, finish_turn, forced_arguments, forced_request, skills_lines, start_turn};
+use super::kernel::{
+    self, Batch, BatchEnd, Contract, Flow, PlanReply, Prepared, Strategy, forced_arguments,
+};
+use super::notes::{budget_line, push_notice, skills_lines};
 
 /// The strategy's name in `AgentConfig::strategy`.
 pub(super) const NAME: &str = "safe";
 /// The run's own agent on the bus.
 const MAIN: &str = "main";
-const JUDGE_TOOL: &str = "judge_complexity";
-const SOP_TOOL: &str = "choose_sop";
-const PLAN_TOOL: &str = "make_plan";
-const REPORT_TOOL: &str = "report";
+const JUDGE: Contract = Contract {
+    tool: "judge_complexity",
+    description: "Judge whether the task is simple or complex.",
+};
+const SOP: Contract = Contract {
+    tool: "choose_sop",
+    description: "Choose the standard operating procedure (workflow skill) to follow.",
+};
+const PLAN: Contract = Contract {
+    tool: "make_plan",
+    description: "Plan 1-8 steps: actions over the skills, or requests to other agents; they \
+                  run in order.",
+};
+const REPORT: Contract = Contract {
+    tool: "report",
+    description: "Give the answer for the user and say whether the task is done.",
+};
 /// The plan step that asks a peer.
 const COLLABORATE: &str = "request_collaboration";
 /// The `choose_sop` answer for no SOP.
@@ -421,106 +439,84 @@ struct Agents {
     peers: Vec<mpsc::UnboundedReceiver<Envelope>>,
 }
 
-/// What a turn left the cycle with.
-enum Flow {
-    Continue,
-    End(Ending),
-    /// A budget or the context stopped the task.
-    Stop(Outcome, String),
-    Cancelled,
-}
-
 /// Judge → SOP → plan, execute, report (seed 004), until a report completes the task or a
 /// budget, the failure caps or a cancellation end it.
-pub(super) async fn drive(run: &mut Run) -> Result<Ending> {
-    let mut safe = SafeState::begin(run);
-    let mut ids = vec![MAIN.to_owned()];
-    ids.extend(safe.peer_ids());
-    let (bus, mut receivers) = Bus::open(&ids);
-    let main = receivers.remove(0);
-    let mut agents = Agents { bus, main, peers: receivers };
-    save(run, &safe);
-    loop {
-        if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
-            return end(run, &mut safe, Outcome::Cancelled, "the run was cancelled").await;
-        }
-        if let Some((outcome, reason)) = run.budget_exhausted() {
-            return end(run, &mut safe, outcome, &reason).await;
-        }
-        let flow = match safe.phase {
-            Phase::Judge => judge_turn(run, &mut safe).await?,
-            Phase::Sop => sop_turn(run, &mut safe).await?,
-            Phase::Plan | Phase::Done => plan_turn(run, &mut safe, &mut agents).await?,
-        };
-        match flow {
-            Flow::Continue => {}
-            Flow::End(ending) => return Ok(ending),
-            Flow::Stop(outcome, reason) => return end(run, &mut safe, outcome, &reason).await,
-            Flow::Cancelled => {
-                return end(run, &mut safe, Outcome::Cancelled, "the run was cancelled").await;
-            }
-        }
-        if let Some(reason) = run.failures.stuck(&run.config) {
-            let outcome = if run.failures.model_errors() > run.config.guard.retry_caps.model_error {
-                Outcome::Error
-            } else {
-                Outcome::Stuck
-            };
-            return end(run, &mut safe, outcome, &reason).await;
-        }
+#[derive(Debug)]
+pub(super) struct SopCollaboration {
+    safe: SafeState,
+    agents: Agents,
+}
+
+impl SopCollaboration {
+    /// The state of the run so far, set up for the current task, and the bus.
+    pub(super) fn begin(run: &mut Run) -> SopCollaboration {
+        let safe = SafeState::begin(run);
+        let mut ids = vec![MAIN.to_owned()];
+        ids.extend(safe.peer_ids());
+        let (bus, mut receivers) = Bus::open(&ids);
+        let main = receivers.remove(0);
+        save(run, &safe);
+        SopCollaboration { safe, agents: Agents { bus, main, peers: receivers } }
     }
 }
 
-/// The text when the task ends without a completing report: the last report's answer, else
-/// one forced summary call without tools, else a deterministic text.
-async fn end(
-    run: &mut Run,
-    safe: &mut SafeState,
-    outcome: Outcome,
-    reason: &str,
-) -> Result<Ending> {
-    safe.phase = Phase::Done;
-    safe.current_step = None;
-    safe.pending_collaboration_id = None;
-    save(run, safe);
-    match &safe.last_answer {
-        Some(answer) if outcome != Outcome::Cancelled => {
-            Ok(Ending { outcome, final_text: answer.clone() })
+impl Strategy for SopCollaboration {
+    async fn turn(&mut self, run: &mut Run) -> Result<Flow> {
+        let safe = &mut self.safe;
+        match safe.phase {
+            Phase::Judge => judge_turn(run, safe).await,
+            Phase::Sop => sop_turn(run, safe).await,
+            Phase::Plan | Phase::Done => plan_turn(run, safe, &mut self.agents).await,
         }
-        Some(_) | None => run.degrade(outcome, reason).await,
+    }
+
+    /// The text when the task ends without a completing report: the last report's answer,
+    /// else one forced summary call without tools, else a deterministic text.
+    async fn end(&mut self, run: &mut Run, stop: Stop) -> Result<Ending> {
+        let safe = &mut self.safe;
+        safe.phase = Phase::Done;
+        safe.current_step = None;
+        safe.pending_collaboration_id = None;
+        save(run, safe);
+        match &safe.last_answer {
+            Some(answer) if !stop.is_cancelled() => {
+                Ok(Ending { outcome: stop.outcome, final_text: answer.clone() })
+            }
+            Some(_) | None => run.degrade(stop).await,
+        }
     }
 }
 
 /// Turn 1 of a task: simple or complex.
 async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
-    let note = judge_note(run);
-    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-        return Ok(Flow::Stop(outcome, reason));
-    }
-    start_turn(
+    let note = match kernel::fit_note(run, judge_note).await? {
+        Ok(note) => note,
+        Err(stop) => return Ok(Flow::Stop(stop)),
+    };
+    kernel::start_turn(
         run,
         note.chars().count(),
-        &[JUDGE_TOOL],
+        &[JUDGE.tool],
         Some(("safe", json!({"agent": MAIN, "phase": "judge"}))),
     )?;
-    let request = forced_request(run, &note, JUDGE_TOOL, describe(JUDGE_TOOL), judge_schema());
     let mut reasoning = Value::Null;
     let mut judged = None;
-    if let Some(response) = ask(run, JUDGE_TOOL, request, None).await? {
-        let parsed = parse_judge(&response, run.config.decide);
-        let tool_call_id = run.push_answer(&response);
-        match parsed {
+    if let Some(reply) =
+        kernel::forced_call(run, JUDGE.tool, JUDGE, &note, judge_schema(), parse_judge).await?
+    {
+        match reply.parsed {
             Ok((complexity, why)) => {
-                reasoning = run.record_reasoning_with(&response, why.as_deref());
+                reasoning = run.record_reasoning_with(&reply.response, why.as_deref());
                 judged = Some(complexity);
-                answer_call(run, tool_call_id, &format!("noted: a {} task", complexity.as_str()));
+                let content = format!("noted: a {} task", complexity.as_str());
+                kernel::acknowledge(run, reply.tool_call_id, content);
             }
             Err(message) => {
                 run.observe(
                     None,
                     ObservationStatus::InvalidAction,
                     &format!("{message}; the task is taken as complex"),
-                    tool_call_id.as_deref(),
+                    reply.tool_call_id.as_deref(),
                 )?;
             }
         }
@@ -537,7 +533,7 @@ async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         }
     }
     save(run, safe);
-    finish_turn(run, &reasoning)?;
+    kernel::finish_turn(run, &reasoning)?;
     Ok(Flow::Continue)
 }
 
@@ -570,53 +566,49 @@ async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
     if candidates.is_empty() {
         return Ok(Flow::Continue);
     }
-    let note = sop_note(run, &candidates);
-    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-        return Ok(Flow::Stop(outcome, reason));
-    }
-    start_turn(
+    let note = match kernel::fit_note(run, |run: &Run| sop_note(run, &candidates)).await? {
+        Ok(note) => note,
+        Err(stop) => return Ok(Flow::Stop(stop)),
+    };
+    kernel::start_turn(
         run,
         note.chars().count(),
-        &[SOP_TOOL],
+        &[SOP.tool],
         Some(("safe", json!({"agent": MAIN, "phase": "sop"}))),
     )?;
-    let request = forced_request(run, &note, SOP_TOOL, describe(SOP_TOOL), sop_schema(&candidates));
+    let parse = |response: &Response, mode| parse_sop(response, mode, &candidates);
+    let schema = sop_schema(&candidates);
     let mut reasoning = Value::Null;
     let mut flow = Flow::Continue;
-    if let Some(response) = ask(run, SOP_TOOL, request, None).await? {
-        let parsed = parse_sop(&response, run.config.decide, &candidates);
-        let tool_call_id = run.push_answer(&response);
-        match parsed {
+    if let Some(reply) = kernel::forced_call(run, SOP.tool, SOP, &note, schema, parse).await? {
+        match reply.parsed {
             Ok((Some(sop), why)) => {
-                reasoning = run.record_reasoning_with(&response, why.as_deref());
+                reasoning = run.record_reasoning_with(&reply.response, why.as_deref());
                 let action = Action::SelectSkills { names: vec![sop.clone()] };
                 let space = guard::action_space(&run.state, &run.config);
-                let stopped = run.act(&action, &space, tool_call_id.as_deref()).await?;
-                if last_ok(run, &action) {
+                let stopped = run.act(&action, &space, reply.tool_call_id.as_deref()).await?;
+                if run.last_ok(&action) {
                     safe.sop = Some(sop);
                 }
-                flow = match stopped {
-                    None => Flow::Continue,
-                    Some(Outcome::Cancelled) => Flow::Cancelled,
-                    Some(outcome) => Flow::Stop(outcome, stop_reason(run, outcome)),
-                };
+                flow = stopped.map_or(Flow::Continue, Flow::Stop);
             }
             Ok((None, why)) => {
-                reasoning = run.record_reasoning_with(&response, why.as_deref());
-                answer_call(run, tool_call_id, "noted: no SOP; plan without one");
+                reasoning = run.record_reasoning_with(&reply.response, why.as_deref());
+                let content = "noted: no SOP; plan without one".to_owned();
+                kernel::acknowledge(run, reply.tool_call_id, content);
             }
             Err(message) => {
                 run.observe(
                     None,
                     ObservationStatus::InvalidAction,
                     &format!("{message}; planning goes on without an SOP"),
-                    tool_call_id.as_deref(),
+                    reply.tool_call_id.as_deref(),
                 )?;
             }
         }
     }
     save(run, safe);
-    finish_turn(run, &reasoning)?;
+    kernel::finish_turn(run, &reasoning)?;
     Ok(flow)
 }
 
@@ -640,58 +632,46 @@ fn step_space(run: &Run, safe: &SafeState) -> ActionSpace {
 
 /// A plan cycle: make_plan, its steps, the report.
 async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> Result<Flow> {
-    let space = step_space(run, safe);
-    let note = plan_note(run, safe, &space);
-    if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-        return Ok(Flow::Stop(outcome, reason));
-    }
-    // Compaction may have made observations recallable.
-    let space = step_space(run, safe);
+    let space_of = |run: &Run| step_space(run, safe);
+    let note_of = |run: &Run, space: &ActionSpace| plan_note(run, safe, space);
+    let Prepared { space, note } = match kernel::prepare(run, space_of, note_of).await? {
+        Ok(prepared) => prepared,
+        Err(stop) => return Ok(Flow::Stop(stop)),
+    };
     let functions = step_functions(&space);
     let can_plan = !functions.is_empty() || !safe.peers.is_empty();
-    let note = plan_note(run, safe, &space);
     safe.cycle += 1;
     safe.phase = Phase::Plan;
     save(run, safe);
-    let allowed = if can_plan { &[PLAN_TOOL, REPORT_TOOL][..] } else { &[REPORT_TOOL][..] };
-    start_turn(
+    let allowed = if can_plan { &[PLAN.tool, REPORT.tool][..] } else { &[REPORT.tool][..] };
+    kernel::start_turn(
         run,
         note.chars().count(),
         allowed,
         Some(("safe", json!({"agent": MAIN, "phase": "plan", "cycle": safe.cycle}))),
     )?;
     let mut reasoning = Value::Null;
-    let mut stop: Option<(Outcome, String)> = None;
+    let mut stop: Option<Stop> = None;
     let mut report = !can_plan;
     // The plan stopped at a failing step (JSON mode: the report may not complete the task).
     let mut failed_step = false;
     if can_plan {
-        let schema = plan_schema(&space, &functions, &safe.peer_ids());
-        let request = forced_request(run, &note, PLAN_TOOL, describe(PLAN_TOOL), schema);
-        if let Some(response) = ask(run, PLAN_TOOL, request, None).await? {
-            let parsed = parse_plan(&response, run.config.decide, &space, &safe.peer_ids());
-            let tool_call_id = run.push_answer(&response);
-            match parsed {
-                Err(message) => {
+        let peers = safe.peer_ids();
+        let schema = plan_schema(&space, &functions, &peers);
+        let parse = |response: &Response, mode| parse_plan(response, mode, &space, &peers);
+        if let Some(reply) = kernel::forced_call(run, PLAN.tool, PLAN, &note, schema, parse).await?
+        {
+            match reply.into_plan(run, |plan: &NewPlan| plan.reasoning.as_deref())? {
+                PlanReply::Rejected => {
                     safe.rejected_plans += 1;
                     save(run, safe);
-                    run.emit(
-                        EventKind::ActionValidated,
-                        json!({"action": null, "valid": false, "error": message}),
-                    )?;
-                    run.observe(
-                        None,
-                        ObservationStatus::InvalidAction,
-                        &message,
-                        tool_call_id.as_deref(),
-                    )?;
                 }
-                Ok(plan) => {
-                    reasoning = run.record_reasoning_with(&response, plan.reasoning.as_deref());
-                    answer_call(
+                PlanReply::Accepted { plan, reasoning: stated, tool_call_id } => {
+                    reasoning = stated;
+                    kernel::acknowledge(
                         run,
                         tool_call_id,
-                        &match plan.repeats {
+                        match plan.repeats {
                             0 => format!(
                                 "plan accepted: {} steps; their results follow",
                                 plan.steps.len()
@@ -708,17 +688,17 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
                         .iter()
                         .all(|step| matches!(step, Step::Function(Action::SelectSkills { .. })));
                     match execute(run, safe, agents, plan).await? {
-                        Batch::Done { all_ok } => {
+                        BatchEnd::Done { all_ok } => {
                             report = !(selects_only && all_ok);
                             failed_step = !all_ok;
                         }
-                        Batch::Stopped(outcome, reason) => {
-                            stop = Some((outcome, reason));
-                            report = true;
+                        BatchEnd::Stopped(stopped) if stopped.is_cancelled() => {
+                            kernel::finish_turn(run, &reasoning)?;
+                            return Ok(Flow::Stop(stopped));
                         }
-                        Batch::Cancelled => {
-                            finish_turn(run, &reasoning)?;
-                            return Ok(Flow::Cancelled);
+                        BatchEnd::Stopped(stopped) => {
+                            stop = Some(stopped);
+                            report = true;
                         }
                     }
                 }
@@ -726,26 +706,24 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
         }
     }
     if report {
-        let note =
-            report_note(run, safe, stop.as_ref().map(|(_, reason)| reason.as_str()), failed_step);
-        if let Some((outcome, reason)) = run.fit_context(note.chars().count()).await? {
-            finish_turn(run, &reasoning)?;
-            return Ok(Flow::Stop(outcome, reason));
-        }
+        let stopped = stop.as_ref().map(|stop| stop.reason.as_str());
+        let note_of = |run: &Run| report_note(run, safe, stopped, failed_step);
+        let note = match kernel::fit_note(run, note_of).await? {
+            Ok(note) => note,
+            Err(stop) => {
+                kernel::finish_turn(run, &reasoning)?;
+                return Ok(Flow::Stop(stop));
+            }
+        };
         // A small model reports success after a failed step with an invented result; the
         // grammar leaves it only `false` there (a native tool caller is trusted with it).
         let may_complete = !(failed_step && run.config.decide == DecideMode::Json);
-        let request = forced_request(
-            run,
-            &note,
-            REPORT_TOOL,
-            describe(REPORT_TOOL),
-            report_schema(may_complete),
-        );
-        if let Some(response) = ask(run, REPORT_TOOL, request, None).await? {
-            let parsed = parse_report(&response, run.config.decide);
-            let tool_call_id = run.push_answer(&response);
-            match parsed {
+        let schema = report_schema(may_complete);
+        if let Some(reply) =
+            kernel::forced_call(run, REPORT.tool, REPORT, &note, schema, parse_report).await?
+        {
+            let tool_call_id = reply.tool_call_id;
+            match reply.parsed {
                 Err(message) => {
                     run.observe(
                         None,
@@ -757,7 +735,7 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
                 Ok((answer, completed)) => {
                     // What the schema did not allow is not taken (a provider without grammars).
                     let completed = completed && may_complete;
-                    let report_reasoning = run.record_reasoning_with(&response, None);
+                    let report_reasoning = run.record_reasoning_with(&reply.response, None);
                     if reasoning.is_null() {
                         reasoning = report_reasoning;
                     }
@@ -767,23 +745,21 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
                         save(run, safe);
                         // The call is answered by whatever the user sends next (a session).
                         run.pending_call = tool_call_id;
-                        finish_turn(run, &reasoning)?;
+                        kernel::finish_turn(run, &reasoning)?;
                         return Ok(Flow::End(Ending {
                             outcome: Outcome::Completed,
                             final_text: answer,
                         }));
                     }
-                    answer_call(run, tool_call_id, "noted: the task goes on; plan the next steps");
+                    let content = "noted: the task goes on; plan the next steps".to_owned();
+                    kernel::acknowledge(run, tool_call_id, content);
                     save(run, safe);
                 }
             }
         }
     }
-    finish_turn(run, &reasoning)?;
-    Ok(match stop {
-        Some((outcome, reason)) => Flow::Stop(outcome, reason),
-        None => Flow::Continue,
-    })
+    kernel::finish_turn(run, &reasoning)?;
+    Ok(stop.map_or(Flow::Continue, Flow::Stop))
 }
 
 /// A valid plan.
@@ -793,16 +769,6 @@ struct NewPlan {
     steps: Vec<Step>,
     /// Steps left out because an earlier step of the plan was the same.
     repeats: usize,
-}
-
-/// How the execution of a plan ended.
-enum Batch {
-    /// All steps ran (`all_ok`), or one failed and stopped the plan.
-    Done { all_ok: bool },
-    /// A budget was hit: report once more, then end with this outcome.
-    Stopped(Outcome, String),
-    /// The run was cancelled.
-    Cancelled,
 }
 
 /// The external plan (`Plan`) of the internal one.
@@ -838,13 +804,44 @@ fn set_status(run: &mut Run, safe: &mut SafeState, index: usize, status: StepSta
     )
 }
 
+/// A plan's steps as a batch: function steps through [`Run::act`], collaboration steps on
+/// the bus, each step's status recorded as it starts and ends.
+struct PlanBatch<'a> {
+    safe: &'a mut SafeState,
+    agents: &'a mut Agents,
+}
+
+impl Batch for PlanBatch<'_> {
+    fn len(&self) -> usize {
+        self.safe.internal_plan.len()
+    }
+
+    async fn run_step(&mut self, run: &mut Run, index: usize) -> Result<(bool, Option<Stop>)> {
+        let safe = &mut *self.safe;
+        set_status(run, safe, index, StepStatus::InProgress)?;
+        let step = safe.internal_plan[index].step.clone();
+        let (ok, stop) = match &step {
+            Step::Function(action) => {
+                let space = step_space(run, safe);
+                let stop = run.act(action, &space, None).await?;
+                (run.last_ok(action), stop)
+            }
+            Step::Collaboration { agent, request } => {
+                (collaborate(run, safe, self.agents, agent, request).await?, None)
+            }
+        };
+        set_status(run, safe, index, if ok { StepStatus::Done } else { StepStatus::Skipped })?;
+        Ok((ok, stop))
+    }
+}
+
 /// Runs the plan's steps in order; a step that does not end `ok` stops it.
 async fn execute(
     run: &mut Run,
     safe: &mut SafeState,
     agents: &mut Agents,
     plan: NewPlan,
-) -> Result<Batch> {
+) -> Result<BatchEnd> {
     safe.internal_plan = plan
         .steps
         .iter()
@@ -873,48 +870,7 @@ async fn execute(
             "repeats_dropped": plan.repeats,
         }),
     )?;
-    for index in 0..safe.internal_plan.len() {
-        let budgets = &run.config.budgets;
-        if run.state.task_counters().tool_calls >= budgets.max_tool_calls {
-            let reason = format!("the tool-call limit ({}) was reached", budgets.max_tool_calls);
-            return Ok(Batch::Stopped(Outcome::MaxToolCalls, reason));
-        }
-        set_status(run, safe, index, StepStatus::InProgress)?;
-        let step = safe.internal_plan[index].step.clone();
-        let (ok, stopped) = match &step {
-            Step::Function(action) => {
-                let space = step_space(run, safe);
-                let stopped = run.act(action, &space, None).await?;
-                (last_ok(run, action), stopped)
-            }
-            Step::Collaboration { agent, request } => {
-                (collaborate(run, safe, agents, agent, request).await?, None)
-            }
-        };
-        set_status(run, safe, index, if ok { StepStatus::Done } else { StepStatus::Skipped })?;
-        match stopped {
-            Some(Outcome::Cancelled) => return Ok(Batch::Cancelled),
-            Some(outcome) => return Ok(Batch::Stopped(outcome, stop_reason(run, outcome))),
-            None if !ok => return Ok(Batch::Done { all_ok: false }),
-            None => {}
-        }
-    }
-    Ok(Batch::Done { all_ok: true })
-}
-
-/// Whether the last recorded action is `action` and ended `ok`.
-fn last_ok(run: &Run, action: &Action) -> bool {
-    run.state.actions.last().is_some_and(|record| {
-        record.status == ObservationStatus::Ok && record.action.as_ref() == Some(action)
-    })
-}
-
-/// Why [`Run::act`] stopped the run with `outcome`.
-fn stop_reason(run: &Run, outcome: Outcome) -> String {
-    match outcome {
-        Outcome::Cancelled => "the run was cancelled".to_owned(),
-        _ => format!("the script-run limit ({}) was reached", run.config.budgets.max_script_runs),
-    }
+    kernel::run_batch(run, &mut PlanBatch { safe, agents }).await
 }
 
 /// One collaboration step: request, the peer's message cycle, the response or the timeout.
@@ -1202,18 +1158,6 @@ impl ModelProvider for Deadline {
     }
 }
 
-/// Answers the tool call of a forced phase in the transcript (tools mode: every call needs
-/// its result).
-fn answer_call(run: &mut Run, tool_call_id: Option<String>, content: &str) {
-    if let Some(id) = tool_call_id {
-        run.context.push(Message::Tool {
-            tool_call_id: id,
-            content: content.to_owned(),
-            is_error: false,
-        });
-    }
-}
-
 /// The actions a function step may be now: the turn's action space without the ones that
 /// end a piece of work.
 fn step_functions(space: &ActionSpace) -> Vec<&'static str> {
@@ -1256,17 +1200,8 @@ fn sop_schema(candidates: &[String]) -> Value {
 /// The schema of `make_plan`: function steps drawn from the actions the space allows now,
 /// and requests to the peers.
 fn plan_schema(space: &ActionSpace, functions: &[&str], peers: &[String]) -> Value {
-    let mut variants: Vec<Value> = functions
-        .iter()
-        .map(|name| {
-            json!({
-                "type": "object",
-                "properties": {"tool": {"const": name}, "args": space.args_schema(name)},
-                "required": ["tool", "args"],
-                "additionalProperties": false,
-            })
-        })
-        .collect();
+    let mut variants: Vec<Value> =
+        functions.iter().map(|name| kernel::step_schema(space, name, false)).collect();
     if !peers.is_empty() {
         variants.push(json!({
             "type": "object",
@@ -1325,7 +1260,7 @@ fn parse_judge(
     response: &Response,
     mode: DecideMode,
 ) -> std::result::Result<(Complexity, Option<String>), String> {
-    let mut arguments = forced_arguments(response, mode, JUDGE_TOOL)?;
+    let mut arguments = forced_arguments(response, mode, JUDGE.tool)?;
     let reasoning = optional_text(&mut arguments, "reasoning")?;
     let complexity = match arguments.remove("complexity") {
         Some(Value::String(text)) if text == "simple" => Complexity::Simple,
@@ -1340,7 +1275,7 @@ fn parse_sop(
     mode: DecideMode,
     candidates: &[String],
 ) -> std::result::Result<(Option<String>, Option<String>), String> {
-    let mut arguments = forced_arguments(response, mode, SOP_TOOL)?;
+    let mut arguments = forced_arguments(response, mode, SOP.tool)?;
     let reasoning = optional_text(&mut arguments, "reasoning")?;
     match arguments.remove("sop") {
         Some(Value::String(name)) if name == NO_SOP => Ok((None, reasoning)),
@@ -1353,7 +1288,7 @@ fn parse_report(
     response: &Response,
     mode: DecideMode,
 ) -> std::result::Result<(String, bool), String> {
-    let arguments = forced_arguments(response, mode, REPORT_TOOL)?;
+    let arguments = forced_arguments(response, mode, REPORT.tool)?;
     let answer = arguments.get("answer").and_then(Value::as_str).unwrap_or_default().trim();
     if answer.is_empty() {
         return Err("`report` needs a non-empty `answer` for the user".to_owned());
@@ -1375,7 +1310,7 @@ fn parse_plan(
     space: &ActionSpace,
     peers: &[String],
 ) -> std::result::Result<NewPlan, String> {
-    let mut arguments = forced_arguments(response, mode, PLAN_TOOL)?;
+    let mut arguments = forced_arguments(response, mode, PLAN.tool)?;
     let reasoning = optional_text(&mut arguments, "reasoning")?;
     let Some(Value::Array(steps)) = arguments.remove("steps") else {
         return Err(format!("the plan needs `steps`: an array of 1-{MAX_STEPS} {{tool, args}}"));
@@ -1470,27 +1405,22 @@ fn allowed_steps(functions: &[&str], peers: &[String]) -> String {
 
 /// The first line of every note: phase, budgets and the reasoning level.
 fn head_line(run: &Run, phase: &str) -> String {
-    let budgets = &run.config.budgets;
-    let counters = run.state.task_counters();
-    format!(
-        "SAFE {phase} · turn {} of {} · tool calls {}/{} · script runs {}/{}{}\n",
-        counters.turns + 1,
-        budgets.max_turns,
-        counters.tool_calls,
-        budgets.max_tool_calls,
-        counters.script_runs,
-        budgets.max_script_runs,
-        crate::reasoning::reasoning_signal(&run.state, &run.input_sizes)
-    )
+    let position = format!(
+        "SAFE {phase} · turn {} of {}",
+        run.state.task_counters().turns + 1,
+        run.config.budgets.max_turns
+    );
+    budget_line(run, &position)
 }
 
 fn judge_note(run: &Run) -> String {
     let mut note = head_line(run, "judge");
-    super::push_notice(run, &mut note);
+    push_notice(run, &mut note);
     note.push_str(&format!("Task: {}\n", run.state.task));
     note.push_str(&format!(
-        "Call {JUDGE_TOOL}: complexity `simple` (one or two direct steps) or `complex` (several \
-         steps, a procedure to follow, or other agents' help), and reasoning (one sentence)."
+        "Call {}: complexity `simple` (one or two direct steps) or `complex` (several \
+         steps, a procedure to follow, or other agents' help), and reasoning (one sentence).",
+        JUDGE.tool
     ));
     note
 }
@@ -1507,15 +1437,16 @@ fn sop_note(run: &Run, candidates: &[String]) -> String {
         ));
     }
     note.push_str(&format!(
-        "Call {SOP_TOOL} with the SOP whose steps fit the task (its instructions are loaded for \
-         planning), or `{NO_SOP}` if none fits."
+        "Call {} with the SOP whose steps fit the task (its instructions are loaded for \
+         planning), or `{NO_SOP}` if none fits.",
+        SOP.tool
     ));
     note
 }
 
 fn plan_note(run: &Run, safe: &SafeState, space: &ActionSpace) -> String {
     let mut note = head_line(run, &format!("plan {}", safe.cycle + 1));
-    super::push_notice(run, &mut note);
+    push_notice(run, &mut note);
     if let Some(plan) = &run.state.plan {
         note.push_str("Last plan:\n");
         note.push_str(&plan.render());
@@ -1545,8 +1476,9 @@ fn plan_note(run: &Run, safe: &SafeState, space: &ActionSpace) -> String {
         }
     }
     note.push_str(&format!(
-        "Call {PLAN_TOOL} with 1-{MAX_STEPS} steps {{tool, args}} that run in order; a failing \
-         step stops the plan. A skill must be selected before its files or scripts are used."
+        "Call {} with 1-{MAX_STEPS} steps {{tool, args}} that run in order; a failing \
+         step stops the plan. A skill must be selected before its files or scripts are used.",
+        PLAN.tool
     ));
     note
 }
@@ -1572,23 +1504,11 @@ fn report_note(run: &Run, safe: &SafeState, stopped: Option<&str>, failed_step: 
         ));
     }
     note.push_str(&format!(
-        "Call {REPORT_TOOL}: answer (what the user reads: results and facts from the \
+        "Call {}: answer (what the user reads: results and facts from the \
          observations above, never invented ones) and task_completed (true only when the \
          observations hold the result; false to plan the next steps, saying in answer what is \
-         still missing)."
+         still missing).",
+        REPORT.tool
     ));
     note
-}
-
-/// What the forced tool `tool` of this strategy does, as the model reads it.
-fn describe(tool: &str) -> &'static str {
-    match tool {
-        JUDGE_TOOL => "Judge whether the task is simple or complex.",
-        SOP_TOOL => "Choose the standard operating procedure (workflow skill) to follow.",
-        PLAN_TOOL => {
-            "Plan 1-8 steps: actions over the skills, or requests to other agents; they \
-             run in order."
-        }
-        _ => "Give the answer for the user and say whether the task is done.",
-    }
 }

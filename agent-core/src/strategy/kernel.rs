@@ -1,0 +1,438 @@
+//! The turn kernel: the one loop every strategy runs in, and the steps of a turn that every
+//! strategy shares.
+//!
+//! [`drive`] owns the run's loop: the cancellation, the budgets (and a strategy's own limits),
+//! the strategy's turn, stuck detection, and the ending — a [`Stop`] always becomes a text
+//! through the strategy's [`Strategy::end`]. Inside a turn a strategy calls the kernel for
+//! everything that is not a decision: [`prepare`] derives the turn's action space and note
+//! around context fitting, [`start_turn`]/[`finish_turn`] frame the turn, [`forced_call`] asks
+//! the model for one forced contract and reads the answer, [`reject_answer`] records an answer
+//! that breaks its contract, [`final_action`] validates and emits `final_answer` and
+//! `ask_user`, and [`run_batch`] runs a plan's steps in order. Validating, executing, counting
+//! and recording an action is [`Run::act`]'s.
+//!
+//! What the kernel does not do: choose what to ask, in what order, or what an answer means.
+
+use model_adapter::{ChatRequest, Message, Response, ResponseFormat, Tool, ToolChoice};
+use serde_json::{Map, Value, json};
+
+use crate::action::{Action, ActionSpace, strip_fence};
+use crate::budget::Outcome;
+use crate::config::DecideMode;
+use crate::error::Result;
+use crate::event::EventKind;
+use crate::run::{Answer, Ending, Run, Stop};
+use crate::state::ObservationStatus;
+
+/// What one turn of a strategy led to.
+#[derive(Debug)]
+pub(crate) enum Flow {
+    /// The work goes on: the kernel checks for a stuck loop, then the next turn.
+    Continue,
+    /// The work is done: the model's own answer, a question for the user.
+    End(Ending),
+    /// The work must stop (a budget hit inside the turn, a cancellation): the strategy's
+    /// [`Strategy::end`] gives the text.
+    Stop(Stop),
+}
+
+/// A loop strategy: how the model is asked and in what order. It decides only; the kernel
+/// ([`drive`]) owns the loop and [`Run`] validates, executes, counts and records.
+pub(crate) trait Strategy {
+    /// Before the first turn of a piece of work (a strategy that plans its task once does it
+    /// here). A stop ends the work at once.
+    async fn start(&mut self, _run: &mut Run) -> Result<Option<Stop>> {
+        Ok(None)
+    }
+
+    /// The limit the next turn would pass: by default the run's budgets; a strategy adds its
+    /// own (rounds, steps) and may check its state's invariants.
+    fn limit(&self, run: &Run) -> Option<Stop> {
+        run.budget_exhausted()
+    }
+
+    /// One turn: at most one Decide, or one round of the strategy's phases.
+    async fn turn(&mut self, run: &mut Run) -> Result<Flow>;
+
+    /// The text when the work stops without the model's answer: by default the degraded
+    /// answer ([`Run::degrade`]); a strategy with its own last answer (a think's summary, a
+    /// report) gives that.
+    async fn end(&mut self, run: &mut Run, stop: Stop) -> Result<Ending> {
+        run.degrade(stop).await
+    }
+}
+
+/// Runs a piece of work to its end with `strategy`: every way out gives an [`Ending`].
+pub(crate) async fn drive(run: &mut Run, mut strategy: impl Strategy) -> Result<Ending> {
+    if let Some(stop) = strategy.start(run).await? {
+        return strategy.end(run, stop).await;
+    }
+    loop {
+        if run.cancel.is_cancelled() || run.recorded_stop(Outcome::Cancelled) {
+            return strategy.end(run, Stop::cancelled()).await;
+        }
+        if let Some(stop) = strategy.limit(run) {
+            return strategy.end(run, stop).await;
+        }
+        match strategy.turn(run).await? {
+            Flow::Continue => {}
+            Flow::End(ending) => return Ok(ending),
+            Flow::Stop(stop) => return strategy.end(run, stop).await,
+        }
+        if let Some(stop) = run.stuck() {
+            return strategy.end(run, stop).await;
+        }
+    }
+}
+
+/// A turn's action space and note, derived once the context fits.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) space: ActionSpace,
+    pub(crate) note: String,
+}
+
+/// The head of a turn: reads the external tools, derives the action space (`space`) and the
+/// note (`note`), compacts the context if the note would not fit, and derives both again
+/// (compaction may have made observations recallable). A context that cannot fit is a stop.
+pub(crate) async fn prepare(
+    run: &mut Run,
+    space: impl Fn(&Run) -> ActionSpace,
+    note: impl Fn(&Run, &ActionSpace) -> String,
+) -> Result<std::result::Result<Prepared, Stop>> {
+    run.refresh_tools()?;
+    let first = space(run);
+    if let Some(stop) = run.fit_context(note(run, &first).chars().count()).await? {
+        return Ok(Err(stop));
+    }
+    let space = space(run);
+    let note = note(run, &space);
+    Ok(Ok(Prepared { space, note }))
+}
+
+/// The note of a phase that offers no action space (a judgement, a replan), once the context
+/// fits with it.
+pub(crate) async fn fit_note(
+    run: &mut Run,
+    note: impl Fn(&Run) -> String,
+) -> Result<std::result::Result<String, Stop>> {
+    if let Some(stop) = run.fit_context(note(run).chars().count()).await? {
+        return Ok(Err(stop));
+    }
+    Ok(Ok(note(run)))
+}
+
+/// Starts a turn: counts it and emits `turn_started` with the budgets (the context with a
+/// note of `note_chars`), the names the model may call, and `extra` fields of the strategy.
+pub(crate) fn start_turn(
+    run: &mut Run,
+    note_chars: usize,
+    allowed: &[&str],
+    extra: Option<(&str, Value)>,
+) -> Result<()> {
+    // Turns whose head did not read the tool list read it here.
+    if !run.external.fresh {
+        run.refresh_tools()?;
+    }
+    run.external.fresh = false;
+    run.state.counters.turns += 1;
+    run.bus.set_turn(run.state.counters.turns);
+    let used = run.state.task_counters();
+    let mut data = json!({
+        "budget": {
+            "turns": [used.turns, run.config.budgets.max_turns],
+            "tool_calls": [used.tool_calls, run.config.budgets.max_tool_calls],
+            "script_runs": [used.script_runs, run.config.budgets.max_script_runs],
+            "context_chars": [run.context.chars() + note_chars, run.config.budgets.max_context_chars],
+        },
+        "allowed": allowed,
+    });
+    if let (Some((key, value)), Some(map)) = (extra, data.as_object_mut()) {
+        map.insert(key.to_owned(), value);
+    }
+    run.emit(EventKind::TurnStarted, data)
+}
+
+/// Ends a turn: `turn_finished` with the counters, then `state.json` and an fsync.
+pub(crate) fn finish_turn(run: &mut Run, reasoning: &Value) -> Result<()> {
+    run.emit(
+        EventKind::TurnFinished,
+        json!({
+            "counters": run.state.counters,
+            "context_chars": run.context.chars(),
+            "reasoning": reasoning,
+        }),
+    )?;
+    run.checkpoint()
+}
+
+/// Asks the model once; a failed call becomes a `model_error` observation and `None`.
+pub(crate) async fn ask(
+    run: &mut Run,
+    purpose: &str,
+    request: ChatRequest,
+    mode: Option<DecideMode>,
+) -> Result<Option<Response>> {
+    match run.call_model(purpose, request, mode).await? {
+        Answer::Response(response) => Ok(Some(response)),
+        Answer::Failed(error) => {
+            run.observe(
+                None,
+                ObservationStatus::ModelError,
+                &format!("the model call failed: {error}"),
+                None,
+            )?;
+            Ok(None)
+        }
+    }
+}
+
+/// A forced contract of a strategy: the tool the model must call (or, in JSON mode, the
+/// document it must write) and what it does, as the model reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Contract {
+    pub(crate) tool: &'static str,
+    pub(crate) description: &'static str,
+}
+
+/// The model's answer to a forced contract.
+#[derive(Debug)]
+pub(crate) struct Reply<T> {
+    pub(crate) response: Response,
+    /// The answer read by the contract's parser, or why it breaks the contract.
+    pub(crate) parsed: std::result::Result<T, String>,
+    /// The tool call the answer's observation or acknowledgement answers (tools mode).
+    pub(crate) tool_call_id: Option<String>,
+}
+
+/// A plan contract's answer, once read.
+#[derive(Debug)]
+pub(crate) enum PlanReply<T> {
+    /// The plan keeps the contract; its stated reasoning is recorded (`reasoning`, the turn's
+    /// Think-Act figures).
+    Accepted { plan: T, reasoning: Value, tool_call_id: Option<String> },
+    /// It breaks the contract: recorded as `action_validated` (invalid) and an
+    /// `invalid_action` observation.
+    Rejected,
+}
+
+impl<T> Reply<T> {
+    /// Reads a plan contract's reply (plan-execute-think's batch, sop-collaboration's plan);
+    /// `reasoning_of` is the plan's own reasoning field.
+    pub(crate) fn into_plan(
+        self,
+        run: &mut Run,
+        reasoning_of: impl Fn(&T) -> Option<&str>,
+    ) -> Result<PlanReply<T>> {
+        match self.parsed {
+            Err(message) => {
+                reject_answer(run, &message, self.tool_call_id.as_deref(), None)?;
+                Ok(PlanReply::Rejected)
+            }
+            Ok(plan) => {
+                let reasoning = run.record_reasoning_with(&self.response, reasoning_of(&plan));
+                Ok(PlanReply::Accepted { plan, reasoning, tool_call_id: self.tool_call_id })
+            }
+        }
+    }
+}
+
+/// The schema of one step of a plan: `{tool: <name>, args: <its arguments>}`, with the name
+/// written first when `name_first` (the order model-adapter sends).
+pub(crate) fn step_schema(space: &ActionSpace, name: &str, name_first: bool) -> Value {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {"tool": {"const": name}, "args": space.args_schema(name)},
+        "required": ["tool", "args"],
+        "additionalProperties": false,
+    });
+    if name_first {
+        schema["propertyOrdering"] = json!(["tool", "args"]);
+    }
+    schema
+}
+
+/// Asks the model for `contract` under `schema` (purpose `purpose` in the record), adds the
+/// answer to the transcript and reads it with `parse`. `None` when the call failed (recorded
+/// as a `model_error` observation).
+pub(crate) async fn forced_call<T>(
+    run: &mut Run,
+    purpose: &str,
+    contract: Contract,
+    note: &str,
+    schema: Value,
+    parse: impl FnOnce(&Response, DecideMode) -> std::result::Result<T, String>,
+) -> Result<Option<Reply<T>>> {
+    let request = forced_request(run, note, contract, schema);
+    let Some(response) = ask(run, purpose, request, None).await? else { return Ok(None) };
+    let parsed = parse(&response, run.config.decide);
+    let tool_call_id = run.push_answer(&response);
+    Ok(Some(Reply { response, parsed, tool_call_id }))
+}
+
+/// The request of a forced contract: the context, the phase's note, and exactly one tool,
+/// named in `tool_choice` — or, in [`DecideMode::Json`], its schema as the response format.
+fn forced_request(run: &mut Run, note: &str, contract: Contract, schema: Value) -> ChatRequest {
+    let mut request =
+        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
+    request.temperature = run.config.model.temperature;
+    request.max_tokens = Some(run.config.model.max_tokens);
+    match run.config.decide {
+        DecideMode::Tools => {
+            request.tools = vec![Tool {
+                name: contract.tool.to_owned(),
+                description: contract.description.to_owned(),
+                parameters: schema,
+            }];
+            request.tool_choice = ToolChoice::Named(contract.tool.to_owned());
+            request.parallel_tool_calls = Some(false);
+        }
+        DecideMode::Json => {
+            request.response_format =
+                ResponseFormat::JsonSchema { name: contract.tool.to_owned(), schema, strict: true };
+        }
+    }
+    request
+}
+
+/// The arguments of the forced call `tool`: its tool call, or (JSON mode) the document.
+pub(crate) fn forced_arguments(
+    response: &Response,
+    mode: DecideMode,
+    tool: &str,
+) -> std::result::Result<Map<String, Value>, String> {
+    let value = if let Some(call) = response.tool_calls.first() {
+        if call.name != tool {
+            return Err(format!("expected a call to `{tool}`, got `{}`", call.name));
+        }
+        call.arguments.clone()
+    } else if let Some(bad) = response.invalid_tool_calls.first() {
+        return Err(format!("the call to `{}` had unreadable arguments ({})", bad.name, bad.error));
+    } else if mode == DecideMode::Json {
+        serde_json::from_str(strip_fence(&response.text))
+            .map_err(|error| format!("the answer is not valid JSON: {error}"))?
+    } else {
+        return Err(format!("expected a call to `{tool}`, got no tool call"));
+    };
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("the arguments of `{tool}` must be a JSON object, got {other}")),
+    }
+}
+
+/// Answers the tool call of an accepted contract (tools mode; JSON mode has no call).
+pub(crate) fn acknowledge(run: &mut Run, tool_call_id: Option<String>, content: String) {
+    answer_call(run, tool_call_id, content, false);
+}
+
+/// Answers a tool call with `content`, an error when `is_error`.
+pub(crate) fn answer_call(
+    run: &mut Run,
+    tool_call_id: Option<String>,
+    content: String,
+    is_error: bool,
+) {
+    if let Some(tool_call_id) = tool_call_id {
+        run.context.push(Message::Tool { tool_call_id, content, is_error });
+    }
+}
+
+/// An answer that breaks its contract: `action_validated` (invalid; with the strategy's
+/// `phase` when it has several contracts) and an `invalid_action` observation answering the
+/// call.
+pub(crate) fn reject_answer(
+    run: &mut Run,
+    message: &str,
+    tool_call_id: Option<&str>,
+    phase: Option<&str>,
+) -> Result<()> {
+    let mut data = json!({"action": null, "valid": false, "error": message});
+    if let Some(phase) = phase {
+        data["phase"] = json!(phase);
+    }
+    run.emit(EventKind::ActionValidated, data)?;
+    run.observe(None, ObservationStatus::InvalidAction, message, tool_call_id)?;
+    Ok(())
+}
+
+/// A final action (`final_answer`, `ask_user`) the model chose: checked against the turn's
+/// action space and recorded (`action_validated`); a valid one ends the work — the answer,
+/// or the question for the user — and an invalid one is an `invalid_action` observation.
+/// Any other action is `None` (it goes through [`Run::act`]).
+pub(crate) fn final_action(
+    run: &mut Run,
+    action: &Action,
+    space: &ActionSpace,
+    tool_call_id: Option<String>,
+) -> Result<Option<Flow>> {
+    if !matches!(action, Action::FinalAnswer { .. } | Action::AskUser { .. }) {
+        return Ok(None);
+    }
+    if let Err(message) = space.check(action) {
+        run.emit(
+            EventKind::ActionValidated,
+            json!({"action": action, "valid": false, "error": message}),
+        )?;
+        run.observe(
+            Some(action),
+            ObservationStatus::InvalidAction,
+            &message,
+            tool_call_id.as_deref(),
+        )?;
+        return Ok(Some(Flow::Continue));
+    }
+    run.emit(EventKind::ActionValidated, json!({"action": action, "valid": true}))?;
+    let ending = match action {
+        Action::AskUser { question } => run.request_input(question, tool_call_id)?,
+        Action::FinalAnswer { content } => {
+            run.pending_call = tool_call_id;
+            Ending { outcome: Outcome::Completed, final_text: content.trim().to_owned() }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Flow::End(ending)))
+}
+
+/// A plan's steps, run in order by [`run_batch`].
+pub(crate) trait Batch {
+    /// How many steps the plan holds.
+    fn len(&self) -> usize;
+
+    /// Before step `index`, ahead of the tool-call limit: `false` ends the batch here with
+    /// the steps done so far (plan-execute-think's round time limit).
+    fn may_start(&mut self, _run: &mut Run, _index: usize) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// Runs step `index`: whether it ended `ok`, and a stop it imposed.
+    async fn run_step(&mut self, run: &mut Run, index: usize) -> Result<(bool, Option<Stop>)>;
+}
+
+/// How a batch ended.
+#[derive(Debug)]
+pub(crate) enum BatchEnd {
+    /// Every step ran `ok` (`all_ok`), or one did not and ended the batch, or the batch was
+    /// cut short by [`Batch::may_start`] (`all_ok`: nothing failed).
+    Done { all_ok: bool },
+    /// A budget was hit, or the run was cancelled.
+    Stopped(Stop),
+}
+
+/// Runs `batch`'s steps in order: the tool-call limit is checked before each step, a step
+/// that does not end `ok` ends the batch, and a stop ends it at once.
+pub(crate) async fn run_batch(run: &mut Run, batch: &mut impl Batch) -> Result<BatchEnd> {
+    for index in 0..batch.len() {
+        if !batch.may_start(run, index)? {
+            break;
+        }
+        if let Some(stop) = run.tool_calls_exhausted() {
+            return Ok(BatchEnd::Stopped(stop));
+        }
+        match batch.run_step(run, index).await? {
+            (_, Some(stop)) => return Ok(BatchEnd::Stopped(stop)),
+            (false, None) => return Ok(BatchEnd::Done { all_ok: false }),
+            (true, None) => {}
+        }
+    }
+    Ok(BatchEnd::Done { all_ok: true })
+}

@@ -1,0 +1,192 @@
+//! The notes a strategy puts at the end of its prompt each turn: budgets and the reasoning
+//! level, the progress notice, the plan, the selected skills, the results so far, the allowed
+//! actions, the task restated. Notes are the only per-turn text; the context before them stays
+//! a stable prefix.
+
+use crate::action::{Action, ActionSpace};
+use crate::config::DecideMode;
+use crate::reasoning;
+use crate::run::Run;
+use crate::state::ObservationStatus;
+
+/// Think-Act (seed 000): the meta-cognition notice, when one of its conditions holds, as
+/// lines of the turn's note (never a message of its own).
+pub(crate) fn push_notice(run: &Run, note: &mut String) {
+    if let Some(notice) = reasoning::notice(&run.state, run.config.budgets.max_turns) {
+        note.push_str(&notice);
+        note.push('\n');
+    }
+}
+
+/// The first line of every note: where the work stands (`position`: "Turn 2 of 8", "Round 1 of
+/// 3", …), the tool calls and script runs used, and the reasoning level.
+pub(crate) fn budget_line(run: &Run, position: &str) -> String {
+    let budgets = &run.config.budgets;
+    let counters = run.state.task_counters();
+    format!(
+        "{position} · tool calls {}/{} · script runs {}/{}{}\n",
+        counters.tool_calls,
+        budgets.max_tool_calls,
+        counters.script_runs,
+        budgets.max_script_runs,
+        reasoning::reasoning_signal(&run.state, &run.input_sizes)
+    )
+}
+
+/// The turn's note: budget and reasoning level, any progress notice, plan, selected skills,
+/// allowed actions, the task restated.
+pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
+    let turn =
+        format!("Turn {} of {}", run.state.task_counters().turns + 1, run.config.budgets.max_turns);
+    let mut note = budget_line(run, &turn);
+    push_notice(run, &mut note);
+    match &run.state.plan {
+        Some(plan) => {
+            note.push_str("Plan:\n");
+            note.push_str(&plan.render());
+        }
+        None => note.push_str("Plan: none yet (you may send one with your action).\n"),
+    }
+    note.push_str(&skills_lines(run));
+    note.push_str(&results_lines(run));
+    note.push_str(&format!("Task: {}\n", run.state.task));
+    // Native tool calling offers few external tools as functions of their own: name them.
+    let own_functions = run.config.decide == DecideMode::Tools && space.external_functions();
+    let allowed: Vec<&str> = space
+        .allowed()
+        .into_iter()
+        .flat_map(|name| match name {
+            "call_tool" if own_functions => {
+                space.call.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>()
+            }
+            name => vec![name],
+        })
+        .collect();
+    note.push_str(&format!("Allowed now: {}", allowed.join(", ")));
+    if let Some(why) = &space.note {
+        note.push_str(&format!(" ({why})"));
+    }
+    note.push_str(match run.config.decide {
+        DecideMode::Json => ".\nReply with one JSON object holding exactly one action.",
+        DecideMode::Tools => ".\nCall exactly one tool.",
+    });
+    note
+}
+
+/// The most recent calls the note's results list shows.
+const RESULTS_SHOWN: usize = 8;
+
+/// The characters of a call's output a results line keeps.
+const RESULT_CHARS: usize = 100;
+
+/// The note's "Results so far", once two or more different scripts or tool calls have run in
+/// the task: one line per call (the latest of identical ones), oldest first, with the first
+/// lines of what it printed or why it failed. On the local 1.5B, a batch of conversions ended
+/// with an answer that held only the last result: the earlier ones sat far up the transcript.
+pub(crate) fn results_lines(run: &Run) -> String {
+    let first_turn = run.state.task_base.turns;
+    let mut results: Vec<(&Action, ObservationStatus, &str)> = Vec::new();
+    for record in run.state.actions.iter().filter(|record| record.turn > first_turn) {
+        let Some(action @ (Action::RunScript { .. } | Action::CallTool { .. })) = &record.action
+        else {
+            continue;
+        };
+        if !matches!(
+            record.status,
+            ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
+        ) {
+            continue;
+        }
+        let text = run
+            .observation_texts
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == record.observation)
+            .map_or("", |(_, text)| text.as_str());
+        results.retain(|(earlier, _, _)| *earlier != action);
+        results.push((action, record.status, text));
+    }
+    if results.len() < 2 {
+        return String::new();
+    }
+    let mut lines = String::from("Results so far:\n");
+    for (action, status, text) in &results[results.len().saturating_sub(RESULTS_SHOWN)..] {
+        let gist = output_gist(text);
+        let line = match status {
+            ObservationStatus::Ok => format!("- {}: {gist}\n", action.summary()),
+            ObservationStatus::Timeout => format!("- {}: timed out\n", action.summary()),
+            _ => format!("- {}: failed: {gist}\n", action.summary()),
+        };
+        lines.push_str(&line);
+    }
+    lines
+}
+
+/// The first lines of a call's output, joined, cut at [`RESULT_CHARS`]: without the
+/// runtime's framing (`exit code N`, `stdout:`, `stderr:`) and blank lines.
+fn output_gist(text: &str) -> String {
+    let mut gist = String::new();
+    for line in text.lines().map(str::trim) {
+        let framing = line.is_empty()
+            || line == "stdout:"
+            || line == "stderr:"
+            || line.strip_prefix("exit code ").is_some_and(|code| code.parse::<i64>().is_ok());
+        if framing {
+            continue;
+        }
+        if !gist.is_empty() {
+            gist.push_str(" · ");
+        }
+        gist.push_str(line);
+        if gist.chars().count() >= RESULT_CHARS {
+            break;
+        }
+    }
+    if gist.chars().count() > RESULT_CHARS {
+        gist = gist.chars().take(RESULT_CHARS - 1).collect();
+        gist.push('…');
+    }
+    if gist.is_empty() { "(no output)".to_owned() } else { gist }
+}
+
+/// The note's line of selected skills and their scripts (empty before a select).
+pub(crate) fn skills_lines(run: &Run) -> String {
+    let mut line = String::new();
+    if !run.state.selected.is_empty() {
+        line.push_str("Selected skills:");
+        for skill in &run.state.selected {
+            line.push_str(&format!(" {}", skill.name));
+            if !skill.scripts.is_empty() {
+                line.push_str(&format!(" (scripts: {})", skill.scripts.join(", ")));
+            }
+            line.push(';');
+        }
+        line.push('\n');
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gist_is_the_first_lines_of_the_output_without_the_framing() {
+        assert_eq!(
+            output_gist("exit code 0\nstdout:\n5 mi = 8.04672 km\nquantity: length"),
+            "5 mi = 8.04672 km · quantity: length"
+        );
+        assert_eq!(
+            output_gist("exit code 2\nstderr:\n\nconvert: unknown unit"),
+            "convert: unknown unit"
+        );
+        assert_eq!(output_gist("exit code 0"), "(no output)");
+        assert_eq!(output_gist(""), "(no output)");
+        // A line that only looks like framing stays.
+        assert_eq!(output_gist("exit code zero"), "exit code zero");
+        let long = format!("exit code 0\nstdout:\n{}\nnever shown", "é".repeat(300));
+        let gist = output_gist(&long);
+        assert_eq!(gist.chars().count(), RESULT_CHARS);
+        assert!(gist.ends_with('…') && !gist.contains("never"), "{gist}");
+    }
+}
