@@ -400,40 +400,13 @@ impl EventBus {
 /// The current time as RFC 3339 in UTC with milliseconds (`2026-02-03T12:34:56.789Z`).
 pub(crate) fn now_rfc3339() -> String {
     let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let (date, time) = civil(since.as_secs());
+    let (date, time) = crate::rundir::civil(since.as_secs());
     format!("{date}T{time}.{:03}Z", since.subsec_millis())
-}
-
-/// `(YYYY-MM-DD, HH:MM:SS)` of a Unix time (Howard Hinnant's days-to-civil algorithm).
-pub(crate) fn civil(unix_seconds: u64) -> (String, String) {
-    let days = (unix_seconds / 86_400) as i64;
-    let seconds = unix_seconds % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (
-        format!("{year:04}-{month:02}-{day:02}"),
-        format!("{:02}:{:02}:{:02}", seconds / 3_600, seconds % 3_600 / 60, seconds % 60),
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates_match_known_instants() {
-        assert_eq!(civil(0), ("1970-01-01".to_owned(), "00:00:00".to_owned()));
-        assert_eq!(civil(1_770_122_096), ("2026-02-03".to_owned(), "12:34:56".to_owned()));
-        assert_eq!(civil(951_782_400), ("2000-02-29".to_owned(), "00:00:00".to_owned()));
-    }
 
     #[test]
     fn comparison_ignores_the_clock_at_any_depth() {

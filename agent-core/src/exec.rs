@@ -22,6 +22,8 @@ use crate::external::{ExternalOutcome, ExternalTool, ExternalTools};
 use crate::rundir::{RunDir, sha256_hex};
 use crate::state::{ObservationStatus, SelectedSkill};
 
+pub(crate) mod builtin;
+
 /// The result of one executed action.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Execution {
@@ -82,7 +84,7 @@ impl Executor {
             return Ok(recorded);
         }
         match &self.live {
-            Some(live) => Ok(crate::builtin::run(&live.workspace, tool, command)),
+            Some(live) => Ok(builtin::run(&live.workspace, tool, command)),
             None => Err(Divergence(format!("the record has no output for /{tool} {command}"))),
         }
     }
@@ -157,10 +159,8 @@ impl LiveTools {
             Action::RunScript { skill, script, args } => {
                 self.run_script(skill, script, args, call_id).await
             }
-            Action::Todo { command } => crate::builtin::run(&self.workspace, "todo", command),
-            Action::Schedule { command } => {
-                crate::builtin::run(&self.workspace, "schedule", command)
-            }
+            Action::Todo { command } => builtin::run(&self.workspace, "todo", command),
+            Action::Schedule { command } => builtin::run(&self.workspace, "schedule", command),
             // Recall, questions and final answers never reach the executor.
             Action::RecallObservation { .. }
             | Action::AskUser { .. }

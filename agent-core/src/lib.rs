@@ -81,7 +81,6 @@
 mod action;
 mod agent;
 mod budget;
-mod builtin;
 mod config;
 mod console;
 mod context;
@@ -90,19 +89,20 @@ mod event;
 mod exec;
 mod external;
 mod guard;
+mod metrics;
+mod plan;
 mod reasoning;
 mod replay;
 mod run;
 mod rundir;
+mod session;
+mod space;
 mod state;
 mod strategy;
 
-pub use action::{
-    ACTION_NAMES, Action, ActionSpace, Decision, InvalidAnswer, PlanField, parse_answer,
-};
-pub use agent::{Agent, AgentBuilder, RECORD_FORMAT, RunResult, RunUsage, record_format_mismatch};
+pub use action::{ACTION_NAMES, Action, Decision, InvalidAnswer, parse_answer};
+pub use agent::{Agent, AgentBuilder};
 pub use budget::Outcome;
-pub use builtin::{STORE_PATH, parse_slash};
 pub use config::{
     AgentConfig, Budgets, ContextConfig, DecideMode, ExternalToolSettings, GuardConfig,
     ModelSettings, PeerAgent, RetryCaps, SafeConfig, ScriptSettings,
@@ -110,13 +110,16 @@ pub use config::{
 pub use console::{ConsoleOptions, ConsoleSink};
 pub use error::{Error, Result};
 pub use event::{BroadcastSink, Event, EventKind, EventSink, JsonlSink, MemorySink, comparable};
+pub use exec::builtin::{STORE_PATH, parse_slash};
 pub use external::{ExternalBlob, ExternalOutcome, ExternalTool, ExternalTools};
-pub use reasoning::{ReasoningMetrics, TurnReasoning, reasoning_text_chars};
+pub use metrics::{ReasoningMetrics, TurnReasoning, reasoning_text_chars};
 pub use replay::{
     BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, read_events,
     replay_check, turns,
 };
 pub use rundir::{Redactor, RunDir, StoredText, is_sha256_hex, is_valid_run_id, new_run_id};
+pub use session::{RECORD_FORMAT, RunResult, RunUsage, record_format_mismatch};
+pub use space::{ActionSpace, PlanField};
 pub use state::{
     ActionRecord, Counters, ObservationStatus, Plan, PlanStep, PlanUpdate, RunState, SelectedSkill,
     SkillEntry, StepChange, StepStatus,

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{RunParts, RunStart, UserInput, finish_run, new_run};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBus, EventKind, EventSink, MemorySink, comparable};
 use crate::exec::{Execution, Executor, RecordedExecution};
@@ -20,6 +19,7 @@ use crate::run::{
     ExternalRecord, ModelSource, RecordedCall, RecordedDeadline, RecordedEnding, RecordedToolChange,
 };
 use crate::rundir::{Redactor, RunDir, StoredText};
+use crate::session::{RunParts, RunStart, UserInput, finish_run, new_run};
 use crate::state::ObservationStatus;
 
 /// Reads every event of an `events.jsonl` file.

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use stream_json::{Capture, EventKind as JsonEvent, Parser};
 use tokio_util::sync::CancellationToken;
 
-use crate::action::{Action, ActionSpace, Decision};
+use crate::action::{Action, Decision};
 use crate::budget::Outcome;
 use crate::config::{AgentConfig, DecideMode};
 use crate::context::Context;
@@ -25,6 +25,7 @@ use crate::event::{EventBus, EventKind};
 use crate::exec::{Divergence, Executor};
 use crate::guard;
 use crate::rundir::{RunDir, StoredText, sha256_hex};
+use crate::space::ActionSpace;
 use crate::state::{ActionRecord, ObservationStatus, RunState, SelectedSkill};
 
 /// A model answer recorded in `events.jsonl`.
@@ -242,8 +243,8 @@ impl Run {
             message.push_str(&format!(" Gone: {}.", removed.join(", ")));
         }
         self.state.tools = tools;
-        let offered = crate::guard::offered_tools(&self.state);
-        let summarised = crate::guard::tools_summarised(&offered, &self.config);
+        let offered = crate::space::offered_tools(&self.state);
+        let summarised = crate::space::tools_summarised(&offered, &self.config);
         message.push_str(&crate::external::catalog(&offered, summarised));
         self.context.push(Message::user(message));
         Ok(())

@@ -267,7 +267,7 @@ pub fn new_run_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let (date, time) = crate::event::civil(now.as_secs());
+    let (date, time) = civil(now.as_secs());
     let salt = format!(
         "{}:{}:{}",
         now.as_nanos(),
@@ -285,9 +285,36 @@ pub fn is_valid_run_id(id: &str) -> bool {
         && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
 }
 
+/// `(YYYY-MM-DD, HH:MM:SS)` of a Unix time (Howard Hinnant's days-to-civil algorithm).
+pub(crate) fn civil(unix_seconds: u64) -> (String, String) {
+    let days = (unix_seconds / 86_400) as i64;
+    let seconds = unix_seconds % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (
+        format!("{year:04}-{month:02}-{day:02}"),
+        format!("{:02}:{:02}:{:02}", seconds / 3_600, seconds % 3_600 / 60, seconds % 60),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn civil_dates_match_known_instants() {
+        assert_eq!(civil(0), ("1970-01-01".to_owned(), "00:00:00".to_owned()));
+        assert_eq!(civil(1_770_122_096), ("2026-02-03".to_owned(), "12:34:56".to_owned()));
+        assert_eq!(civil(951_782_400), ("2000-02-29".to_owned(), "00:00:00".to_owned()));
+    }
 
     #[test]
     fn secrets_are_replaced_longest_first_and_short_values_ignored() {

@@ -8,51 +8,19 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_core::{
-    CancellationToken, Event, EventKind, Outcome, read_events, record_format_mismatch,
-};
+use agent_core::{CancellationToken, Outcome};
 use anyhow::{Context, Result};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
-use serde_json::Value;
 
-use crate::cli::{ChatArgs, exit_code, prepare_chat};
+use crate::launch::{ChatArgs, Prepared, exit_code, prepare_chat, usage};
+use crate::runs::{finished, pending_question};
 
 const HELP: &str = "Type a task and press Enter. When the agent asks a question, your next line \
 is the answer.\n  /todo [list | add TEXT | done N | undo N | remove N]   your to-do list\n  \
 /schedule [list | add WHEN :: WHAT | remove N]        your schedule\n  /view    both lists\n  \
 /help    this text\n  /exit    leave (Ctrl-D too)\nCtrl-C stops the task in progress; the session \
 goes on.";
-
-/// The recorded events of the run in `run_dir`; an error saying it is no readable run directory.
-pub(crate) fn run_events(run_dir: &Path) -> std::result::Result<Vec<Event>, String> {
-    read_events(&run_dir.join("events.jsonl"))
-        .map_err(|error| format!("{} is not a readable run directory: {error}", run_dir.display()))
-}
-
-/// Whether the run in `run_dir` finished its last piece of work (its record ends with
-/// `run_finished`); an error when it is no run this build can continue (unreadable, or written
-/// in another record format).
-pub(crate) fn finished(run_dir: &Path) -> std::result::Result<bool, String> {
-    let events = run_events(run_dir)?;
-    // Refused here, before a model or MCP server is started for nothing.
-    if let Some(mismatch) = record_format_mismatch(&events) {
-        return Err(format!(
-            "{}: {mismatch}; continue it with the build that wrote it, or start a new run \
-             (`skills-agent replay {}` still shows it)",
-            run_dir.display(),
-            run_dir.display()
-        ));
-    }
-    Ok(events.last().is_some_and(|event| event.kind == EventKind::RunFinished))
-}
-
-/// The question the run in `run_dir` waits to have answered (from `state.json`).
-pub(crate) fn pending_question(run_dir: &Path) -> Option<String> {
-    let state: Value =
-        serde_json::from_slice(&std::fs::read(run_dir.join("state.json")).ok()?).ok()?;
-    state.get("pending_question")?.as_str().map(str::to_owned)
-}
 
 fn history_file() -> Option<PathBuf> {
     let cache = crate::local_model::cache_dir().ok()?;
@@ -63,7 +31,7 @@ fn history_file() -> Option<PathBuf> {
 /// Runs the session.
 pub(crate) async fn chat(args: ChatArgs) -> Result<u8> {
     if !std::io::stdin().is_terminal() {
-        return Err(crate::cli::usage(
+        return Err(usage(
             "chat needs a terminal on stdin; without one use `skills-agent run` (and `resume \
              RUN_DIR --answer TEXT` when it asks a question)",
         ));
@@ -79,7 +47,7 @@ pub(crate) async fn chat(args: ChatArgs) -> Result<u8> {
 }
 
 fn session(
-    mut prepared: crate::cli::Prepared,
+    mut prepared: Prepared,
     current: &Mutex<CancellationToken>,
     handle: &tokio::runtime::Handle,
     run_dir: &mut Option<PathBuf>,
@@ -93,7 +61,7 @@ fn session(
     let mut last_outcome = Outcome::Completed;
     let mut pending = None;
     if let Some(dir) = run_dir.as_deref() {
-        if !finished(dir).map_err(crate::cli::usage)? {
+        if !finished(dir).map_err(usage)? {
             eprintln!("resuming the interrupted work of {} first", dir.display());
             let token = CancellationToken::new();
             *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = token.clone();

@@ -7,7 +7,9 @@
 mod chat;
 pub mod cli;
 pub mod config;
+mod launch;
 pub mod local_model;
 mod mcp_tools;
 pub mod models;
+mod runs;
 mod serve;

@@ -60,7 +60,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncSeekExt};
 
-use crate::cli::usage;
+use crate::launch::usage;
 
 /// The page, embedded.
 const INDEX_HTML: &str = include_str!("serve/index.html");

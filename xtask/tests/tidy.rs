@@ -105,27 +105,31 @@ fn missing_file_header_is_reported() {
 fn module_circles_are_reported() {
     let dir = fake_workspace("");
     write(dir.path(), "agent-core/src/lib.rs", "//! The hub.\nmod a;\nmod b;\nmod c;\n");
-    // a → b (a group), b → a (a path), c → a only: one circle, a and b.
+    // a → b and c (a group), b → a (a path); c names a only in a comment and a string.
     write(dir.path(), "agent-core/src/a.rs", "//! A.\nuse crate::{b::Thing, c};\n");
+    write(dir.path(), "agent-core/src/b.rs", "//! B.\nfn f() -> crate::a::X { todo() }\n");
     write(
         dir.path(),
-        "agent-core/src/b.rs",
-        "//! B.\n// crate::c is only a comment\nfn f() -> crate::a::X { todo() }\n\
-         const S: &str = \"crate::c\";\n",
+        "agent-core/src/c.rs",
+        "//! C.\n// crate::a is only a comment\nconst S: &str = \"crate::a\";\n",
     );
-    write(dir.path(), "agent-core/src/c.rs", "//! C.\nuse super::a;\n");
     let violations = tidy::check_module_layers(dir.path(), "agent-core").unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert!(violations[0].message.contains("(a → b → a)"), "{violations:?}");
-    // Submodules belong to their module: c/inner.rs using b puts c in the circle.
-    write(dir.path(), "agent-core/src/c/inner.rs", "//! Inner.\nuse crate::b;\n");
-    write(dir.path(), "agent-core/src/b.rs", "//! B.\nuse crate::{a, c::inner};\n");
+    // Submodules belong to their module: c/inner.rs using a puts c in the circle; its
+    // `super::` is c, not the crate.
+    write(dir.path(), "agent-core/src/c/inner.rs", "//! Inner.\nuse crate::a;\nuse super::S;\n");
     let violations = tidy::check_module_layers(dir.path(), "agent-core").unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert!(violations[0].message.contains("(a → b → c → a)"), "{violations:?}");
-    // Without the upward uses, the modules are layers.
-    write(dir.path(), "agent-core/src/b.rs", "//! B.\n");
+    // At the top level `super::` is the crate: b → c through it, a no longer uses c.
+    write(dir.path(), "agent-core/src/c/inner.rs", "//! Inner.\n");
+    write(dir.path(), "agent-core/src/a.rs", "//! A.\n");
+    write(dir.path(), "agent-core/src/b.rs", "//! B.\nuse super::c;\n");
     assert_eq!(tidy::check_module_layers(dir.path(), "agent-core").unwrap(), vec![]);
+    write(dir.path(), "agent-core/src/c.rs", "//! C.\nuse super::b::Thing;\n");
+    let violations = tidy::check_module_layers(dir.path(), "agent-core").unwrap();
+    assert!(violations[0].message.contains("(b → c → b)"), "{violations:?}");
 }
 
 /// A temporary directory removed on drop (std only, so the tidy tests stay dependency-free).

@@ -16,12 +16,13 @@
 use model_adapter::{ChatRequest, Message, Response, ResponseFormat, Tool, ToolChoice};
 use serde_json::{Map, Value, json};
 
-use crate::action::{Action, ActionSpace, strip_fence};
+use crate::action::{Action, strip_fence};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
 use crate::run::{Answer, Ending, Run, Stop};
+use crate::space::ActionSpace;
 use crate::state::ObservationStatus;
 
 /// What one turn of a strategy led to.
@@ -205,6 +206,39 @@ pub(crate) struct Reply<T> {
     pub(crate) tool_call_id: Option<String>,
 }
 
+/// A contract's answer that keeps the contract.
+#[derive(Debug)]
+pub(crate) struct Accepted<T> {
+    pub(crate) value: T,
+    pub(crate) response: Response,
+    pub(crate) tool_call_id: Option<String>,
+}
+
+impl<T> Reply<T> {
+    /// The answer when it keeps its contract. One that breaks it becomes an `invalid_action`
+    /// observation naming what was wrong and, when given, what the strategy does instead
+    /// (`consequence`: "the task is taken as complex"); a judgement, a think or a report is
+    /// no action, so there is no `action_validated`.
+    pub(crate) fn accepted(self, run: &mut Run, consequence: &str) -> Result<Option<Accepted<T>>> {
+        match self.parsed {
+            Ok(value) => Ok(Some(Accepted {
+                value,
+                response: self.response,
+                tool_call_id: self.tool_call_id,
+            })),
+            Err(message) => {
+                let text = match consequence {
+                    "" => message,
+                    consequence => format!("{message}; {consequence}"),
+                };
+                let tool_call_id = self.tool_call_id.as_deref();
+                run.observe(None, ObservationStatus::InvalidAction, &text, tool_call_id)?;
+                Ok(None)
+            }
+        }
+    }
+}
+
 /// A plan contract's answer, once read.
 #[derive(Debug)]
 pub(crate) enum PlanReply<T> {
@@ -268,6 +302,24 @@ pub(crate) async fn forced_call<T>(
     let parsed = parse(&response, run.config.decide);
     let tool_call_id = run.push_answer(&response);
     Ok(Some(Reply { response, parsed, tool_call_id }))
+}
+
+/// [`forced_call`] for a contract that is no action (a judgement, a think, a report): the
+/// answer when it keeps the contract, else `None` after the failed call's or the broken
+/// answer's observation ([`Reply::accepted`], with `consequence`).
+pub(crate) async fn forced_answer<T>(
+    run: &mut Run,
+    purpose: &str,
+    contract: Contract,
+    note: &str,
+    schema: Value,
+    parse: impl FnOnce(&Response, DecideMode) -> std::result::Result<T, String>,
+    consequence: &str,
+) -> Result<Option<Accepted<T>>> {
+    match forced_call(run, purpose, contract, note, schema, parse).await? {
+        Some(reply) => reply.accepted(run, consequence),
+        None => Ok(None),
+    }
 }
 
 /// The request of a forced contract: the context, the phase's note, and exactly one tool,

@@ -3,10 +3,11 @@
 //! actions, the task restated. Notes are the only per-turn text; the context before them stays
 //! a stable prefix.
 
-use crate::action::{Action, ActionSpace};
+use crate::action::Action;
 use crate::config::DecideMode;
 use crate::reasoning;
 use crate::run::Run;
+use crate::space::ActionSpace;
 use crate::state::ObservationStatus;
 
 /// Think-Act (seed 000): the meta-cognition notice, when one of its conditions holds, as

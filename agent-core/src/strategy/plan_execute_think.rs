@@ -22,17 +22,19 @@ use model_adapter::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::action::{Action, ActionSpace, action_from};
+use crate::action::{Action, action_from};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
-use crate::guard;
 use crate::run::{Ending, Run, Stop};
-use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
+use crate::space;
+use crate::space::ActionSpace;
+use crate::state::{Plan, PlanStep, StepStatus};
 
 use super::kernel::{
-    self, Batch, BatchEnd, Contract, Flow, PlanReply, Prepared, Strategy, forced_arguments,
+    self, Accepted, Batch, BatchEnd, Contract, Flow, PlanReply, Prepared, Strategy,
+    forced_arguments,
 };
 use super::notes::{budget_line, push_notice, results_lines, skills_lines};
 
@@ -170,7 +172,7 @@ impl Strategy for PlanExecuteThink {
 
     async fn turn(&mut self, run: &mut Run) -> Result<Flow> {
         let rounds = &mut self.rounds;
-        let space_of = |run: &Run| guard::action_space(&run.state, &run.config);
+        let space_of = |run: &Run| space::action_space(&run.state, &run.config);
         let note_of = |run: &Run, space: &ActionSpace| plan_note(run, rounds, space);
         let Prepared { space, note } = match kernel::prepare(run, space_of, note_of).await? {
             Ok(prepared) => prepared,
@@ -244,35 +246,23 @@ impl Strategy for PlanExecuteThink {
                     }
                 };
             let schema = think_schema(may_complete(run));
-            if let Some(reply) =
-                kernel::forced_call(run, "think", THINK, &note, schema, parse_think).await?
-            {
-                match reply.parsed {
-                    Err(message) => {
-                        run.observe(
-                            None,
-                            ObservationStatus::InvalidAction,
-                            &message,
-                            reply.tool_call_id.as_deref(),
-                        )?;
-                    }
-                    Ok(think) => {
-                        let think_reasoning = run
-                            .record_reasoning_with(&reply.response, Some(&think.internal_analysis));
-                        if reasoning.is_null() {
-                            reasoning = think_reasoning;
-                        }
-                        kernel::acknowledge(run, reply.tool_call_id, "noted".to_owned());
-                        rounds.last_user_summary = Some(think.user_summary.clone());
-                        save(run, rounds);
-                        if think.task_completed && may_complete(run) {
-                            kernel::finish_turn(run, &reasoning)?;
-                            return Ok(Flow::End(Ending {
-                                outcome: Outcome::Completed,
-                                final_text: think.user_summary,
-                            }));
-                        }
-                    }
+            let answer =
+                kernel::forced_answer(run, "think", THINK, &note, schema, parse_think, "").await?;
+            if let Some(Accepted { value: think, response, tool_call_id }) = answer {
+                let think_reasoning =
+                    run.record_reasoning_with(&response, Some(&think.internal_analysis));
+                if reasoning.is_null() {
+                    reasoning = think_reasoning;
+                }
+                kernel::acknowledge(run, tool_call_id, "noted".to_owned());
+                rounds.last_user_summary = Some(think.user_summary.clone());
+                save(run, rounds);
+                if think.task_completed && may_complete(run) {
+                    kernel::finish_turn(run, &reasoning)?;
+                    return Ok(Flow::End(Ending {
+                        outcome: Outcome::Completed,
+                        final_text: think.user_summary,
+                    }));
                 }
             }
         }
@@ -325,7 +315,7 @@ impl Batch for RoundBatch<'_> {
 
     async fn run_step(&mut self, run: &mut Run, index: usize) -> Result<(bool, Option<Stop>)> {
         let action = &self.actions[index];
-        let space = guard::action_space(&run.state, &run.config);
+        let space = space::action_space(&run.state, &run.config);
         let stop = run.act(action, &space, None).await?;
         self.ran = index + 1;
         let ok = run.last_ok(action);

@@ -59,13 +59,14 @@ use model_adapter::{ContentPart, Message, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::action::{Action, ActionSpace, action_from};
+use crate::action::{Action, action_from};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::EventKind;
-use crate::guard;
 use crate::run::{Ending, InputKind, Run, Stop};
+use crate::space;
+use crate::space::ActionSpace;
 use crate::state::{Plan, PlanStep, StepStatus};
 
 use super::kernel::{self, Contract, Flow, Prepared, Strategy, forced_arguments};
@@ -375,7 +376,7 @@ fn last_input_text(run: &mut Run) -> String {
 /// The guard's reason when it leaves no skill action but the answer (an identical successful
 /// script run repeated, a skill without files just selected).
 fn answer_now(run: &Run) -> Option<String> {
-    let space = guard::action_space(&run.state, &run.config);
+    let space = space::action_space(&run.state, &run.config);
     let skill_actions = space
         .allowed()
         .into_iter()
@@ -385,7 +386,7 @@ fn answer_now(run: &Run) -> Option<String> {
 
 /// The thought's action space: the turn's, with the built-in tools.
 fn thought_space(run: &Run) -> ActionSpace {
-    let mut space = guard::action_space(&run.state, &run.config);
+    let mut space = space::action_space(&run.state, &run.config);
     space.builtins = true;
     space
 }

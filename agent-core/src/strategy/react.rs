@@ -5,8 +5,8 @@
 use crate::action::parse_answer;
 use crate::config::DecideMode;
 use crate::error::Result;
-use crate::guard;
 use crate::run::Run;
+use crate::space;
 
 use super::kernel::{self, Flow, Strategy};
 use super::notes::turn_note;
@@ -20,7 +20,7 @@ pub(super) struct React;
 
 impl Strategy for React {
     async fn turn(&mut self, run: &mut Run) -> Result<Flow> {
-        let space_of = |run: &Run| guard::action_space(&run.state, &run.config);
+        let space_of = |run: &Run| space::action_space(&run.state, &run.config);
         let kernel::Prepared { space, note } =
             match kernel::prepare(run, space_of, turn_note).await? {
                 Ok(prepared) => prepared,

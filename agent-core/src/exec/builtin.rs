@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::exec::Execution;
+use super::Execution;
 use crate::state::ObservationStatus;
 
 /// The store's path inside the workspace.

@@ -1,0 +1,456 @@
+//! The record and session layer: what a run's record begins with (`run_started`, its format
+//! number), how a run is put together from it, and a run as a session — pieces of work, each
+//! begun by an input (the task, an answer, a new task, a slash command) and ended by
+//! `run_finished`. The public front ([`crate::Agent`]) and the re-runs of a record
+//! ([`crate::replay`]) both stand on it.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use model_adapter::Message;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::Outcome;
+use crate::config::{AgentConfig, DecideMode};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventBus, EventKind};
+use crate::exec::Executor;
+use crate::external::ExternalTool;
+use crate::metrics::ReasoningMetrics;
+use crate::run::{
+    Ending, ExternalRecord, InputKind, ModelSource, RecordedDeadline, RecordedEnding, Run,
+};
+use crate::rundir::RunDir;
+use crate::state::{Counters, RunState, SkillEntry};
+
+/// Token usage of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunUsage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_tokens: u64,
+}
+
+/// How a run ended. There is always a final text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The run id.
+    pub run_id: String,
+    /// Why it ended.
+    pub outcome: Outcome,
+    /// The answer for the user (the model's, or a degraded one).
+    pub final_text: String,
+    /// The run directory, when the run wrote one.
+    pub run_dir: Option<PathBuf>,
+    /// Turns.
+    pub turns: u32,
+    /// Model calls.
+    pub model_calls: u32,
+    /// Actions other than `final_answer`.
+    pub tool_calls: u32,
+    /// Scripts started.
+    pub script_runs: u32,
+    /// Token usage.
+    pub usage: RunUsage,
+    /// Think-Act metrics.
+    pub reasoning_metrics: ReasoningMetrics,
+    /// All counters.
+    pub counters: Counters,
+}
+
+/// The format of the records (`events.jsonl`) this build writes and re-runs. Replay, resume
+/// and send re-run a record with today's code and compare event for event, so a record whose
+/// events were shaped by another build cannot be reproduced exactly; the number says so up
+/// front. Raise it whenever what a run records changes (a new field in an event a re-run
+/// compares, a new event kind, a changed prompt or schema). `0` stands for the records written
+/// before formats were numbered; 1 the first numbered one; 2 adds the turn note after a call
+/// that worked and keeps a select "just made" across refused selects (other requests); 3 adds
+/// "Results so far" to react's turn note and plan-execute-think's think note, and in JSON mode
+/// offers no unrelated skill once the related ones are selected (other schemas).
+pub const RECORD_FORMAT: u32 = 3;
+
+/// What `run_started` records: everything a replay needs to run again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunStart {
+    /// [`RECORD_FORMAT`] of the build that wrote the record (0: before formats were numbered).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) record_format: u32,
+    /// The build that wrote the record (`agent-core X.Y.Z`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub(crate) written_by: String,
+    pub(crate) task: String,
+    pub(crate) config: AgentConfig,
+    pub(crate) catalog: Vec<SkillEntry>,
+    pub(crate) workspace: String,
+    #[serde(default)]
+    pub(crate) diagnostics: Vec<Value>,
+    /// Sizes of the workspace files the task names (the Think-Act route), measured once at
+    /// the start so replay and resume see the same note whatever the workspace holds later.
+    #[serde(default)]
+    pub(crate) input_sizes: Vec<u64>,
+    /// The external tools on offer at the start (the catalog's tools part).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tools: Vec<ExternalTool>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(value: &u32) -> bool {
+    *value == 0
+}
+
+/// This build, as `run_started` names it.
+pub(crate) fn written_by() -> String {
+    concat!("agent-core ", env!("CARGO_PKG_VERSION")).to_owned()
+}
+
+impl RunStart {
+    /// Why this build cannot continue the record, if it was written in another format.
+    pub(crate) fn format_mismatch(&self) -> Option<String> {
+        (self.record_format != RECORD_FORMAT).then(|| {
+            let writer = if self.written_by.is_empty() {
+                "an earlier build".to_owned()
+            } else {
+                self.written_by.clone()
+            };
+            format!(
+                "the record was written in record format {} by {writer}; this build ({}) \
+                 re-runs records of format {RECORD_FORMAT} only",
+                self.record_format,
+                written_by(),
+            )
+        })
+    }
+}
+
+/// Why this build cannot continue (resume, send to) a record, judged from its events as
+/// [`crate::read_events`] returns them: `Some(reason)` when the record was written in another
+/// [`RECORD_FORMAT`] or does not start with a readable `run_started`. Lets a caller refuse before
+/// it starts a model or servers; [`Agent::resume`] and [`Agent::send`] refuse the same records.
+pub fn record_format_mismatch(events: &[Event]) -> Option<String> {
+    let first = events.first().filter(|event| event.kind == EventKind::RunStarted);
+    let Some(first) = first else {
+        return Some("the record does not start with run_started".to_owned());
+    };
+    match serde_json::from_value::<RunStart>(first.data.clone()) {
+        Ok(start) => start.format_mismatch(),
+        Err(error) => Some(format!("run_started does not describe a run: {error}")),
+    }
+}
+
+/// What a run is made of besides its recorded start.
+#[derive(Debug)]
+pub(crate) struct RunParts {
+    pub(crate) bus: EventBus,
+    pub(crate) model: ModelSource,
+    pub(crate) executor: Executor,
+    pub(crate) run_dir: Option<RunDir>,
+    pub(crate) cancel: CancellationToken,
+    /// Re-running a record: how each of its finished pieces of work ended (`run_finished`),
+    /// in order; the pieces after them run live.
+    pub(crate) endings: VecDeque<RecordedEnding>,
+    /// Re-running a record: the time limits it recorded as passed, in order.
+    pub(crate) deadlines: VecDeque<RecordedDeadline>,
+    /// Re-running a record: its `tool_servers` and `tools_changed`.
+    pub(crate) external: ExternalRecord,
+}
+
+/// An input after a run's first task: recorded (a re-run: the file sizes the record measured)
+/// or live (measured now).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UserInput {
+    pub(crate) text: String,
+    pub(crate) input_sizes: Option<Vec<u64>>,
+}
+
+/// Builds a run from its recorded start; shared by `run`, `resume` and replay.
+pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
+    let RunParts { bus, model, executor, run_dir, cancel, endings, deadlines, external } = parts;
+    let system = system_prompt(&start.config, &start.catalog, &start.tools, &start.task);
+    Run {
+        config: start.config.clone(),
+        state: RunState {
+            run_id: run_id.to_owned(),
+            task: start.task.clone(),
+            catalog: start.catalog.clone(),
+            tools: start.tools.clone(),
+            selected: Vec::new(),
+            plan: None,
+            counters: Counters::default(),
+            reasoning: ReasoningMetrics::default(),
+            actions: Vec::new(),
+            compacted: Vec::new(),
+            outcome: None,
+            strategy_state: Value::Null,
+            pending_question: None,
+            task_base: Counters::default(),
+        },
+        endings,
+        deadlines,
+        input: InputKind::Task,
+        pending_call: None,
+        context: Context::new(system, start.task.clone()),
+        bus,
+        model,
+        executor,
+        run_dir,
+        cancel,
+        started: Instant::now(),
+        replaying: None,
+        failures: Default::default(),
+        next_observation: 0,
+        observation_texts: Vec::new(),
+        state_json: Default::default(),
+        input_sizes: start.input_sizes.clone(),
+        external,
+    }
+}
+
+/// Drives a run: its first task, then each later input in order (answers, new tasks, slash
+/// commands). Returns the result of the last piece of work.
+pub(crate) async fn finish_run(
+    run: &mut Run,
+    start: &RunStart,
+    inputs: VecDeque<UserInput>,
+) -> Result<RunResult> {
+    run.emit(EventKind::RunStarted, serde_json::to_value(start)?)?;
+    run.announce_tool_servers()?;
+    run.external.fresh = true;
+    let mut result = work(run, InputKind::Task).await?;
+    for input in inputs {
+        result = continue_with(run, input).await?;
+    }
+    Ok(result)
+}
+
+/// One piece of work: the strategy to its end, then `run_finished`, `final.md`, `state.json`.
+async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
+    run.input = input;
+    run.replaying = run.endings.pop_front();
+    let ending = crate::strategy::drive(run).await?;
+    end_work(run, ending)
+}
+
+fn end_work(run: &mut Run, ending: Ending) -> Result<RunResult> {
+    let Ending { outcome, final_text } = ending;
+    let final_text = run.bus.redactor().redact(&final_text).into_owned();
+    run.state.outcome = Some(outcome);
+    run.emit(
+        EventKind::RunFinished,
+        json!({
+            "outcome": outcome,
+            "degraded": outcome.is_degraded(),
+            "final_text": final_text,
+            "counters": run.state.counters,
+            "reasoning_metrics": run.state.reasoning,
+        }),
+    )?;
+    if let Some(run_dir) = &run.run_dir
+        && !run.bus.catching_up()
+    {
+        run_dir.write_file(Path::new("final.md"), format!("{final_text}\n").as_bytes())?;
+    }
+    run.checkpoint()?;
+    let counters = run.state.counters.clone();
+    Ok(RunResult {
+        run_id: run.state.run_id.clone(),
+        outcome,
+        final_text,
+        run_dir: run.run_dir.as_ref().map(|dir| dir.path().to_owned()),
+        turns: counters.turns,
+        model_calls: counters.model_calls,
+        tool_calls: counters.tool_calls,
+        script_runs: counters.script_runs,
+        usage: RunUsage {
+            prompt_tokens: counters.prompt_tokens,
+            completion_tokens: counters.completion_tokens,
+            cached_tokens: counters.cached_tokens,
+        },
+        reasoning_metrics: run.state.reasoning.clone(),
+        counters,
+    })
+}
+
+/// The user's next input to a finished piece of work: a slash command (run without the
+/// model; a pending question stays pending), the answer to the pending question, or a new
+/// task (its budgets start from zero; the transcript goes on).
+pub(crate) async fn continue_with(run: &mut Run, input: UserInput) -> Result<RunResult> {
+    let text = run.bus.redactor().redact(&input.text).into_owned();
+    run.started = Instant::now();
+    run.state.outcome = None;
+    if let Some((tool, command)) = crate::exec::builtin::parse_slash(&text) {
+        run.replaying = run.endings.pop_front();
+        run.emit(EventKind::UserInput, json!({"text": text, "kind": "command"}))?;
+        let execution = run.executor.command(tool, &command).map_err(|divergence| {
+            let path = run.run_dir.as_ref().map(|dir| dir.path().to_owned()).unwrap_or_default();
+            Error::Resume { path, message: divergence.0 }
+        })?;
+        let output = run.bus.redactor().redact(&execution.content).into_owned();
+        run.emit(
+            EventKind::CommandExecuted,
+            json!({"command": text, "tool": tool, "status": execution.status, "output": output}),
+        )?;
+        let ending = match &run.state.pending_question {
+            Some(question) => Ending {
+                outcome: crate::budget::Outcome::NeedsInput,
+                final_text: format!(
+                    "{output}\n\n(The task still waits for your answer: {question})"
+                ),
+            },
+            None => Ending { outcome: crate::budget::Outcome::Completed, final_text: output },
+        };
+        return end_work(run, ending);
+    }
+    let kind = match run.state.pending_question.take() {
+        Some(_) => InputKind::Answer,
+        None => InputKind::Task,
+    };
+    let input_sizes = match input.input_sizes {
+        Some(sizes) => sizes,
+        None => match (kind, &run.executor.live) {
+            (InputKind::Task, Some(live)) => crate::reasoning::input_sizes(&text, &live.workspace),
+            _ => Vec::new(),
+        },
+    };
+    let mut data =
+        json!({"text": text, "kind": if kind == InputKind::Task { "task" } else { "answer" }});
+    if kind == InputKind::Task {
+        data["input_sizes"] = json!(input_sizes);
+    }
+    run.emit(EventKind::UserInput, data)?;
+    let answered = run.pending_call.take();
+    match kind {
+        InputKind::Answer => {
+            let content = format!("The user answers: {text}");
+            match answered {
+                Some(id) => {
+                    run.context.push(Message::Tool { tool_call_id: id, content, is_error: false })
+                }
+                None => run.context.push(Message::user(content)),
+            }
+        }
+        InputKind::Task => {
+            if let Some(id) = answered {
+                run.context.push(Message::Tool {
+                    tool_call_id: id,
+                    content: "delivered to the user".to_owned(),
+                    is_error: false,
+                });
+            }
+            run.context.push(Message::user(format!("New task: {text}")));
+            run.state.task = text;
+            run.state.task_base = run.state.counters.clone();
+            run.state.plan = None;
+            run.input_sizes = input_sizes;
+        }
+    }
+    run.failures = Default::default();
+    work(run, kind).await
+}
+
+/// The system message: the protocol and the catalog.
+fn system_prompt(
+    config: &AgentConfig,
+    catalog: &[SkillEntry],
+    tools: &[ExternalTool],
+    task: &str,
+) -> String {
+    let mut text = String::from(
+        "You complete the user's task with Agent Skills: folders with instructions (SKILL.md), \
+         scripts and reference files. Each turn you choose exactly one action; the runtime \
+         checks it, executes it and shows you the result as an observation. You never run \
+         anything yourself.\n\
+         Actions:\n\
+         - select_skills: load the instructions of a skill from the catalog (do this before using its files)\n\
+         - load_resource: read a file of a selected skill\n\
+         - run_script: run a script of a selected skill; its output comes back as the observation\n\
+         - recall_observation: show again an observation that was shortened\n",
+    );
+    let offered: Vec<&ExternalTool> =
+        tools.iter().filter(|tool| tool.decision != tools_runtime::Decision::Forbidden).collect();
+    let summarised = !offered.is_empty() && crate::space::tools_summarised(&offered, config);
+    if summarised {
+        text.push_str(
+            "- describe_tools: show the description and arguments of external tools the catalog only names\n",
+        );
+    }
+    if !offered.is_empty() {
+        text.push_str(
+            "- call_tool: call an external (MCP) tool with its name and arguments that fit its schema (with few tools, each is also offered as a function named after it)\n",
+        );
+    }
+    if config.guard.builtin_tools {
+        text.push_str(
+            "- todo, schedule: the user's to-do list and schedule (`list`, `add …`, `done N`, `remove N`)\n",
+        );
+    }
+    if config.guard.ask_user {
+        text.push_str(
+            "- ask_user: ask the user one question, only when the task cannot go on without it\n",
+        );
+    }
+    // Think-Act (seed 000): the core principle, graded by the note's `reasoning=` level.
+    text.push_str(
+        "- final_answer: answer the user and end the run\n\
+         Use facts from observations, never invented ones. Before every action, say in \
+         `thought` what the last observation showed and what you do now and why (thinking \
+         counts); never act silently. The note's reasoning= says how much: lightweight one \
+         short clause, standard one sentence each, complete also the plan step it serves. As \
+         soon as you know the answer, give final_answer.\n",
+    );
+    if config.strategy == crate::strategy::PLAN_EXECUTE_THINK {
+        text.push_str(
+            "This run works in rounds instead: plan_tool_call plans a batch of 1-8 of the \
+             actions above (never final_answer) as steps {\"tool\", \"args\"}; the runtime \
+             runs them in order (a failing step ends the batch) and shows their results; then \
+             think says what they showed, gives user_summary (what the user reads) and \
+             task_completed.\n",
+        );
+    } else if config.strategy == crate::strategy::PLAN_THOUGHT_REPLAN {
+        text.push_str(
+            "This run works in three calls instead: plan (once per task) lists the steps as \
+             short sentences; then, for the current step, thought says continue (with \
+             next_action {\"tool\", \"args\"}: one of the actions above except final_answer, \
+             or todo / schedule, the user's to-do list and schedule), ask_user (if offered: a \
+             question) or done (the step is finished; response: its result); after each \
+             finished step replan gives the steps still to do (replanned) or ends the task \
+             with response, the final answer for the user (done).\n",
+        );
+    } else if config.strategy == crate::strategy::SAFE {
+        text.push_str(crate::strategy::SAFE_PROTOCOL);
+    } else if config.decide == DecideMode::Json {
+        text.push_str(
+            "Reply with one JSON object: {\"thought\": \"<one sentence>\", \"action\": \
+             {\"type\": \"<action>\", \"args\": {…}}}, and a \"plan\" {\"goal\", \"steps\": \
+             [{\"id\", \"title\", \"status\"}]} on your first turn if the task has several steps.\n",
+        );
+    }
+    text.push_str("\nSkills catalog (name: description):\n");
+    let budget = config.context.catalog_chars;
+    let mut used = 0;
+    let mut omitted = 0;
+    // The same rule as the guard's: a hidden skill is shown only when the user named it.
+    let visible = catalog.iter().filter(|entry| {
+        !entry.disable_model_invocation || crate::space::user_named(task, config, &entry.name)
+    });
+    for entry in visible {
+        let line = format!("- {}: {}\n", entry.name, entry.description.replace('\n', " "));
+        if used + line.chars().count() > budget {
+            omitted += 1;
+            continue;
+        }
+        used += line.chars().count();
+        text.push_str(&line);
+    }
+    if omitted > 0 {
+        text.push_str(&format!("({omitted} more skills left out for space)\n"));
+    }
+    text.push_str(&crate::external::catalog(&offered, summarised));
+    text
+}

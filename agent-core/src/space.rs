@@ -1,0 +1,882 @@
+//! The per-turn action space — the action automaton of `../shared/notes/small-models.md`:
+//! which actions the run state allows this turn (skills not yet selected, ranked by relevance
+//! to the task; scripts and files of selected skills only; no second select straight after a
+//! select; only `final_answer` after an identical successful run repeats; the external tools
+//! on offer), derived by [`action_space`], and rendered as the turn's JSON Schema or tools, so
+//! that an action the state does not allow cannot even be written.
+
+use model_adapter::Tool;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::action::{Action, Decision, EXTERNAL_PREFIX, MAX_OWN_FUNCTIONS};
+use crate::config::{AgentConfig, DecideMode};
+use crate::external::{ExternalTool, short_description, validate_arguments};
+use crate::state::{ObservationStatus, RunState};
+
+/// Whether the user named `skill` (config, or `/name` or `$name` in the task).
+pub(crate) fn user_named(task: &str, config: &AgentConfig, skill: &str) -> bool {
+    config.guard.user_named_skills.iter().any(|name| name == skill)
+        || ["/", "$"].iter().any(|sigil| {
+            let needle = format!("{sigil}{skill}");
+            task.match_indices(&needle).any(|(at, _)| {
+                let after = task[at + needle.len()..].chars().next();
+                !after.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+            })
+        })
+}
+
+/// Lowercase words of three letters or more.
+/// Words too common to say anything about relevance.
+const STOP_WORDS: [&str; 58] = [
+    "the", "and", "for", "with", "from", "that", "this", "what", "which", "when", "where", "who",
+    "how", "are", "was", "were", "been", "has", "have", "had", "its", "his", "her", "their",
+    "them", "they", "you", "your", "our", "use", "into", "about", "there", "here", "all", "any",
+    "can", "not", "but", "one", "each", "these", "those", "some", "other", "then", "than", "also",
+    "just", "only", "such", "will", "would", "should", "could", "please",
+    // Descriptions say "Use when a task asks …": a task that says "task" is not about them.
+    "task", "asks",
+];
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| word.chars().count() >= 3)
+        .map(str::to_lowercase)
+        .filter(|word| !STOP_WORDS.contains(&word.as_str()))
+        .collect()
+}
+
+/// Catalog names with their word overlap with the task, best first (stable).
+pub(crate) fn scored_skills(state: &RunState) -> Vec<(usize, String)> {
+    let task: std::collections::HashSet<String> = words(&state.task).into_iter().collect();
+    let mut scored: Vec<(usize, usize, &str)> = state
+        .catalog
+        .iter()
+        .enumerate()
+        .map(|(position, entry)| {
+            let text = format!("{} {}", entry.name.replace('-', " "), entry.description);
+            let mut seen = std::collections::HashSet::new();
+            let score = words(&text)
+                .into_iter()
+                .filter(|word| task.contains(word) && seen.insert(word.clone()))
+                .count();
+            (score, position, entry.name.as_str())
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.into_iter().map(|(score, _, name)| (score, name.to_owned())).collect()
+}
+
+/// The actions this turn allows, derived from the state.
+pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpace {
+    let last = state.actions.last();
+    let mut space = ActionSpace {
+        max_select: match config.decide {
+            DecideMode::Json => 1,
+            DecideMode::Tools => config.guard.max_bodies_per_turn.max(1),
+        },
+        plan_field: if state.plan.is_some() { PlanField::PlanUpdate } else { PlanField::Plan },
+        ..ActionSpace::default()
+    };
+    // An identical successful script run, repeated: only the answer is left.
+    if let Some(record) = last
+        && record.status == ObservationStatus::Ok
+        && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
+        && state.actions[..state.actions.len() - 1].iter().any(|earlier| {
+            earlier.status == ObservationStatus::Ok && earlier.action == record.action
+        })
+    {
+        space.note = Some(
+            match record.action {
+                Some(Action::CallTool { .. }) => {
+                    "that tool was already called with the same arguments: answer now"
+                }
+                _ => "that script already ran with the same arguments: answer now",
+            }
+            .to_owned(),
+        );
+        space.plan_field = PlanField::None;
+        return space;
+    }
+    // A skill was just selected: nothing but answers that were not actions at all, or selects
+    // that were refused, came since (else one refused select opens the door to the next, which
+    // is how the local 1.5B spent plan-execute-think's rounds selecting skill after skill; a
+    // refused attempt to use the skill still frees the select, as the skill may be the wrong one).
+    let just_selected = state
+        .actions
+        .iter()
+        .rev()
+        .find(|record| {
+            let not_done = matches!(
+                record.status,
+                ObservationStatus::InvalidAction
+                    | ObservationStatus::Refused
+                    | ObservationStatus::ModelError
+            );
+            !(not_done && matches!(record.action, None | Some(Action::SelectSkills { .. })))
+        })
+        .is_some_and(|record| {
+            record.status == ObservationStatus::Ok
+                && matches!(record.action, Some(Action::SelectSkills { .. }))
+        });
+    if !just_selected {
+        let scored = scored_skills(state);
+        // A small model (JSON mode) picks skills unrelated to the task when offered them: when
+        // some skill shares words with the task, only those are offered (and any the user
+        // named), none once they are all selected (the local 1.5B selected csv-summary after
+        // finishing a batch of conversions, then answered with one result). Native tool
+        // callers see them all, ranked.
+        let relevant_only =
+            config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0);
+        space.select = scored
+            .into_iter()
+            .filter(|(score, name)| {
+                !relevant_only || *score > 0 || user_named(&state.task, config, name)
+            })
+            .map(|(_, name)| name)
+            .filter(|name| state.selected_skill(name).is_none())
+            .filter(|name| {
+                state.skill(name).is_some_and(|entry| !entry.disable_model_invocation)
+                    || user_named(&state.task, config, name)
+            })
+            .collect();
+    } else {
+        space.note = Some("a skill was just selected: use it or answer".to_owned());
+    }
+    // After a call that worked, small models tend to make the same call again (measured on the
+    // local 1.5B: an MCP call made twice in every run): say that its result is in.
+    if last.is_some_and(|record| {
+        record.status == ObservationStatus::Ok
+            && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
+    }) {
+        space.note = Some(
+            "the last call worked and its result is above: answer if it is enough, do not \
+             repeat it"
+                .to_owned(),
+        );
+    }
+    for skill in &state.selected {
+        // A file already read whole is in the transcript: offering it again only invites the
+        // small models' habit of repeating their last action.
+        let unread: Vec<String> = skill
+            .resources
+            .iter()
+            .filter(|path| !loaded_whole(state, &skill.name, path))
+            .cloned()
+            .collect();
+        if !unread.is_empty() {
+            space.load.push((skill.name.clone(), unread));
+        }
+        if !skill.scripts.is_empty()
+            && state.task_counters().script_runs < config.budgets.max_script_runs
+        {
+            space.run.push((skill.name.clone(), skill.scripts.clone()));
+        }
+    }
+    let (describe, call) = external_offer(state, config);
+    space.describe = describe;
+    space.call = call;
+    space.recall = state.compacted.clone();
+    space.builtins = config.guard.builtin_tools;
+    space.ask_user = config.guard.ask_user;
+    space
+}
+
+/// The external tools the catalog offers: all but forbidden ones.
+pub(crate) fn offered_tools(state: &RunState) -> Vec<&ExternalTool> {
+    state.tools.iter().filter(|tool| tool.decision != tools_runtime::Decision::Forbidden).collect()
+}
+
+/// Whether the catalog names the offered tools only (too many, or too long to list whole).
+pub(crate) fn tools_summarised(tools: &[&ExternalTool], config: &AgentConfig) -> bool {
+    let settings = &config.tools;
+    tools.len() > settings.catalog_max_tools
+        || tools
+            .iter()
+            .map(|tool| crate::external::catalog_line(tool).chars().count())
+            .sum::<usize>()
+            > settings.catalog_chars
+}
+
+/// Tools `describe_tools` may describe and tools `call_tool` may call: every offered tool is
+/// callable when the catalog lists them whole, else only those described so far.
+fn external_offer(state: &RunState, config: &AgentConfig) -> (Vec<String>, Vec<ExternalTool>) {
+    let offered = offered_tools(state);
+    if !tools_summarised(&offered, config) {
+        return (Vec::new(), offered.into_iter().cloned().collect());
+    }
+    let described: std::collections::HashSet<&str> = state
+        .actions
+        .iter()
+        .filter(|record| record.status == ObservationStatus::Ok)
+        .filter_map(|record| match &record.action {
+            Some(Action::DescribeTools { names }) => Some(names),
+            _ => None,
+        })
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let mut describe = Vec::new();
+    let mut call = Vec::new();
+    for tool in offered {
+        if described.contains(tool.name.as_str()) {
+            call.push(tool.clone());
+        } else {
+            describe.push(tool.name.clone());
+        }
+    }
+    (describe, call)
+}
+
+/// Whether `skill`'s `path` was already loaded whole (no section) with success.
+pub(crate) fn loaded_whole(state: &RunState, skill: &str, path: &str) -> bool {
+    state.actions.iter().any(|record| {
+        record.status == ObservationStatus::Ok
+            && matches!(&record.action, Some(Action::LoadResource { skill: loaded, path: read, section: None })
+                if loaded == skill && read == path)
+    })
+}
+
+/// The actions a turn allows, derived from the run state (the per-turn action automaton).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ActionSpace {
+    /// Skills `select_skills` may name, most relevant first (empty: no select this turn).
+    pub select: Vec<String>,
+    /// Names per `select_skills` call.
+    pub max_select: usize,
+    /// Selected skills with readable files, and those files.
+    pub load: Vec<(String, Vec<String>)>,
+    /// Selected skills with scripts, and those scripts.
+    pub run: Vec<(String, Vec<String>)>,
+    /// External tools the catalog only names, which `describe_tools` may describe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub describe: Vec<String>,
+    /// External tools `call_tool` may call (described, not forbidden).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call: Vec<ExternalTool>,
+    /// Observations compaction shortened, which `recall_observation` may bring back.
+    pub recall: Vec<String>,
+    /// Offer the built-in `todo` and `schedule` tools.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub builtins: bool,
+    /// Offer `ask_user`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ask_user: bool,
+    /// Offer a `plan` (no plan yet) or a `plan_update` (a plan exists).
+    pub plan_field: PlanField,
+    /// Why the space is narrower than usual (shown to the model), if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Which plan field the turn's schema offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanField {
+    /// None.
+    #[default]
+    None,
+    /// `plan`, a full plan.
+    Plan,
+    /// `plan_update`, a patch.
+    PlanUpdate,
+}
+
+const THOUGHT_MAX: usize = 300;
+const ANSWER_MAX: usize = 4_000;
+const ARG_MAX: usize = 200;
+/// Tools per `describe_tools`.
+const MAX_DESCRIBE: usize = 4;
+
+impl ActionSpace {
+    /// The names of the allowed actions, in offer order (`final_answer` is always allowed).
+    pub fn allowed(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if !self.select.is_empty() {
+            names.push("select_skills");
+        }
+        if !self.load.is_empty() {
+            names.push("load_resource");
+        }
+        if !self.run.is_empty() {
+            names.push("run_script");
+        }
+        if !self.describe.is_empty() {
+            names.push("describe_tools");
+        }
+        if !self.call.is_empty() {
+            names.push("call_tool");
+        }
+        if !self.recall.is_empty() {
+            names.push("recall_observation");
+        }
+        if self.builtins {
+            names.extend(["todo", "schedule"]);
+        }
+        if self.ask_user {
+            names.push("ask_user");
+        }
+        names.push("final_answer");
+        names
+    }
+
+    /// Whether `action` is inside the space; the error says what is allowed instead.
+    pub fn check(&self, action: &Action) -> Result<(), String> {
+        let name = action.name();
+        if let Action::CallTool { name: tool, .. } = action
+            && self.describe.contains(tool)
+        {
+            return Err(format!("tool `{tool}` is not described yet: describe_tools it first"));
+        }
+        if !self.allowed().contains(&name) {
+            return Err(format!(
+                "`{name}` is not allowed now{}; allowed: {}",
+                self.note.as_deref().map(|note| format!(" ({note})")).unwrap_or_default(),
+                self.allowed().join(", ")
+            ));
+        }
+        match action {
+            Action::SelectSkills { names } => {
+                if names.is_empty() {
+                    return Err("`select_skills` needs at least one skill name".to_owned());
+                }
+                if let Some(unknown) = names.iter().find(|name| !self.select.contains(name)) {
+                    return Err(format!(
+                        "skill `{unknown}` cannot be selected; selectable: {}",
+                        self.select.join(", ")
+                    ));
+                }
+                Ok(())
+            }
+            Action::LoadResource { skill, path, .. } => {
+                let Some((_, files)) = self.load.iter().find(|(name, _)| name == skill) else {
+                    return Err(format!(
+                        "skill `{skill}` is not selected (select it first); loadable: {}",
+                        names_of(&self.load)
+                    ));
+                };
+                if !files.contains(path) {
+                    return Err(format!(
+                        "`{path}` is not a file of skill `{skill}`; its files: {}",
+                        files.join(", ")
+                    ));
+                }
+                Ok(())
+            }
+            Action::RunScript { skill, script, args } => {
+                let Some((_, scripts)) = self.run.iter().find(|(name, _)| name == skill) else {
+                    return Err(format!(
+                        "skill `{skill}` has no runnable scripts or is not selected (select it \
+                         first); runnable: {}",
+                        names_of(&self.run)
+                    ));
+                };
+                if !scripts.contains(script) {
+                    return Err(format!(
+                        "`{script}` is not a script of skill `{skill}`; its scripts: {}",
+                        scripts.join(", ")
+                    ));
+                }
+                if let Some(long) = args.iter().find(|arg| arg.chars().count() > ARG_MAX) {
+                    return Err(format!(
+                        "an argument is longer than {ARG_MAX} characters ({} chars)",
+                        long.chars().count()
+                    ));
+                }
+                Ok(())
+            }
+            Action::DescribeTools { names } => {
+                if names.is_empty() {
+                    return Err("`describe_tools` needs at least one tool name".to_owned());
+                }
+                if names.len() > MAX_DESCRIBE {
+                    return Err(format!("describe at most {MAX_DESCRIBE} tools at a time"));
+                }
+                if let Some(unknown) = names.iter().find(|name| !self.describe.contains(name)) {
+                    if self.call.iter().any(|tool| &tool.name == unknown) {
+                        return Err(format!(
+                            "`{unknown}` is already described: call it with call_tool"
+                        ));
+                    }
+                    return Err(format!(
+                        "there is no tool `{unknown}` to describe; describable: {}",
+                        self.describe.join(", ")
+                    ));
+                }
+                Ok(())
+            }
+            Action::CallTool { name, arguments } => {
+                let Some(tool) = self.call.iter().find(|tool| &tool.name == name) else {
+                    if self.describe.contains(name) {
+                        return Err(format!(
+                            "tool `{name}` is not described yet: describe_tools it first"
+                        ));
+                    }
+                    let callable: Vec<&str> =
+                        self.call.iter().map(|tool| tool.name.as_str()).collect();
+                    return Err(format!(
+                        "there is no tool `{name}`; callable: {}",
+                        if callable.is_empty() { "none".to_owned() } else { callable.join(", ") }
+                    ));
+                };
+                validate_arguments(tool, arguments)
+            }
+            Action::RecallObservation { id } => {
+                if self.recall.contains(id) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{id}` is not a shortened observation; recallable: {}",
+                        self.recall.join(", ")
+                    ))
+                }
+            }
+            Action::Todo { command } | Action::Schedule { command } => {
+                if command.trim().is_empty() {
+                    Err(format!("`{name}` needs a command (`list`, `add …`)"))
+                } else {
+                    Ok(())
+                }
+            }
+            Action::AskUser { question } => {
+                if question.trim().is_empty() {
+                    Err("`ask_user` needs a non-empty `question`".to_owned())
+                } else {
+                    Ok(())
+                }
+            }
+            Action::FinalAnswer { content } => {
+                if content.trim().is_empty() {
+                    Err("`final_answer` needs non-empty `content`".to_owned())
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// The `args` schema of one allowed action.
+    pub(crate) fn args_schema(&self, name: &str) -> Value {
+        let string = |max: usize| json!({"type": "string", "maxLength": max});
+        match name {
+            "select_skills" => json!({
+                "type": "object",
+                "properties": {"names": {
+                    "type": "array",
+                    "items": {"enum": self.select},
+                    "minItems": 1,
+                    "maxItems": self.max_select.max(1),
+                }},
+                "required": ["names"],
+                "additionalProperties": false,
+            }),
+            "load_resource" => {
+                let skills: Vec<&String> = self.load.iter().map(|(skill, _)| skill).collect();
+                let mut paths: Vec<&String> =
+                    self.load.iter().flat_map(|(_, files)| files).collect();
+                paths.sort();
+                paths.dedup();
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "skill": {"enum": skills},
+                        "path": {"enum": paths},
+                        "section": string(120),
+                    },
+                    "required": ["skill", "path"],
+                    "propertyOrdering": ["skill", "path", "section"],
+                    "additionalProperties": false,
+                })
+            }
+            "run_script" => {
+                let skills: Vec<&String> = self.run.iter().map(|(skill, _)| skill).collect();
+                let mut scripts: Vec<&String> =
+                    self.run.iter().flat_map(|(_, scripts)| scripts).collect();
+                scripts.sort();
+                scripts.dedup();
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "skill": {"enum": skills},
+                        "script": {"enum": scripts},
+                        "args": {"type": "array", "items": string(ARG_MAX), "maxItems": 8},
+                    },
+                    "required": ["skill", "script", "args"],
+                    // Which script before its arguments (sorted, a small model writes the
+                    // arguments first and puts the script's path among them).
+                    "propertyOrdering": ["skill", "script", "args"],
+                    "additionalProperties": false,
+                })
+            }
+            "describe_tools" => json!({
+                "type": "object",
+                "properties": {"names": {
+                    "type": "array",
+                    "items": {"enum": self.describe},
+                    "minItems": 1,
+                    "maxItems": MAX_DESCRIBE,
+                }},
+                "required": ["names"],
+                "additionalProperties": false,
+            }),
+            "call_tool" => self.call_tool_schema(),
+            "recall_observation" => json!({
+                "type": "object",
+                "properties": {"id": {"enum": self.recall}},
+                "required": ["id"],
+                "additionalProperties": false,
+            }),
+            "todo" | "schedule" => json!({
+                "type": "object",
+                "properties": {"command": string(ARG_MAX)},
+                "required": ["command"],
+                "additionalProperties": false,
+            }),
+            "ask_user" => json!({
+                "type": "object",
+                "properties": {"question": string(ARG_MAX * 2)},
+                "required": ["question"],
+                "additionalProperties": false,
+            }),
+            _ => json!({
+                "type": "object",
+                "properties": {"content": string(ANSWER_MAX)},
+                "required": ["content"],
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    /// A call to an external tool whose own arguments include `thought`: the thought
+    /// [`parse_answer`] took out goes back into its arguments.
+    pub fn restore_tool_thought(&self, decision: &mut Decision) {
+        let Action::CallTool { name, arguments } = &mut decision.action else { return };
+        let own = self.call.iter().find(|tool| &tool.name == name).is_some_and(|tool| {
+            tool.input_schema.get("properties").and_then(|p| p.get("thought")).is_some()
+        });
+        if let (true, Some(thought), Value::Object(map)) = (own, &decision.thought, arguments) {
+            map.insert("thought".to_owned(), Value::String(thought.clone()));
+        }
+    }
+
+    /// Whether native tool calling offers each callable external tool as a function of its
+    /// own (few tools, all named `mcp__…`, so that their calls cannot be taken for actions).
+    pub(crate) fn external_functions(&self) -> bool {
+        self.call.len() <= MAX_OWN_FUNCTIONS
+            && self.call.iter().all(|tool| tool.name.starts_with(EXTERNAL_PREFIX))
+    }
+
+    /// `call_tool`'s arguments: one variant per tool (its name and its own input schema) when
+    /// there are few, else a name from the enum and any object (checked after the answer).
+    fn call_tool_schema(&self) -> Value {
+        let variant = |name: Value, arguments: Value| {
+            json!({
+                "type": "object",
+                "properties": {"name": name, "arguments": arguments},
+                "required": ["name", "arguments"],
+                "propertyOrdering": ["name", "arguments"],
+                "additionalProperties": false,
+            })
+        };
+        if self.call.len() > MAX_OWN_FUNCTIONS {
+            let names: Vec<&str> = self.call.iter().map(|tool| tool.name.as_str()).collect();
+            return variant(json!({"enum": names}), json!({"type": "object"}));
+        }
+        let variants: Vec<Value> = self
+            .call
+            .iter()
+            .map(|tool| variant(json!({"const": tool.name}), tool.input_schema.clone()))
+            .collect();
+        if variants.len() == 1 {
+            return variants.into_iter().next().unwrap_or(Value::Null);
+        }
+        json!({"anyOf": variants})
+    }
+
+    fn plan_property(&self) -> Option<(&'static str, Value)> {
+        let step = json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "maxLength": 8},
+                "title": {"type": "string", "maxLength": 120},
+                "status": {"enum": ["pending", "in_progress", "done", "skipped"]},
+            },
+            "required": ["id", "title", "status"],
+            "additionalProperties": false,
+        });
+        match self.plan_field {
+            PlanField::None => None,
+            PlanField::Plan => Some((
+                "plan",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "goal": {"type": "string", "maxLength": 200},
+                        "steps": {"type": "array", "items": step, "minItems": 1, "maxItems": 6},
+                    },
+                    "required": ["goal", "steps"],
+                    "additionalProperties": false,
+                }),
+            )),
+            PlanField::PlanUpdate => Some((
+                "plan_update",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "update": {"type": "array", "maxItems": 6, "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {"type": "string", "maxLength": 8},
+                                "status": {"enum": ["pending", "in_progress", "done", "skipped"]},
+                            },
+                            "required": ["id", "status"],
+                            "additionalProperties": false,
+                        }},
+                        "add": {"type": "array", "items": step, "maxItems": 3},
+                    },
+                    "additionalProperties": false,
+                }),
+            )),
+        }
+    }
+
+    /// The JSON Schema of the turn's structured answer ([`DecideMode::Json`](crate::DecideMode::Json)).
+    pub fn json_schema(&self) -> Value {
+        let variants: Vec<Value> = self
+            .allowed()
+            .into_iter()
+            .map(|name| {
+                json!({
+                    "type": "object",
+                    "properties": {"type": {"const": name}, "args": self.args_schema(name)},
+                    "required": ["type", "args"],
+                    // The name first: the runtime knows the action as soon as it is written.
+                    "propertyOrdering": ["type", "args"],
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        let action = if variants.len() == 1 {
+            variants.into_iter().next().unwrap_or(Value::Null)
+        } else {
+            json!({"anyOf": variants})
+        };
+        let mut properties = Map::new();
+        properties.insert("thought".into(), json!({"type": "string", "maxLength": THOUGHT_MAX}));
+        properties.insert("action".into(), action);
+        let mut order = vec!["thought", "action"];
+        if let Some((name, schema)) = self.plan_property() {
+            properties.insert(name.into(), schema);
+            order.push(name);
+        }
+        // Think-Act: the thought is written before the action (model-adapter sends the
+        // properties in this order; a grammar then asks for the reason first).
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": ["thought", "action"],
+            "propertyOrdering": order,
+            "additionalProperties": false,
+        })
+    }
+
+    /// The turn's tools ([`DecideMode::Tools`](crate::DecideMode::Tools)): one per allowed
+    /// action, each also taking an optional `thought` and the turn's plan field.
+    pub fn tools(&self) -> Vec<Tool> {
+        let own_functions = self.external_functions();
+        let mut tools: Vec<Tool> = self
+            .allowed()
+            .into_iter()
+            .filter(|name| !(own_functions && *name == "call_tool"))
+            .map(|name| {
+                let mut parameters = self.args_schema(name);
+                if let Some(properties) =
+                    parameters.get_mut("properties").and_then(Value::as_object_mut)
+                {
+                    properties.insert(
+                        "thought".into(),
+                        json!({"type": "string", "maxLength": THOUGHT_MAX,
+                               "description": "why this action, in a sentence"}),
+                    );
+                    if let Some((field, schema)) = self.plan_property() {
+                        properties.insert(field.into(), schema);
+                    }
+                }
+                // The thought before the arguments (native tool callers that keep order).
+                if let Some(object) = parameters.as_object_mut() {
+                    let mut order = vec![json!("thought")];
+                    if let Some(Value::Array(names)) = object.get(model_adapter::PROPERTY_ORDERING)
+                    {
+                        order.extend(names.iter().cloned());
+                    }
+                    object.insert(model_adapter::PROPERTY_ORDERING.into(), Value::Array(order));
+                }
+                Tool {
+                    name: name.to_owned(),
+                    description: tool_description(name).to_owned(),
+                    parameters,
+                }
+            })
+            .collect();
+        if own_functions {
+            // Each callable external tool as a function of its own, with its own schema (its
+            // arguments are the tool's: no `thought` is added to them). Before `final_answer`.
+            let at = tools.len().saturating_sub(1);
+            let external = self.call.iter().map(|tool| {
+                let mut parameters = tool.input_schema.clone();
+                // A `thought` first, unless the tool has an argument of that name (Think-Act).
+                if let Some(object) = parameters.as_object_mut()
+                    && let Some(Value::Object(properties)) = object.get_mut("properties")
+                    && !properties.contains_key("thought")
+                {
+                    let mut order = vec![json!("thought")];
+                    order.extend(properties.keys().map(|name| json!(name)));
+                    properties.insert(
+                        "thought".into(),
+                        json!({"type": "string", "maxLength": THOUGHT_MAX,
+                               "description": "why this call, in a sentence"}),
+                    );
+                    object.insert(model_adapter::PROPERTY_ORDERING.into(), Value::Array(order));
+                }
+                Tool {
+                    name: tool.name.clone(),
+                    description: short_description(&tool.description, 300),
+                    parameters,
+                }
+            });
+            tools.splice(at..at, external);
+        }
+        tools
+    }
+}
+
+fn names_of(entries: &[(String, Vec<String>)]) -> String {
+    let names: Vec<&str> = entries.iter().map(|(name, _)| name.as_str()).collect();
+    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+}
+
+/// What each action does, as the model reads it.
+pub(crate) fn tool_description(name: &str) -> &'static str {
+    match name {
+        "select_skills" => "Load the instructions (SKILL.md) of a skill from the catalog.",
+        "load_resource" => {
+            "Read a file of a selected skill (reference, asset), whole or one section."
+        }
+        "run_script" => {
+            "Run a script of a selected skill in the sandbox; returns exit code and output."
+        }
+        "recall_observation" => {
+            "Show again the full text of an earlier observation that was shortened."
+        }
+        "describe_tools" => {
+            "Show the description and arguments of external tools the catalog only names."
+        }
+        "call_tool" => "Call an external (MCP) tool with arguments that fit its schema.",
+        "todo" => "The user's to-do list: `list`, `add TEXT`, `done N`, `remove N`.",
+        "schedule" => "The user's schedule: `list`, `add WHEN :: WHAT`, `remove N`.",
+        "ask_user" => "Ask the user one question when the task cannot go on without their answer.",
+        _ => "Answer the user and end the run.",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use model_adapter::{Response, ToolCall};
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::action::parse_answer;
+
+    #[test]
+    fn only_words_that_say_what_a_task_is_about_count() {
+        assert_eq!(
+            words("Convert each of these: 5 miles to km; 1 TB to GiB."),
+            ["convert", "miles", "gib"]
+        );
+        // The boilerplate of skill descriptions.
+        assert_eq!(
+            words("Use when a task asks for the total of a column in a CSV file."),
+            ["total", "column", "csv", "file"]
+        );
+    }
+
+    #[test]
+    fn external_tools_are_functions_of_their_own_only_when_few_and_prefixed() {
+        let tool = |name: &str| ExternalTool {
+            name: name.to_owned(),
+            description: "Adds.".to_owned(),
+            input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}),
+            decision: tools_runtime::Decision::Allow,
+            timeout: None,
+        };
+        let names = |space: &ActionSpace| -> Vec<String> {
+            space.tools().into_iter().map(|tool| tool.name).collect()
+        };
+        let mut space =
+            ActionSpace { call: vec![tool("mcp__calc__add")], ..ActionSpace::default() };
+        assert_eq!(names(&space), vec!["mcp__calc__add", "final_answer"]);
+        // A tool with an argument named `thought` keeps it: parse takes it out, restore puts it back.
+        let mut own = tool("mcp__calc__note");
+        own.input_schema = json!({"type": "object", "properties": {"thought": {"type": "string"}}});
+        let with_own = ActionSpace { call: vec![own], ..ActionSpace::default() };
+        assert_eq!(with_own.tools()[0].parameters.get("propertyOrdering"), None);
+        let response = Response {
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                name: "mcp__calc__note".into(),
+                arguments: json!({"thought": "remember"}),
+            }],
+            ..Response::default()
+        };
+        let mut decision = parse_answer(&response, true).unwrap();
+        assert_eq!(decision.thought.as_deref(), Some("remember"));
+        with_own.restore_tool_thought(&mut decision);
+        assert_eq!(
+            decision.action,
+            Action::CallTool {
+                name: "mcp__calc__note".into(),
+                arguments: json!({"thought": "remember"})
+            }
+        );
+        let call = |arguments: Value| Action::CallTool { name: "mcp__calc__add".into(), arguments };
+        assert!(space.check(&call(json!({"a": 1}))).is_ok());
+        assert!(
+            space.check(&call(json!({}))).unwrap_err().contains("\"a\" is a required property")
+        );
+        space.call = vec![tool("final_answer_tool")];
+        assert_eq!(names(&space), vec!["call_tool", "final_answer"]);
+        space.call = (0..=MAX_OWN_FUNCTIONS).map(|n| tool(&format!("mcp__s__t{n}"))).collect();
+        assert_eq!(names(&space), vec!["call_tool", "final_answer"]);
+        let schema = space.args_schema("call_tool");
+        assert_eq!(
+            schema["properties"]["name"]["enum"].as_array().unwrap().len(),
+            MAX_OWN_FUNCTIONS + 1
+        );
+    }
+
+    #[test]
+    fn the_space_refuses_what_it_does_not_offer() {
+        let space = ActionSpace {
+            select: vec!["csv".into()],
+            max_select: 1,
+            run: vec![("csv".into(), vec!["scripts/sum.py".into()])],
+            ..ActionSpace::default()
+        };
+        assert_eq!(space.allowed(), vec!["select_skills", "run_script", "final_answer"]);
+        assert!(space.check(&Action::SelectSkills { names: vec!["csv".into()] }).is_ok());
+        let error = space
+            .check(&Action::RunScript {
+                skill: "csv".into(),
+                script: "data.csv".into(),
+                args: vec![],
+            })
+            .unwrap_err();
+        assert!(error.contains("not a script of skill `csv`"), "{error}");
+        let error = space
+            .check(&Action::LoadResource { skill: "csv".into(), path: "x".into(), section: None })
+            .unwrap_err();
+        assert!(error.contains("not allowed now"), "{error}");
+        let schema = space.json_schema();
+        assert_eq!(schema["properties"]["action"]["anyOf"].as_array().unwrap().len(), 3);
+    }
+}
