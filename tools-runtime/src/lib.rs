@@ -154,7 +154,7 @@ pub use policy::{
     ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Decision, MergedDecision, PrefixRule,
     RuleMatch, RuleSet, SYSTEM_PROGRAM_DIRECTORIES, UserPolicy, merge_decisions,
 };
-pub use report::{Backend, Layer, LayerStatus, SandboxReport};
+pub use report::{Backend, CgroupVersion, CgroupVersions, Layer, LayerStatus, SandboxReport};
 pub use runtime::{BackendChoice, DEFAULT_SANDBOX_USER, Runtime, RuntimeConfig, SandboxHelper};
 pub use service::{SERVICE_CPU_SECONDS, Service, ServiceRequest};
 pub use spec::{HELPER_MODE_ARGUMENT, Rlimits};

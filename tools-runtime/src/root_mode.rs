@@ -177,7 +177,7 @@ fn parse_mountinfo_line(line: &str) -> Option<(PathBuf, MsFlags)> {
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
-fn unescape_mountinfo(field: &str) -> String {
+pub(crate) fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;

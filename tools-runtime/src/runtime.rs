@@ -12,7 +12,6 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::{AuditRecord, AuditSink};
-use crate::cgroup::RunCgroup;
 use crate::environment::{EnvPolicy, build_environment};
 use crate::error::{Error, Result};
 use crate::exec::{ExecOutcome, ExecRequest, ExecResult, Limits, Refusal, RefusalKind};
@@ -528,8 +527,9 @@ impl Runtime {
             environment,
             cwd: launch.cwd.to_path_buf(),
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
-            cgroup_pids_procs: resources.pids.as_ref().map(RunCgroup::procs_file),
-            cgroup_memory_procs: resources.memory.as_ref().map(RunCgroup::procs_file),
+            cgroup_pids: resources.pids.clone(),
+            cgroup_memory: resources.memory.clone(),
+            cgroup_unavailable: resources.cgroup_unavailable.iter().cloned().collect(),
             rlimits: launch.limits.rlimits,
             run_as,
             root_without_capabilities,
