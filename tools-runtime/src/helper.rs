@@ -632,9 +632,8 @@ fn apply_landlock(plan: &HelperPlan, report: &mut SandboxReport) {
             ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
         }
         let read = AccessFs::from_read(abi);
-        let mut readable: Vec<PathBuf> =
+        let readable: Vec<PathBuf> =
             plan.landlock.readable.iter().filter(|path| path.exists()).cloned().collect();
-        readable.extend(root_mode::world_readable_rules(&plan.landlock.world_readable));
         let created = ruleset
             .create()?
             .add_rules(path_beneath_rules(&readable, read))?
@@ -866,12 +865,7 @@ mod tests {
             root_without_capabilities: false,
             read_only_binds: Vec::new(),
             deny_network,
-            landlock: LandlockPlan {
-                readable: Vec::new(),
-                world_readable: Vec::new(),
-                writable: Vec::new(),
-                deny_tcp: false,
-            },
+            landlock: LandlockPlan { readable: Vec::new(), writable: Vec::new(), deny_tcp: false },
             require_filesystem_confinement,
             check_program: false,
             bubblewrap_argv: Vec::new(),

@@ -137,6 +137,7 @@ mod helper;
 mod output;
 mod paths;
 mod policy;
+mod read_set;
 mod report;
 mod root_mode;
 mod runtime;

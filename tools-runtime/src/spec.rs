@@ -42,12 +42,9 @@ pub(crate) struct CgroupJoin {
 /// Landlock rules: hierarchies readable (and executable), hierarchies writable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LandlockPlan {
+    /// For uid-0 runs the narrowed roots and, of `/etc` and the like, each entry whose whole
+    /// subtree any user may read (walked and cached by the runtime, `read_set`).
     pub(crate) readable: Vec<PathBuf>,
-    /// Hierarchies of which only what any user may read is readable: the helper walks them and
-    /// adds a rule for each entry whose whole subtree is world-readable (uid-0 runs: `/etc`
-    /// without `shadow`, `ssl/private`, ...).
-    #[serde(default)]
-    pub(crate) world_readable: Vec<PathBuf>,
     pub(crate) writable: Vec<PathBuf>,
     /// Also deny TCP bind/connect (Landlock ABI 4+) because the network is off.
     pub(crate) deny_tcp: bool,
