@@ -17,7 +17,8 @@
 //!    resolve inside the workspace (symlinks followed, hard-linked files refused).
 //! 4. **Sandbox.** The command starts through a freshly exec'd helper process
 //!    (`tools-runtime-sandbox`), never through `pre_exec` in this multi-threaded process. The
-//!    helper joins per-run cgroups (`pids`, `memory`), unshares the network, sets rlimits,
+//!    helper joins per-run cgroups (`pids`, `memory`; cgroup v2 where the unified hierarchy
+//!    offers the controller, else v1, named in the report), unshares the network, sets rlimits,
 //!    drops to the workspace owner when started as root (every capability set emptied; a
 //!    root-owned workspace keeps uid 0 with locked securebits behind a read-only host, an IPC
 //!    namespace, narrowed Landlock reads and extra seccomp rules, see the README's "Running as
