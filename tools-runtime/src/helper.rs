@@ -324,23 +324,26 @@ fn fail_closed_reason(plan: &HelperPlan, report: &SandboxReport) -> Option<Strin
 /// Parent-death signal, cgroups, network namespace (direct backend), rlimits, privilege drop.
 fn apply_process_layers(plan: &HelperPlan, report: &mut SandboxReport) {
     arm_parent_death_signal(plan, report);
-    for (layer, procs) in [
-        (Layer::CgroupPids, &plan.cgroup_pids_procs),
-        (Layer::CgroupMemory, &plan.cgroup_memory_procs),
-    ] {
-        match procs {
-            Some(procs) => match std::fs::write(procs, std::process::id().to_string()) {
-                Ok(()) => report.set(layer, LayerStatus::Active, None),
-                Err(error) => report.set(
-                    layer,
-                    LayerStatus::Failed,
-                    Some(format!("cannot join {}: {error}", procs.display())),
-                ),
-            },
-            None => report.set(
+    for (layer, join) in
+        [(Layer::CgroupPids, &plan.cgroup_pids), (Layer::CgroupMemory, &plan.cgroup_memory)]
+    {
+        let Some(join) = join else {
+            let reason = plan.cgroup_unavailable.get(&layer).cloned();
+            let reason = reason.unwrap_or_else(|| "no writable cgroup hierarchy".to_owned());
+            report.set(layer, LayerStatus::Unavailable, Some(reason));
+            continue;
+        };
+        let directory = join.procs.parent().unwrap_or(&join.procs).display();
+        match std::fs::write(&join.procs, std::process::id().to_string()) {
+            Ok(()) => {
+                let note = format!("cgroup {} {directory}", join.version.name());
+                report.set(layer, LayerStatus::Active, Some(note));
+                report.cgroup_versions.set(layer, join.version);
+            }
+            Err(error) => report.set(
                 layer,
-                LayerStatus::Unavailable,
-                Some("no writable cgroup v1 hierarchy".to_owned()),
+                LayerStatus::Failed,
+                Some(format!("cannot join {}: {error}", join.procs.display())),
             ),
         }
     }
@@ -629,9 +632,8 @@ fn apply_landlock(plan: &HelperPlan, report: &mut SandboxReport) {
             ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
         }
         let read = AccessFs::from_read(abi);
-        let mut readable: Vec<PathBuf> =
+        let readable: Vec<PathBuf> =
             plan.landlock.readable.iter().filter(|path| path.exists()).cloned().collect();
-        readable.extend(root_mode::world_readable_rules(&plan.landlock.world_readable));
         let created = ruleset
             .create()?
             .add_rules(path_beneath_rules(&readable, read))?
@@ -849,8 +851,9 @@ mod tests {
             environment: BTreeMap::new(),
             cwd: "/".into(),
             parent_pid: 1,
-            cgroup_pids_procs: None,
-            cgroup_memory_procs: None,
+            cgroup_pids: None,
+            cgroup_memory: None,
+            cgroup_unavailable: BTreeMap::new(),
             rlimits: Rlimits {
                 cpu_seconds: 1,
                 address_space_bytes: 1,
@@ -862,12 +865,7 @@ mod tests {
             root_without_capabilities: false,
             read_only_binds: Vec::new(),
             deny_network,
-            landlock: LandlockPlan {
-                readable: Vec::new(),
-                world_readable: Vec::new(),
-                writable: Vec::new(),
-                deny_tcp: false,
-            },
+            landlock: LandlockPlan { readable: Vec::new(), writable: Vec::new(), deny_tcp: false },
             require_filesystem_confinement,
             check_program: false,
             bubblewrap_argv: Vec::new(),

@@ -17,7 +17,8 @@
 //!    resolve inside the workspace (symlinks followed, hard-linked files refused).
 //! 4. **Sandbox.** The command starts through a freshly exec'd helper process
 //!    (`tools-runtime-sandbox`), never through `pre_exec` in this multi-threaded process. The
-//!    helper joins per-run cgroups (`pids`, `memory`), unshares the network, sets rlimits,
+//!    helper joins per-run cgroups (`pids`, `memory`; cgroup v2 where the unified hierarchy
+//!    offers the controller, else v1, named in the report), unshares the network, sets rlimits,
 //!    drops to the workspace owner when started as root (every capability set emptied; a
 //!    root-owned workspace keeps uid 0 with locked securebits behind a read-only host, an IPC
 //!    namespace, narrowed Landlock reads and extra seccomp rules, see the README's "Running as
@@ -137,6 +138,7 @@ mod helper;
 mod output;
 mod paths;
 mod policy;
+mod read_set;
 mod report;
 mod root_mode;
 mod runtime;
@@ -154,7 +156,7 @@ pub use policy::{
     ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Decision, MergedDecision, PrefixRule,
     RuleMatch, RuleSet, SYSTEM_PROGRAM_DIRECTORIES, UserPolicy, merge_decisions,
 };
-pub use report::{Backend, Layer, LayerStatus, SandboxReport};
+pub use report::{Backend, CgroupVersion, CgroupVersions, Layer, LayerStatus, SandboxReport};
 pub use runtime::{BackendChoice, DEFAULT_SANDBOX_USER, Runtime, RuntimeConfig, SandboxHelper};
 pub use service::{SERVICE_CPU_SECONDS, Service, ServiceRequest};
 pub use spec::{HELPER_MODE_ARGUMENT, Rlimits};

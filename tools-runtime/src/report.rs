@@ -19,9 +19,9 @@ pub enum Layer {
     ParentDeathSignal,
     /// Resource limits: CPU time, address space, file size, open files, processes, core = 0.
     Rlimits,
-    /// A per-run cgroup v1 `pids` limit.
+    /// A per-run cgroup `pids` limit (v2 or v1: [`SandboxReport::cgroup_versions`]).
     CgroupPids,
-    /// A per-run cgroup v1 `memory` limit.
+    /// A per-run cgroup `memory` limit (v2 or v1: [`SandboxReport::cgroup_versions`]).
     CgroupMemory,
     /// The command runs with no capabilities: as an unprivileged uid/gid, or as uid 0 with every
     /// capability set emptied and the securebits locked (a root-owned workspace).
@@ -123,6 +123,28 @@ pub enum Backend {
     Bubblewrap,
 }
 
+/// Which cgroup interface a per-run cgroup limit went through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CgroupVersion {
+    /// A controller hierarchy of its own (`/sys/fs/cgroup/pids`, `/sys/fs/cgroup/memory`).
+    V1,
+    /// The unified hierarchy (`/sys/fs/cgroup` itself, or `/sys/fs/cgroup/unified` on a hybrid
+    /// host), in a child of the runtime's own cgroup.
+    V2,
+}
+
+impl CgroupVersion {
+    /// `"v1"` or `"v2"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CgroupVersion::V1 => "v1",
+            CgroupVersion::V2 => "v2",
+        }
+    }
+}
+
 /// The layers that protected one run, with a reason for each layer that is not active.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxReport {
@@ -133,13 +155,83 @@ pub struct SandboxReport {
     /// Why a layer is unavailable or failed, or a detail about an active one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notes: BTreeMap<Layer, String>,
+    /// Which cgroup version enforced each active cgroup layer.
+    #[serde(default, skip_serializing_if = "CgroupVersions::is_empty")]
+    pub cgroup_versions: CgroupVersions,
+}
+
+/// The cgroup version behind each cgroup layer of a run (`None`: that layer is not active).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupVersions {
+    /// Behind [`Layer::CgroupPids`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<CgroupVersion>,
+    /// Behind [`Layer::CgroupMemory`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<CgroupVersion>,
+}
+
+impl CgroupVersions {
+    /// Whether no cgroup layer is active.
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_none() && self.memory.is_none()
+    }
+
+    /// The version behind `layer` (`None` for a layer that is not a cgroup or not active).
+    pub fn get(&self, layer: Layer) -> Option<CgroupVersion> {
+        match layer {
+            Layer::CgroupPids => self.pids,
+            Layer::CgroupMemory => self.memory,
+            Layer::ProcessGroup
+            | Layer::CleanEnvironment
+            | Layer::ParentDeathSignal
+            | Layer::Rlimits
+            | Layer::DropPrivileges
+            | Layer::NoNewPrivileges
+            | Layer::NetworkNamespace
+            | Layer::ReadOnlyMounts
+            | Layer::IpcNamespace
+            | Layer::Landlock
+            | Layer::Seccomp
+            | Layer::SeccompSocketFilter
+            | Layer::SeccompRootFilter
+            | Layer::Bubblewrap => None,
+        }
+    }
+
+    /// Records `version` behind `layer` (ignored for a layer that is not a cgroup).
+    pub(crate) fn set(&mut self, layer: Layer, version: CgroupVersion) {
+        match layer {
+            Layer::CgroupPids => self.pids = Some(version),
+            Layer::CgroupMemory => self.memory = Some(version),
+            Layer::ProcessGroup
+            | Layer::CleanEnvironment
+            | Layer::ParentDeathSignal
+            | Layer::Rlimits
+            | Layer::DropPrivileges
+            | Layer::NoNewPrivileges
+            | Layer::NetworkNamespace
+            | Layer::ReadOnlyMounts
+            | Layer::IpcNamespace
+            | Layer::Landlock
+            | Layer::Seccomp
+            | Layer::SeccompSocketFilter
+            | Layer::SeccompRootFilter
+            | Layer::Bubblewrap => {}
+        }
+    }
 }
 
 impl SandboxReport {
     /// A report for `backend` with every layer `NotRequested`.
     pub fn new(backend: Backend) -> SandboxReport {
         let layers = Layer::ALL.iter().map(|layer| (*layer, LayerStatus::NotRequested)).collect();
-        SandboxReport { backend, layers, notes: BTreeMap::new() }
+        SandboxReport {
+            backend,
+            layers,
+            notes: BTreeMap::new(),
+            cgroup_versions: CgroupVersions::default(),
+        }
     }
 
     /// Records `status` for `layer`, with an optional note.
@@ -175,5 +267,7 @@ impl SandboxReport {
         for (layer, note) in &other.notes {
             self.notes.insert(*layer, note.clone());
         }
+        self.cgroup_versions.pids = other.cgroup_versions.pids.or(self.cgroup_versions.pids);
+        self.cgroup_versions.memory = other.cgroup_versions.memory.or(self.cgroup_versions.memory);
     }
 }

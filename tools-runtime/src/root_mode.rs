@@ -177,7 +177,7 @@ fn parse_mountinfo_line(line: &str) -> Option<(PathBuf, MsFlags)> {
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
-fn unescape_mountinfo(field: &str) -> String {
+pub(crate) fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;
@@ -206,14 +206,24 @@ fn unescape_mountinfo(field: &str) -> String {
 /// private in it is split into its public children. Symbolic links get no rule (access through
 /// them is checked on their target); sockets, devices and FIFOs none either.
 pub(crate) fn world_readable_rules(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let unwatched = world_readable_rules_watched(roots, &mut |_| Ok(()));
+    unwatched.unwrap_or_default()
+}
+
+/// [`world_readable_rules`], calling `watch` on every entry before looking at it (the cache in
+/// `read_set` puts an inotify watch there); the first error of `watch` ends the walk.
+pub(crate) fn world_readable_rules_watched(
+    roots: &[PathBuf],
+    watch: &mut dyn FnMut(&Path) -> Result<(), String>,
+) -> Result<Vec<PathBuf>, String> {
     let mut rules = Vec::new();
     for root in roots {
         let mut budget = WALK_BUDGET;
-        if let Publicity::Whole = walk(root, &mut rules, &mut budget) {
+        if let Publicity::Whole = walk(root, &mut rules, &mut budget, watch)? {
             rules.push(root.clone());
         }
     }
-    rules
+    Ok(rules)
 }
 
 enum Publicity {
@@ -223,22 +233,28 @@ enum Publicity {
     Partial,
 }
 
-fn walk(path: &Path, rules: &mut Vec<PathBuf>, budget: &mut usize) -> Publicity {
+fn walk(
+    path: &Path,
+    rules: &mut Vec<PathBuf>,
+    budget: &mut usize,
+    watch: &mut dyn FnMut(&Path) -> Result<(), String>,
+) -> Result<Publicity, String> {
     use std::os::unix::fs::PermissionsExt;
-    let Ok(metadata) = std::fs::symlink_metadata(path) else { return Publicity::Partial };
+    watch(path)?;
+    let Ok(metadata) = std::fs::symlink_metadata(path) else { return Ok(Publicity::Partial) };
     *budget = budget.saturating_sub(1);
     let mode = metadata.permissions().mode();
     let kind = metadata.file_type();
     if kind.is_symlink() {
-        return Publicity::Whole;
+        return Ok(Publicity::Whole);
     }
     if kind.is_file() {
-        return if mode & 0o004 != 0 { Publicity::Whole } else { Publicity::Partial };
+        return Ok(if mode & 0o004 != 0 { Publicity::Whole } else { Publicity::Partial });
     }
     if !kind.is_dir() || mode & 0o005 != 0o005 || *budget == 0 {
-        return Publicity::Partial;
+        return Ok(Publicity::Partial);
     }
-    let Ok(entries) = std::fs::read_dir(path) else { return Publicity::Partial };
+    let Ok(entries) = std::fs::read_dir(path) else { return Ok(Publicity::Partial) };
     let mut public = Vec::new();
     let mut whole = true;
     for entry in entries {
@@ -248,17 +264,17 @@ fn walk(path: &Path, rules: &mut Vec<PathBuf>, budget: &mut usize) -> Publicity 
         };
         let child = entry.path();
         let is_symlink = entry.file_type().is_ok_and(|kind| kind.is_symlink());
-        match walk(&child, rules, budget) {
+        match walk(&child, rules, budget, watch)? {
             Publicity::Whole if !is_symlink => public.push(child),
             Publicity::Whole => {}
             Publicity::Partial => whole = false,
         }
     }
     if whole {
-        Publicity::Whole
+        Ok(Publicity::Whole)
     } else {
         rules.extend(public);
-        Publicity::Partial
+        Ok(Publicity::Partial)
     }
 }
 

@@ -12,7 +12,6 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::{AuditRecord, AuditSink};
-use crate::cgroup::RunCgroup;
 use crate::environment::{EnvPolicy, build_environment};
 use crate::error::{Error, Result};
 use crate::exec::{ExecOutcome, ExecRequest, ExecResult, Limits, Refusal, RefusalKind};
@@ -22,6 +21,7 @@ use crate::policy::{
     ApprovalAnswer, ApprovalRequest, Approver, Decision, MergedDecision, UserPolicy,
     merge_decisions, needs_approval,
 };
+use crate::read_set::WorldReadableCache;
 use crate::report::{Backend, Layer, LayerStatus, SandboxReport};
 use crate::root_mode::narrowed_readable_roots;
 use crate::spec::{
@@ -123,8 +123,10 @@ pub struct RuntimeConfig {
     /// the request's `read_only_paths`; the directories of its `PATH` are added unless they
     /// are (under) `/root`, `/home`, `/etc`, `/var`, `/run`, `/tmp` and the like.
     pub uid0_readable_roots: Vec<PathBuf>,
-    /// Hierarchies of which a uid-0 command may read only what any user may read (walked at
-    /// each run: `/etc` without `shadow`, `gshadow`, `ssl/private`, ...).
+    /// Hierarchies of which a uid-0 command may read only what any user may read (`/etc`
+    /// without `shadow`, `gshadow`, `ssl/private`, ...): walked once per process and walked
+    /// again after any change that could widen or narrow it (inotify on every entry, and the
+    /// mount table).
     pub uid0_world_readable_roots: Vec<PathBuf>,
     /// Places outside the workspace that arguments may name (read-only system directories and
     /// devices); any other path argument outside the workspace is refused before spawn.
@@ -506,20 +508,22 @@ impl Runtime {
         }
         let mut writable: Vec<PathBuf> = launch.roots.to_vec();
         writable.push(private_tmp);
-        let (readable, world_readable, read_only_binds) = if root_without_capabilities {
+        let (readable, read_only_binds) = if root_without_capabilities {
             let protected = protected_paths(launch.protected_paths, launch.roots);
             if !protected.notes.is_empty() {
                 report.notes.insert(Layer::ReadOnlyMounts, protected.notes.join("; "));
             }
-            let readable = narrowed_readable_roots(
+            let mut readable = narrowed_readable_roots(
                 &self.config.uid0_readable_roots,
                 environment.get("PATH").map(String::as_str),
                 launch.program,
                 launch.read_only_paths,
             );
-            (readable, self.config.uid0_world_readable_roots.clone(), protected.existing)
+            readable
+                .extend(WorldReadableCache::global().rules(&self.config.uid0_world_readable_roots));
+            (readable, protected.existing)
         } else {
-            (self.config.readable_roots.clone(), Vec::new(), Vec::new())
+            (self.config.readable_roots.clone(), Vec::new())
         };
         let mut plan = HelperPlan {
             stage: Stage::Everything,
@@ -528,8 +532,9 @@ impl Runtime {
             environment,
             cwd: launch.cwd.to_path_buf(),
             parent_pid: i32::try_from(std::process::id()).unwrap_or(0),
-            cgroup_pids_procs: resources.pids.as_ref().map(RunCgroup::procs_file),
-            cgroup_memory_procs: resources.memory.as_ref().map(RunCgroup::procs_file),
+            cgroup_pids: resources.pids.clone(),
+            cgroup_memory: resources.memory.clone(),
+            cgroup_unavailable: resources.cgroup_unavailable.iter().cloned().collect(),
             rlimits: launch.limits.rlimits,
             run_as,
             root_without_capabilities,
@@ -537,7 +542,6 @@ impl Runtime {
             deny_network: !launch.allow_network,
             landlock: LandlockPlan {
                 readable,
-                world_readable,
                 writable: writable.clone(),
                 deny_tcp: !launch.allow_network,
             },

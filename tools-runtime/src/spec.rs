@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::SandboxReport;
+use crate::report::{CgroupVersion, Layer, SandboxReport};
 
 /// The first argument that switches a binary into sandbox-helper mode.
 pub const HELPER_MODE_ARGUMENT: &str = "--tools-runtime-sandbox-helper";
@@ -31,15 +31,20 @@ pub struct Rlimits {
     pub processes: u64,
 }
 
+/// A per-run cgroup for the helper to join.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CgroupJoin {
+    /// Its `cgroup.procs` file.
+    pub(crate) procs: PathBuf,
+    pub(crate) version: CgroupVersion,
+}
+
 /// Landlock rules: hierarchies readable (and executable), hierarchies writable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LandlockPlan {
+    /// For uid-0 runs the narrowed roots and, of `/etc` and the like, each entry whose whole
+    /// subtree any user may read (walked and cached by the runtime, `read_set`).
     pub(crate) readable: Vec<PathBuf>,
-    /// Hierarchies of which only what any user may read is readable: the helper walks them and
-    /// adds a rule for each entry whose whole subtree is world-readable (uid-0 runs: `/etc`
-    /// without `shadow`, `ssl/private`, ...).
-    #[serde(default)]
-    pub(crate) world_readable: Vec<PathBuf>,
     pub(crate) writable: Vec<PathBuf>,
     /// Also deny TCP bind/connect (Landlock ABI 4+) because the network is off.
     pub(crate) deny_tcp: bool,
@@ -70,9 +75,13 @@ pub(crate) struct HelperPlan {
     pub(crate) cwd: PathBuf,
     /// The runtime's pid: the helper checks it is still the parent after `PR_SET_PDEATHSIG`.
     pub(crate) parent_pid: i32,
-    /// `cgroup.procs` files of the per-run `pids` and `memory` cgroups to join.
-    pub(crate) cgroup_pids_procs: Option<PathBuf>,
-    pub(crate) cgroup_memory_procs: Option<PathBuf>,
+    /// The per-run cgroups that carry the `pids` and `memory` limits, to join (one and the
+    /// same directory for both under cgroup v2).
+    pub(crate) cgroup_pids: Option<CgroupJoin>,
+    pub(crate) cgroup_memory: Option<CgroupJoin>,
+    /// Why a cgroup layer has no cgroup (the runtime's detection), for the helper's report.
+    #[serde(default)]
+    pub(crate) cgroup_unavailable: BTreeMap<Layer, String>,
     pub(crate) rlimits: Rlimits,
     /// Drop to this uid/gid (only when the helper runs as root).
     pub(crate) run_as: Option<(u32, u32)>,

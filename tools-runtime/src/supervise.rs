@@ -8,12 +8,12 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 
-use crate::cgroup::RunCgroup;
+use crate::cgroup::{CgroupHost, Controller, RunCgroup};
 use crate::error::{Error, Result};
 use crate::exec::Limits;
 use crate::output::{HeadTailBuffer, TailBuffer};
-use crate::report::{Backend, Layer};
-use crate::spec::{HelperReport, REPORT_LINE_PREFIX};
+use crate::report::{Backend, CgroupVersion, Layer};
+use crate::spec::{CgroupJoin, HelperReport, REPORT_LINE_PREFIX};
 
 /// What one run holds on the host: its private tmp, its cgroups and its process group.
 ///
@@ -22,8 +22,11 @@ use crate::spec::{HelperReport, REPORT_LINE_PREFIX};
 #[derive(Debug)]
 pub(crate) struct RunResources {
     pub(crate) private_tmp: PathBuf,
-    pub(crate) pids: Option<RunCgroup>,
-    pub(crate) memory: Option<RunCgroup>,
+    /// The per-run cgroup directories: one per v1 controller, one for every v2 controller.
+    pub(crate) cgroups: Vec<RunCgroup>,
+    /// The cgroups that carry the `pids` and the `memory` limit, for the helper to join.
+    pub(crate) pids: Option<CgroupJoin>,
+    pub(crate) memory: Option<CgroupJoin>,
     pub(crate) cgroup_unavailable: Vec<(Layer, String)>,
     pub(crate) group: Option<Pid>,
     released: bool,
@@ -31,24 +34,90 @@ pub(crate) struct RunResources {
 
 impl RunResources {
     pub(crate) fn new(private_tmp: PathBuf, run_name: &str, limits: &Limits) -> RunResources {
-        let mut cgroup_unavailable = Vec::new();
-        let pids = RunCgroup::create("pids", run_name, &[("pids.max", limits.pids.to_string())])
-            .map_err(|reason| cgroup_unavailable.push((Layer::CgroupPids, reason)))
-            .ok();
-        let memory_limit = limits.memory_bytes.to_string();
-        let memory = RunCgroup::create(
-            "memory",
-            run_name,
-            &[("memory.limit_in_bytes", memory_limit.clone())],
-        )
-        .map_err(|reason| cgroup_unavailable.push((Layer::CgroupMemory, reason)))
-        .ok();
-        if let Some(memory) = &memory {
-            // Swap counts too where the kernel accounts it; a missing file is fine.
-            let _ =
-                std::fs::write(memory.directory.join("memory.memsw.limit_in_bytes"), &memory_limit);
+        let mut resources = RunResources {
+            private_tmp,
+            cgroups: Vec::new(),
+            pids: None,
+            memory: None,
+            cgroup_unavailable: Vec::new(),
+            group: None,
+            released: false,
+        };
+        let host = CgroupHost::get();
+        let pids_max = limits.pids.to_string();
+        let memory_max = limits.memory_bytes.to_string();
+        for (layer, controller) in
+            [(Layer::CgroupPids, Controller::Pids), (Layer::CgroupMemory, Controller::Memory)]
+        {
+            let placement = match host.placement(controller) {
+                Ok(placement) => placement,
+                Err(reason) => {
+                    resources.cgroup_unavailable.push((layer, reason.clone()));
+                    continue;
+                }
+            };
+            // Under v2 every limit goes into one directory; under v1 each hierarchy has its own.
+            let existing = resources.cgroups.iter().position(|cgroup| {
+                cgroup.version == CgroupVersion::V2
+                    && placement.version == CgroupVersion::V2
+                    && cgroup.directory.parent() == Some(placement.parent.as_path())
+            });
+            let index = match existing {
+                Some(index) => index,
+                None => match RunCgroup::create(placement, run_name) {
+                    Ok(cgroup) => {
+                        resources.cgroups.push(cgroup);
+                        resources.cgroups.len() - 1
+                    }
+                    Err(reason) => {
+                        resources.cgroup_unavailable.push((layer, reason));
+                        continue;
+                    }
+                },
+            };
+            let cgroup = &resources.cgroups[index];
+            let limit = match (controller, cgroup.version) {
+                (Controller::Pids, CgroupVersion::V1 | CgroupVersion::V2) => {
+                    cgroup.write("pids.max", &pids_max)
+                }
+                (Controller::Memory, CgroupVersion::V1) => {
+                    let limit = cgroup.write("memory.limit_in_bytes", &memory_max);
+                    // Swap counts too where the kernel accounts it; a missing file is fine.
+                    let _ = cgroup.write("memory.memsw.limit_in_bytes", &memory_max);
+                    limit
+                }
+                (Controller::Memory, CgroupVersion::V2) => {
+                    let limit = cgroup.write("memory.max", &memory_max);
+                    // No swap beyond the limit, where the kernel accounts swap.
+                    let _ = cgroup.write("memory.swap.max", "0");
+                    limit
+                }
+            };
+            match limit {
+                Ok(()) => {
+                    let join = CgroupJoin { procs: cgroup.procs_file(), version: cgroup.version };
+                    match controller {
+                        Controller::Pids => resources.pids = Some(join),
+                        Controller::Memory => resources.memory = Some(join),
+                    }
+                }
+                Err(reason) => resources.cgroup_unavailable.push((layer, reason)),
+            }
         }
-        RunResources { private_tmp, pids, memory, cgroup_unavailable, group: None, released: false }
+        // A directory that carries no limit is of no use.
+        let joined: Vec<PathBuf> = [&resources.pids, &resources.memory]
+            .into_iter()
+            .flatten()
+            .map(|join| join.procs.clone())
+            .collect();
+        resources.cgroups.retain(|cgroup| {
+            let used = joined.contains(&cgroup.procs_file());
+            if !used {
+                cgroup.remove_if_empty();
+            }
+            used
+        });
+        resources
     }
 
     /// SIGKILL to the process group and to every member of the cgroups (which also catches
@@ -57,7 +126,7 @@ impl RunResources {
         if let Some(group) = self.group {
             let _ = killpg(group, Signal::SIGKILL);
         }
-        for cgroup in [&self.pids, &self.memory].into_iter().flatten() {
+        for cgroup in &self.cgroups {
             cgroup.kill_all();
         }
     }
@@ -66,14 +135,14 @@ impl RunResources {
     /// its last member is gone the kernel may hand the group id to an unrelated process, so
     /// leave the killing to the cgroups when there are any (every descendant is in them).
     pub(crate) fn leader_reaped(&mut self) {
-        if self.pids.is_some() || self.memory.is_some() {
+        if !self.cgroups.is_empty() {
             self.group = None;
         }
     }
 
     pub(crate) async fn release(mut self) {
         self.kill_everything();
-        for cgroup in [self.pids.take(), self.memory.take()].into_iter().flatten() {
+        for cgroup in std::mem::take(&mut self.cgroups) {
             cgroup.kill_and_remove().await;
         }
         let _ = std::fs::remove_dir_all(&self.private_tmp);
@@ -87,7 +156,7 @@ impl Drop for RunResources {
             return;
         }
         self.kill_everything();
-        for cgroup in [self.pids.take(), self.memory.take()].into_iter().flatten() {
+        for cgroup in &self.cgroups {
             cgroup.remove_if_empty();
         }
         let _ = std::fs::remove_dir_all(&self.private_tmp);
