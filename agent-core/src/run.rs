@@ -358,13 +358,20 @@ impl Run {
         }
     }
 
+    /// A request of `messages` with the run's model settings (model, temperature,
+    /// `max_tokens`).
+    pub(crate) fn request(&self, messages: Vec<Message>) -> ChatRequest {
+        let mut request = ChatRequest::new(self.config.model.model.clone(), messages);
+        request.temperature = self.config.model.temperature;
+        request.max_tokens = Some(self.config.model.max_tokens);
+        request
+    }
+
     /// The request of one Decide turn: the packed context, the turn's note, and the action
     /// space as tools or as a JSON Schema.
     pub(crate) fn decide_request(&mut self, space: &ActionSpace, note: &str) -> ChatRequest {
-        let mut request =
-            ChatRequest::new(self.config.model.model.clone(), self.context.messages(Some(note)));
-        request.temperature = self.config.model.temperature;
-        request.max_tokens = Some(self.config.model.max_tokens);
+        let messages = self.context.messages(Some(note));
+        let mut request = self.request(messages);
         match self.config.decide {
             DecideMode::Tools => {
                 request.tools = space.tools();
@@ -726,8 +733,7 @@ impl Run {
              results, file paths. No tool calls.",
             ids.join(", ")
         )));
-        let mut request = ChatRequest::new(self.config.model.model.clone(), messages);
-        request.temperature = self.config.model.temperature;
+        let mut request = self.request(messages);
         request.max_tokens = Some(self.config.model.max_tokens.min(400));
         match self.call_model("summary", request, None).await? {
             Answer::Response(response) if !response.text.trim().is_empty() => {
@@ -756,9 +762,7 @@ impl Run {
                  observations above; if none answers the task, say so instead of guessing. Do \
                  not call tools; answer in plain text."
             )));
-            let mut request = ChatRequest::new(self.config.model.model.clone(), messages);
-            request.temperature = self.config.model.temperature;
-            request.max_tokens = Some(self.config.model.max_tokens);
+            let request = self.request(messages);
             if let Answer::Response(response) =
                 self.call_model("degraded_answer", request, None).await?
             {

@@ -333,10 +333,14 @@ fn apply_process_layers(plan: &HelperPlan, report: &mut SandboxReport) {
             report.set(layer, LayerStatus::Unavailable, Some(reason));
             continue;
         };
-        let directory = join.procs.parent().unwrap_or(&join.procs).display();
+        // The note names the hierarchy the run's cgroup was made under, not the run's own
+        // directory: a report is recorded (agent-core's events), and a name that changes from
+        // run to run would make two runs of the same work differ.
+        let run_directory = join.procs.parent().unwrap_or(&join.procs);
+        let hierarchy = run_directory.parent().unwrap_or(run_directory).display();
         match std::fs::write(&join.procs, std::process::id().to_string()) {
             Ok(()) => {
-                let note = format!("cgroup {} {directory}", join.version.name());
+                let note = format!("cgroup {} under {hierarchy}", join.version.name());
                 report.set(layer, LayerStatus::Active, Some(note));
                 report.cgroup_versions.set(layer, join.version);
             }

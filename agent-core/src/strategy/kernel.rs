@@ -325,10 +325,8 @@ pub(crate) async fn forced_answer<T>(
 /// The request of a forced contract: the context, the phase's note, and exactly one tool,
 /// named in `tool_choice` — or, in [`DecideMode::Json`], its schema as the response format.
 fn forced_request(run: &mut Run, note: &str, contract: Contract, schema: Value) -> ChatRequest {
-    let mut request =
-        ChatRequest::new(run.config.model.model.clone(), run.context.messages(Some(note)));
-    request.temperature = run.config.model.temperature;
-    request.max_tokens = Some(run.config.model.max_tokens);
+    let messages = run.context.messages(Some(note));
+    let mut request = run.request(messages);
     match run.config.decide {
         DecideMode::Tools => {
             request.tools = vec![Tool {

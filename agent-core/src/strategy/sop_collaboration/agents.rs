@@ -280,9 +280,7 @@ async fn peer_answer(
     for message in &peer.transcript[recent..] {
         context.push(message.clone());
     }
-    let mut request = ChatRequest::new(run.config.model.model.clone(), context.messages(None));
-    request.temperature = run.config.model.temperature;
-    request.max_tokens = Some(run.config.model.max_tokens);
+    let request = run.request(context.messages(None));
     let cut = deadline_error(&peer.id, timeout_ms);
     let live = run.model.live.clone();
     run.model.live = live.clone().map(|inner| {
