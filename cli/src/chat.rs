@@ -23,7 +23,7 @@ is the answer.\n  /todo [list | add TEXT | done N | undo N | remove N]   your to
 goes on.";
 
 fn history_file() -> Option<PathBuf> {
-    let cache = crate::local_model::cache_dir().ok()?;
+    let cache = skills_agent_models::local_model::cache_dir().ok()?;
     std::fs::create_dir_all(&cache).ok()?;
     Some(cache.join("chat-history.txt"))
 }

@@ -19,7 +19,7 @@ use crate::launch::{
     ChatArgs, CommonArgs, Interrupts, Prepared, RunFlags, UsageError, environment, exit_code,
     prepare, skill_roots, usage, workspace_of,
 };
-use crate::local_model::{LocalModel, ModelSize, cache_dir};
+use skills_agent_models::local_model::{LocalModel, ModelSize, cache_dir};
 
 /// `println!` that ends the process quietly when stdout is closed (`skills-agent runs list |
 /// head -1`), as a Unix tool killed by SIGPIPE would, instead of panicking.

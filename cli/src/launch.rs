@@ -16,8 +16,8 @@ use skill_registry::SkillRoot;
 use tools_runtime::{ApprovalAnswer, ApprovalRequest, Approver, RuntimeConfig, SandboxHelper};
 
 use crate::config::{self, Approval, Resolved};
-use crate::local_model::{ModelSize, cache_dir};
-use crate::models::{ModelSpec, connect};
+use skills_agent_models::local_model::{ModelSize, cache_dir};
+use skills_agent_models::specs::{ModelSpec, connect};
 
 /// Flags shared by `run` and `resume`.
 #[derive(Debug, Args)]

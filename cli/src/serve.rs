@@ -762,7 +762,8 @@ async fn start_run(
         )));
     }
     if let Some(model) = &request.model {
-        crate::models::ModelSpec::parse(model).map_err(|error| bad(format!("{error:#}")))?;
+        skills_agent_models::specs::ModelSpec::parse(model)
+            .map_err(|error| bad(format!("{error:#}")))?;
     }
     let _one_at_a_time = starter.lock.lock().await;
     let runs_dir = server.runs_dir.clone();

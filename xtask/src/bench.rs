@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use skills_agent::models::{ModelSpec, connect};
+use skills_agent_models::specs::{ModelSpec, connect};
 
 const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS]]
        cargo xtask bench --trajectories FILE [--format openai-chat]";

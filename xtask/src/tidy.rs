@@ -26,6 +26,18 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("model-adapter", &["stream-json"]),
     // The MCP client (issue 14): starts stdio servers through tools-runtime's confinement.
     ("skills-agent-mcp", &["tools-runtime"]),
+    // Model specs and the local-model launcher, shared by the CLI and xtask.
+    (
+        "skills-agent-models",
+        &[
+            "agent-core",
+            "stream-json",
+            "skill-registry",
+            "skill-loader",
+            "tools-runtime",
+            "model-adapter",
+        ],
+    ),
     (
         "agent-core",
         &["stream-json", "skill-registry", "skill-loader", "tools-runtime", "model-adapter"],
@@ -35,6 +47,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "agent-core",
             "skills-agent-mcp",
+            "skills-agent-models",
             "stream-json",
             "skill-registry",
             "skill-loader",
@@ -64,6 +77,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "model-adapter",
             "bench",
             "skills-agent",
+            "skills-agent-models",
         ],
     ),
 ];
