@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use agent_core::{
-    Budgets, ContextConfig, DecideMode, ExternalToolSettings, GuardConfig, SafeConfig,
-    ScriptSettings,
+    AgentConfig, Budgets, ContextConfig, DecideMode, ExternalToolSettings, GuardConfig,
+    ModelSettings, SafeConfig, ScriptSettings,
 };
 use anyhow::{Result, bail};
 use serde::Deserialize;
+use skills_agent_models::{ModelSize, ModelSpec};
 
 /// The workspace file's name.
 pub const WORKSPACE_FILE: &str = "skills-agent.toml";
@@ -129,6 +130,80 @@ pub struct Resolved {
     pub external_tools: ExternalToolSettings,
     /// Files read, in order of increasing precedence.
     pub files: Vec<PathBuf>,
+}
+
+/// What the command line sets for new work (`run`, `chat`), above every other source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOverrides {
+    /// `--strategy`.
+    pub strategy: Option<String>,
+    /// `--max-turns`.
+    pub max_turns: Option<u32>,
+    /// `--max-tool-calls`.
+    pub max_tool_calls: Option<u32>,
+    /// `--max-script-runs`.
+    pub max_script_runs: Option<u32>,
+    /// `--max-context-chars`.
+    pub max_context_chars: Option<usize>,
+}
+
+impl Resolved {
+    /// The agent's configuration: these settings with the command line's `overrides` on top
+    /// (`None` for a resume, which takes no run flags), `ask_user` when the model may ask, for
+    /// the model `spec` (the local model's context and answer lengths, its decide mode) named
+    /// `model`. Without a `max_context_chars` from a file or a flag, the local model's context
+    /// fits its server slot.
+    pub fn agent_config(
+        &self,
+        overrides: Option<&RunOverrides>,
+        ask_user: bool,
+        spec: &ModelSpec,
+        model: &str,
+    ) -> AgentConfig {
+        let settings = &self.settings;
+        let mut budgets = self.budgets.clone();
+        let context_set =
+            settings.budgets.as_ref().is_some_and(|table| table.contains_key("max_context_chars"));
+        if let Some(run) = overrides {
+            budgets.max_turns = run.max_turns.unwrap_or(budgets.max_turns);
+            budgets.max_tool_calls = run.max_tool_calls.unwrap_or(budgets.max_tool_calls);
+            budgets.max_script_runs = run.max_script_runs.unwrap_or(budgets.max_script_runs);
+            if let Some(chars) = run.max_context_chars {
+                budgets.max_context_chars = chars;
+            } else if !context_set {
+                // The local server gives each of its two slots n_ctx / 2 tokens.
+                if let ModelSpec::Local(size) = spec {
+                    budgets.max_context_chars = match size {
+                        ModelSize::B1_5 => 22_000,
+                        ModelSize::B0_5 => 11_000,
+                    };
+                }
+            }
+        }
+        let mut guard = self.guard.clone();
+        guard.ask_user |= ask_user;
+        AgentConfig {
+            strategy: overrides
+                .and_then(|run| run.strategy.clone())
+                .or(settings.strategy.clone())
+                .unwrap_or_else(|| "react".to_owned()),
+            decide: settings.decide.unwrap_or_else(|| spec.decide_mode()),
+            model: ModelSettings {
+                model: model.to_owned(),
+                temperature: settings.temperature.or(Some(0.0)),
+                max_tokens: settings.max_tokens.unwrap_or(match spec {
+                    ModelSpec::Local(_) => 512,
+                    _ => 2_048,
+                }),
+            },
+            budgets,
+            guard,
+            context: self.context.clone(),
+            scripts: self.scripts.clone(),
+            safe: self.safe.clone(),
+            tools: self.external_tools.clone(),
+        }
+    }
 }
 
 /// Line (1-based) of byte `offset` in `text`.
@@ -326,6 +401,40 @@ mod tests {
         assert_eq!(resolved.budgets.max_tool_calls, 3);
         assert_eq!(resolved.settings.skills, vec![dir.path().join("more")]);
         assert_eq!(resolved.files.len(), 2);
+    }
+
+    #[test]
+    fn flags_beat_every_file_and_the_local_model_sets_the_context_left_open() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            WORKSPACE_FILE,
+            "strategy = \"safe\"\nmax_tokens = 300\n[budgets]\nmax_turns = 9\nmax_script_runs = 2\n",
+        );
+        let resolved = load(dir.path(), None, &[]).unwrap();
+        let local = ModelSpec::Local(ModelSize::B0_5);
+        let flags = RunOverrides {
+            strategy: Some("react".to_owned()),
+            max_turns: Some(4),
+            ..RunOverrides::default()
+        };
+        let config = resolved.agent_config(Some(&flags), true, &local, "qwen");
+        assert_eq!(config.strategy, "react");
+        assert_eq!((config.budgets.max_turns, config.budgets.max_script_runs), (4, 2));
+        // No file or flag named max_context_chars: the 0.5B's server slot decides.
+        assert_eq!(config.budgets.max_context_chars, 11_000);
+        assert_eq!((config.model.model.as_str(), config.model.max_tokens), ("qwen", 300));
+        assert!(config.guard.ask_user);
+        // A resume takes no run flags: the files' settings and the defaults stand.
+        let remote = ModelSpec::OpenAi("gpt".to_owned());
+        let config = resolved.agent_config(None, false, &remote, "gpt");
+        assert_eq!((config.strategy.as_str(), config.budgets.max_turns), ("safe", 9));
+        assert_eq!(config.budgets.max_context_chars, Budgets::default().max_context_chars);
+        assert!(!config.guard.ask_user);
+        // A flag's context size beats the local model's.
+        let flags = RunOverrides { max_context_chars: Some(5_000), ..RunOverrides::default() };
+        let config = resolved.agent_config(Some(&flags), false, &local, "qwen");
+        assert_eq!(config.budgets.max_context_chars, 5_000);
     }
 
     #[test]

@@ -6,9 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_core::{
-    Agent, AgentConfig, ConsoleOptions, ConsoleSink, ModelSettings, Outcome, Redactor,
-};
+use agent_core::{Agent, ConsoleOptions, ConsoleSink, Outcome, Redactor};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use clap::Args;
@@ -16,7 +14,7 @@ use skill_registry::SkillRoot;
 use tools_runtime::{ApprovalAnswer, ApprovalRequest, Approver, RuntimeConfig, SandboxHelper};
 
 use crate::config::{self, Approval, Resolved};
-use skills_agent_models::local_model::{ModelSize, cache_dir};
+use skills_agent_models::local_model::cache_dir;
 use skills_agent_models::specs::{ModelSpec, connect};
 
 /// Flags shared by `run` and `resume`.
@@ -79,6 +77,19 @@ pub(crate) struct RunFlags {
     /// local 1.5B model, 11,000 for the 0.5B).
     #[arg(long)]
     pub(crate) max_context_chars: Option<usize>,
+}
+
+impl RunFlags {
+    /// What these flags set above every other source of settings.
+    fn overrides(&self) -> config::RunOverrides {
+        config::RunOverrides {
+            strategy: self.strategy.clone(),
+            max_turns: self.max_turns,
+            max_tool_calls: self.max_tool_calls,
+            max_script_runs: self.max_script_runs,
+            max_context_chars: self.max_context_chars,
+        }
+    }
 }
 
 /// A usage or configuration error (exit 2).
@@ -194,69 +205,22 @@ pub(crate) async fn prepare(
 ) -> Result<Prepared> {
     let env = environment();
     let workspace = workspace_of(common.workspace.clone())?;
-    let Resolved {
-        settings,
-        mut budgets,
-        scripts,
-        context,
-        guard,
-        safe,
-        mcp_servers,
-        external_tools,
-        ..
-    } = config::load(&workspace, config::user_file().as_deref(), &env).map_err(usage)?;
-    let spec = match common.model.as_deref().or(settings.model.as_deref()) {
+    let resolved = config::load(&workspace, config::user_file().as_deref(), &env).map_err(usage)?;
+    let spec = match common.model.as_deref().or(resolved.settings.model.as_deref()) {
         Some(text) => ModelSpec::parse(text).map_err(usage)?,
         None => ModelSpec::default_for(&env),
     };
-    let context_set =
-        settings.budgets.as_ref().is_some_and(|table| table.contains_key("max_context_chars"));
-    if let Some(run) = run {
-        budgets.max_turns = run.max_turns.unwrap_or(budgets.max_turns);
-        budgets.max_tool_calls = run.max_tool_calls.unwrap_or(budgets.max_tool_calls);
-        budgets.max_script_runs = run.max_script_runs.unwrap_or(budgets.max_script_runs);
-        if let Some(chars) = run.max_context_chars {
-            budgets.max_context_chars = chars;
-        } else if !context_set {
-            // The local server gives each of its two slots n_ctx / 2 tokens.
-            if let ModelSpec::Local(size) = &spec {
-                budgets.max_context_chars = match size {
-                    ModelSize::B1_5 => 22_000,
-                    ModelSize::B0_5 => 11_000,
-                };
-            }
-        }
-    }
     // A bad spec, file or key is the user's to fix (2); a local model that fails to start is not.
     let connected = connect(&spec, &env, &workspace).map_err(|error| match spec {
         ModelSpec::Local(_) => error,
         _ => usage(format!("{error:#}")),
     })?;
-    let mut guard = guard;
-    if run.is_some_and(|flags| flags.ask_user) || matches!(interrupts, Interrupts::Session(_)) {
-        guard.ask_user = true;
-    }
-    let config = AgentConfig {
-        strategy: run
-            .and_then(|run| run.strategy.clone())
-            .or(settings.strategy.clone())
-            .unwrap_or_else(|| "react".to_owned()),
-        decide: settings.decide.unwrap_or_else(|| spec.decide_mode()),
-        model: ModelSettings {
-            model: connected.name.clone(),
-            temperature: settings.temperature.or(Some(0.0)),
-            max_tokens: settings.max_tokens.unwrap_or(match spec {
-                ModelSpec::Local(_) => 512,
-                _ => 2_048,
-            }),
-        },
-        budgets,
-        guard,
-        context,
-        scripts,
-        safe,
-        tools: external_tools,
-    };
+    // A session can always ask: the next line is the answer.
+    let ask_user =
+        run.is_some_and(|flags| flags.ask_user) || matches!(interrupts, Interrupts::Session(_));
+    let overrides = run.map(RunFlags::overrides);
+    let config = resolved.agent_config(overrides.as_ref(), ask_user, &spec, &connected.name);
+    let Resolved { settings, mcp_servers, .. } = resolved;
     let mut extra = common.skills.clone();
     extra.extend(settings.skills.iter().cloned());
     let runs_dir = common

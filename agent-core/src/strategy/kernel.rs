@@ -415,9 +415,11 @@ pub(crate) fn final_action(
     space: &ActionSpace,
     tool_call_id: Option<String>,
 ) -> Result<Option<Flow>> {
-    if !matches!(action, Action::FinalAnswer { .. } | Action::AskUser { .. }) {
-        return Ok(None);
-    }
+    let ends = match action {
+        Action::FinalAnswer { content } => Ends::Answer(content),
+        Action::AskUser { question } => Ends::Question(question),
+        _ => return Ok(None),
+    };
     if let Err(message) = space.check(action) {
         run.emit(
             EventKind::ActionValidated,
@@ -432,15 +434,20 @@ pub(crate) fn final_action(
         return Ok(Some(Flow::Continue));
     }
     run.emit(EventKind::ActionValidated, json!({"action": action, "valid": true}))?;
-    let ending = match action {
-        Action::AskUser { question } => run.request_input(question, tool_call_id)?,
-        Action::FinalAnswer { content } => {
+    let ending = match ends {
+        Ends::Question(question) => run.request_input(question, tool_call_id)?,
+        Ends::Answer(content) => {
             run.pending_call = tool_call_id;
             Ending { outcome: Outcome::Completed, final_text: content.trim().to_owned() }
         }
-        _ => return Ok(None),
     };
     Ok(Some(Flow::End(ending)))
+}
+
+/// How a final action ends the work.
+enum Ends<'a> {
+    Answer(&'a str),
+    Question(&'a str),
 }
 
 /// A plan's steps, run in order by [`run_batch`].
