@@ -132,7 +132,7 @@ impl RunStart {
 /// Why this build cannot continue (resume, send to) a record, judged from its events as
 /// [`crate::read_events`] returns them: `Some(reason)` when the record was written in another
 /// [`RECORD_FORMAT`] or does not start with a readable `run_started`. Lets a caller refuse before
-/// it starts a model or servers; [`Agent::resume`] and [`Agent::send`] refuse the same records.
+/// it starts a model or servers; [`crate::Agent::resume`] and [`crate::Agent::send`] refuse the same records.
 pub fn record_format_mismatch(events: &[Event]) -> Option<String> {
     let first = events.first().filter(|event| event.kind == EventKind::RunStarted);
     let Some(first) = first else {

@@ -548,7 +548,7 @@ impl ActionSpace {
     }
 
     /// A call to an external tool whose own arguments include `thought`: the thought
-    /// [`parse_answer`] took out goes back into its arguments.
+    /// [`crate::parse_answer`] took out goes back into its arguments.
     pub fn restore_tool_thought(&self, decision: &mut Decision) {
         let Action::CallTool { name, arguments } = &mut decision.action else { return };
         let own = self.call.iter().find(|tool| &tool.name == name).is_some_and(|tool| {
