@@ -1197,6 +1197,7 @@ fn call_with_usage(name: &str, arguments: Value, cached: u64) -> MockReply {
             completion_tokens: 20,
             cached_tokens: cached,
             reasoning_tokens: 0,
+            timings: None,
         }),
         ..model_adapter::Response::default()
     })

@@ -162,6 +162,7 @@ fn with_usage(reply: MockReply, request: &ChatRequest) -> MockReply {
         completion_tokens: (completion_chars as u64).div_ceil(4),
         cached_tokens: 0,
         reasoning_tokens: 0,
+        timings: None,
     };
     let at =
         kept.iter().position(|delta| matches!(delta, Delta::Finish { .. })).unwrap_or(kept.len());

@@ -324,6 +324,7 @@ impl UsageParts {
             completion_tokens: self.output,
             cached_tokens: self.cache_read,
             reasoning_tokens: 0,
+            timings: None,
         }
     }
 }

@@ -103,6 +103,6 @@ pub use retry::RetryPolicy;
 pub use structured::{ActionEvent, ActionOutcome, StructuredAction, Watch};
 pub use types::{
     ChatRequest, ContentPart, Delta, FinishReason, InvalidToolCall, Message, ReasoningEffort,
-    Response, ResponseFormat, Thinking, ThinkingBlock, ThinkingBlockContent, ThinkingConfig, Tool,
-    ToolCall, ToolChoice, Usage,
+    Response, ResponseFormat, ServerTimings, Thinking, ThinkingBlock, ThinkingBlockContent,
+    ThinkingConfig, Tool, ToolCall, ToolChoice, Usage,
 };

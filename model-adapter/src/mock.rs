@@ -176,6 +176,7 @@ fn mock_usage(text: &str) -> Usage {
         completion_tokens: (text.len() as u64).div_ceil(4),
         cached_tokens: 0,
         reasoning_tokens: 0,
+        timings: None,
     }
 }
 

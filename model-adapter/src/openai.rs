@@ -14,8 +14,8 @@ use crate::http::{
 use crate::provider::ModelProvider;
 use crate::sse::SseEvent;
 use crate::types::{
-    ChatRequest, ContentPart, Delta, FinishReason, Message, Response, ResponseFormat, ToolChoice,
-    Usage, joined_text,
+    ChatRequest, ContentPart, Delta, FinishReason, Message, Response, ResponseFormat,
+    ServerTimings, ToolChoice, Usage, joined_text,
 };
 
 /// How a named `tool_choice` reaches the server.
@@ -291,13 +291,35 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
-fn decode_usage(usage: &Value) -> Usage {
+/// The usage a body or chunk reports: its `usage` object, with the server's `timings` beside it
+/// (llama.cpp sends both in its last chunk). `timings` alone (a server without usage) gives
+/// the token counts it implies. `None` when the object has neither.
+fn decode_usage(object: &Value) -> Option<Usage> {
     let number = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
-    Usage {
-        prompt_tokens: number(usage.get("prompt_tokens")),
-        completion_tokens: number(usage.get("completion_tokens")),
-        cached_tokens: number(usage.pointer("/prompt_tokens_details/cached_tokens")),
-        reasoning_tokens: number(usage.pointer("/completion_tokens_details/reasoning_tokens")),
+    let float = |value: Option<&Value>| value.and_then(Value::as_f64).unwrap_or(0.0);
+    let timings =
+        object.get("timings").filter(|timings| timings.is_object()).map(|timings| ServerTimings {
+            cache_n: number(timings.get("cache_n")),
+            prompt_n: number(timings.get("prompt_n")),
+            prompt_ms: float(timings.get("prompt_ms")),
+            predicted_n: number(timings.get("predicted_n")),
+            predicted_ms: float(timings.get("predicted_ms")),
+        });
+    match object.get("usage").filter(|usage| usage.is_object()) {
+        Some(usage) => Some(Usage {
+            prompt_tokens: number(usage.get("prompt_tokens")),
+            completion_tokens: number(usage.get("completion_tokens")),
+            cached_tokens: number(usage.pointer("/prompt_tokens_details/cached_tokens")),
+            reasoning_tokens: number(usage.pointer("/completion_tokens_details/reasoning_tokens")),
+            timings,
+        }),
+        None => timings.map(|timings| Usage {
+            prompt_tokens: timings.cache_n + timings.prompt_n,
+            completion_tokens: timings.predicted_n,
+            cached_tokens: timings.cache_n,
+            reasoning_tokens: 0,
+            timings: Some(timings),
+        }),
     }
 }
 
@@ -372,8 +394,8 @@ impl WireDecoder for OpenAiStreamDecoder {
                 self.finish = Some(finish_reason(reason));
             }
         }
-        if let Some(usage) = value.get("usage").filter(|usage| usage.is_object()) {
-            deltas.push(Delta::Usage { usage: decode_usage(usage) });
+        if let Some(usage) = decode_usage(&value) {
+            deltas.push(Delta::Usage { usage });
         }
         Ok(false)
     }
@@ -399,8 +421,8 @@ impl WireDecoder for OpenAiStreamDecoder {
             }
         }
         self.on_choice_delta(&message, deltas)?;
-        if let Some(usage) = value.get("usage").filter(|usage| usage.is_object()) {
-            deltas.push(Delta::Usage { usage: decode_usage(usage) });
+        if let Some(usage) = decode_usage(&value) {
+            deltas.push(Delta::Usage { usage });
         }
         let reason = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("stop");
         self.finish = Some(finish_reason(reason));
@@ -606,6 +628,36 @@ fn emulated_call_id(name: &str) -> String {
 mod tests {
     use super::*;
     use crate::types::Message;
+
+    #[test]
+    fn usage_takes_the_servers_timings_and_timings_alone_give_the_counts() {
+        let timings = json!({"cache_n": 20, "prompt_n": 5, "prompt_ms": 100.5,
+            "prompt_per_second": 49.8, "predicted_n": 7, "predicted_ms": 560.0});
+        let both = json!({"usage": {"prompt_tokens": 25, "completion_tokens": 7,
+            "prompt_tokens_details": {"cached_tokens": 20}}, "timings": timings});
+        let expected = ServerTimings {
+            cache_n: 20,
+            prompt_n: 5,
+            prompt_ms: 100.5,
+            predicted_n: 7,
+            predicted_ms: 560.0,
+        };
+        let usage = decode_usage(&both).unwrap();
+        assert_eq!((usage.prompt_tokens, usage.cached_tokens), (25, 20));
+        assert_eq!(usage.timings, Some(expected));
+        let alone = decode_usage(&json!({"timings": timings})).unwrap();
+        assert_eq!(
+            (alone.prompt_tokens, alone.completion_tokens, alone.cached_tokens),
+            (25, 7, 20)
+        );
+        // Other providers: no timings, and none serialised.
+        let plain = decode_usage(&json!({"usage": {"prompt_tokens": 3}})).unwrap();
+        assert_eq!(plain.timings, None);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("timings"));
+        assert_eq!(decode_usage(&json!({"choices": []})), None);
+        // A broken timings object is not one.
+        assert_eq!(decode_usage(&json!({"timings": "soon"})), None);
+    }
 
     #[test]
     fn the_token_limit_field_follows_the_server() {

@@ -368,8 +368,8 @@ pub struct InvalidToolCall {
     pub error: String,
 }
 
-/// Token counts for one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Token counts for one call, and the server's own timings where it reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens, including cached ones.
     pub prompt_tokens: u64,
@@ -379,6 +379,27 @@ pub struct Usage {
     pub cached_tokens: u64,
     /// Generated tokens spent on reasoning (when the provider reports them).
     pub reasoning_tokens: u64,
+    /// The model server's own clock for the call (llama.cpp's `timings`); absent for providers
+    /// that do not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<ServerTimings>,
+}
+
+/// How long the model server itself spent on one call, as llama.cpp reports it in `timings`:
+/// prompt tokens evaluated (besides those its cache served) and in how long, tokens generated
+/// and in how long. Set against the call's wall time, it shows what the client adds.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerTimings {
+    /// Prompt tokens served from the server's cache (not evaluated).
+    pub cache_n: u64,
+    /// Prompt tokens evaluated.
+    pub prompt_n: u64,
+    /// Milliseconds spent evaluating them.
+    pub prompt_ms: f64,
+    /// Tokens generated.
+    pub predicted_n: u64,
+    /// Milliseconds spent generating them.
+    pub predicted_ms: f64,
 }
 
 /// Why the model stopped. Serialised as a plain string (`"stop"`, `"length"`, `"tool_calls"`,

@@ -252,8 +252,10 @@ pub fn fast_http() -> HttpConfig {
 /// The recorded-style stream fixtures: `NAME.sse` (the stream), `NAME.json` (the same answer
 /// non-streamed) and `NAME.expected.json` (the Response both assemble to); the prefix names the
 /// provider.
-pub const FIXTURES: [&str; 12] = [
+pub const FIXTURES: [&str; 13] = [
     "openai_text",
+    // Recorded from llama.cpp's server (the embedded model): usage and `timings` in the last chunk.
+    "openai_llamacpp_timings",
     "openai_tools",
     "openai_length_cut",
     "openai_parallel_usage_chunk",
