@@ -179,9 +179,22 @@ impl CgroupVersions {
 
     /// The version behind `layer` (`None` for a layer that is not a cgroup or not active).
     pub fn get(&self, layer: Layer) -> Option<CgroupVersion> {
+        let mut versions = *self;
+        versions.slot(layer).and_then(|slot| *slot)
+    }
+
+    /// Records `version` behind `layer` (ignored for a layer that is not a cgroup).
+    pub(crate) fn set(&mut self, layer: Layer, version: CgroupVersion) {
+        if let Some(slot) = self.slot(layer) {
+            *slot = Some(version);
+        }
+    }
+
+    /// Where the version behind `layer` is kept (`None` for a layer that is not a cgroup).
+    fn slot(&mut self, layer: Layer) -> Option<&mut Option<CgroupVersion>> {
         match layer {
-            Layer::CgroupPids => self.pids,
-            Layer::CgroupMemory => self.memory,
+            Layer::CgroupPids => Some(&mut self.pids),
+            Layer::CgroupMemory => Some(&mut self.memory),
             Layer::ProcessGroup
             | Layer::CleanEnvironment
             | Layer::ParentDeathSignal
@@ -196,28 +209,6 @@ impl CgroupVersions {
             | Layer::SeccompSocketFilter
             | Layer::SeccompRootFilter
             | Layer::Bubblewrap => None,
-        }
-    }
-
-    /// Records `version` behind `layer` (ignored for a layer that is not a cgroup).
-    pub(crate) fn set(&mut self, layer: Layer, version: CgroupVersion) {
-        match layer {
-            Layer::CgroupPids => self.pids = Some(version),
-            Layer::CgroupMemory => self.memory = Some(version),
-            Layer::ProcessGroup
-            | Layer::CleanEnvironment
-            | Layer::ParentDeathSignal
-            | Layer::Rlimits
-            | Layer::DropPrivileges
-            | Layer::NoNewPrivileges
-            | Layer::NetworkNamespace
-            | Layer::ReadOnlyMounts
-            | Layer::IpcNamespace
-            | Layer::Landlock
-            | Layer::Seccomp
-            | Layer::SeccompSocketFilter
-            | Layer::SeccompRootFilter
-            | Layer::Bubblewrap => {}
         }
     }
 }
