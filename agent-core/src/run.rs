@@ -166,8 +166,8 @@ pub(crate) struct Run {
 /// What one Decide call gave.
 #[derive(Debug)]
 pub(crate) enum Answer {
-    /// The model answered.
-    Response(Response),
+    /// The model answered (boxed: a response is large beside an error message).
+    Response(Box<Response>),
     /// The call failed (after model-adapter's retries).
     Failed(String),
 }
@@ -342,7 +342,7 @@ impl Run {
                         json!({"purpose": purpose, "response": response, "duration_ms": duration_ms}),
                     ),
                 )?;
-                Ok(Answer::Response(response))
+                Ok(Answer::Response(Box::new(response)))
             }
             Err(error) => {
                 let error = self.bus.redactor().redact(&error).into_owned();

@@ -175,7 +175,7 @@ pub(crate) async fn ask(
     mode: Option<DecideMode>,
 ) -> Result<Option<Response>> {
     match run.call_model(purpose, request, mode).await? {
-        Answer::Response(response) => Ok(Some(response)),
+        Answer::Response(response) => Ok(Some(*response)),
         Answer::Failed(error) => {
             run.observe(
                 None,
