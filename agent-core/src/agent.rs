@@ -16,7 +16,9 @@ use tools_runtime::{ApprovalAnswer, ApprovalRequest, Approver, Runtime, RuntimeC
 use crate::budget::Outcome;
 use crate::config::AgentConfig;
 use crate::error::{Error, Result};
-use crate::event::{EventBus, EventKind, EventSink, JsonlSink};
+use crate::event::{
+    ApprovalDenied, ApprovalGranted, ApprovalRequired, EventBus, EventSink, JsonlSink,
+};
 use crate::exec::{Executor, LiveTools};
 use crate::external::ExternalTools;
 use crate::replay::Recording;
@@ -239,20 +241,19 @@ impl Approver for EventingApprover {
     }
 
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        self.bus.emit_or_keep(
-            EventKind::ApprovalRequired,
-            json!({"call_id": request.call_id, "skill": request.skill, "argv": request.argv, "reason": request.reason}),
-        );
+        self.bus.emit_or_keep(ApprovalRequired {
+            call_id: request.call_id.clone(),
+            skill: request.skill.clone(),
+            argv: request.argv.clone(),
+            reason: request.reason.clone(),
+        });
         let answer = self.inner.approve(request).await;
+        let call_id = request.call_id.clone();
         match &answer {
-            ApprovalAnswer::Approved => {
-                self.bus
-                    .emit_or_keep(EventKind::ApprovalGranted, json!({"call_id": request.call_id}));
+            ApprovalAnswer::Approved => self.bus.emit_or_keep(ApprovalGranted { call_id }),
+            ApprovalAnswer::Denied { reason } => {
+                self.bus.emit_or_keep(ApprovalDenied { call_id, reason: reason.clone() });
             }
-            ApprovalAnswer::Denied { reason } => self.bus.emit_or_keep(
-                EventKind::ApprovalDenied,
-                json!({"call_id": request.call_id, "reason": reason}),
-            ),
         }
         answer
     }

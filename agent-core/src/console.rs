@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::event::{Event, EventKind, EventSink};
+use crate::event::{Event, EventKind, EventSink, ModelResponse, Payload};
 
 /// How the console shows a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,80 +54,74 @@ impl ConsoleSink {
         format!("\x1b[{code}m{body}\x1b[0m{newline}")
     }
 
-    /// The lines for one event (empty for events the console does not show).
+    /// The lines for one event (empty for events the console does not show, or whose data
+    /// is not of its kind's shape).
     pub fn render(&self, event: &Event) -> String {
-        let mut lines = self.render_kind(event);
+        let Ok(payload) = event.payload() else { return String::new() };
+        let mut lines = self.render_payload(&event.run_id, &payload);
         // A strategy's progress line (seed 001 §7), wherever an event carries one.
-        let progress = event
-            .data
-            .get("progress")
-            .or_else(|| event.data.pointer("/step/progress"))
-            .and_then(Value::as_str);
+        let progress = match &payload {
+            Payload::PlanCreated(change) | Payload::PlanUpdated(change) => change.progress.clone(),
+            Payload::ThoughtDecided(thought) => Some(thought.progress.clone()),
+            Payload::TurnStarted(turn) => turn
+                .step
+                .as_ref()
+                .and_then(|step| step.get("progress"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            _ => None,
+        };
         if let Some(progress) = progress {
             lines.push_str(&format!("  {} {progress}\n", self.paint("36", "·")));
         }
         lines
     }
 
-    fn render_kind(&self, event: &Event) -> String {
-        let data = &event.data;
-        let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-        match event.kind {
-            EventKind::RunStarted => {
-                let skills = data.get("catalog").and_then(Value::as_array).map_or(0, Vec::len);
-                let config = data.get("config").unwrap_or(&Value::Null);
-                let strategy = config.get("strategy").and_then(Value::as_str).unwrap_or("react");
-                let model = config.pointer("/model/model").and_then(Value::as_str).unwrap_or("?");
+    fn render_payload(&self, run_id: &str, payload: &Payload) -> String {
+        let clip = |text: &str| text.chars().take(100).collect::<String>();
+        match payload {
+            Payload::RunStarted(start) => {
+                let skills = start.catalog.len();
+                let strategy = &start.config.strategy;
+                let model = &start.config.model.model;
                 let plural = if skills == 1 { "" } else { "s" };
                 format!(
-                    "{} run {} · {skills} skill{plural} · strategy {strategy} · model {model}\n",
+                    "{} run {run_id} · {skills} skill{plural} · strategy {strategy} · model {model}\n",
                     self.paint("1", "▶"),
-                    event.run_id
                 )
             }
-            EventKind::TurnStarted => {
-                let pair = |key: &str| {
-                    let value = data.pointer(&format!("/budget/{key}"));
-                    let get = |index: usize| {
-                        value.and_then(|pair| pair.get(index)).and_then(Value::as_u64).unwrap_or(0)
-                    };
-                    format!("{}/{}", get(0), get(1))
-                };
+            Payload::TurnStarted(turn) => {
+                let pair = |[used, limit]: [u64; 2]| format!("{used}/{limit}");
+                let budget = &turn.budget;
                 self.paint(
                     "2",
                     &format!(
                         "── turn {} · tool calls {} · scripts {} · context {} chars\n",
-                        pair("turns"),
-                        pair("tool_calls"),
-                        pair("script_runs"),
-                        pair("context_chars")
+                        pair(budget.turns),
+                        pair(budget.tool_calls),
+                        pair(budget.script_runs),
+                        pair(budget.context_chars)
                     ),
                 )
             }
-            EventKind::PlanCreated | EventKind::PlanUpdated => {
-                let plan: crate::state::Plan =
-                    serde_json::from_value(data.get("plan").cloned().unwrap_or(Value::Null))
-                        .unwrap_or_default();
+            Payload::PlanCreated(change) | Payload::PlanUpdated(change) => {
+                let plan = &change.plan;
                 // One step's status changed (`safe`): that step alone.
-                if let (Some(id), Some(status)) = (
-                    data.get("step").and_then(Value::as_str),
-                    data.get("status").and_then(Value::as_str),
-                ) {
+                if let (Some(id), Some(status)) = (&change.step, &change.status) {
                     let title = plan
                         .steps
                         .iter()
-                        .find(|step| step.id == id)
+                        .find(|step| &step.id == id)
                         .map_or("", |step| step.title.as_str());
                     let title: String = title.chars().take(100).collect();
                     return format!("  {} {id} {title} → {status}\n", self.paint("36", "plan"));
                 }
-                let title =
-                    if event.kind == EventKind::PlanCreated { "plan" } else { "plan updated" };
-                let mut lines = format!("  {}\n", self.paint("36", title));
                 // An update repeats the goal: show only the steps.
-                let skip_goal = event.kind == EventKind::PlanUpdated;
+                let updated = matches!(payload, Payload::PlanUpdated(_));
+                let title = if updated { "plan updated" } else { "plan" };
+                let mut lines = format!("  {}\n", self.paint("36", title));
                 for line in plan.render().lines() {
-                    if line.starts_with("goal: ") && skip_goal {
+                    if line.starts_with("goal: ") && updated {
                         continue;
                     }
                     let line = match line.char_indices().nth(120) {
@@ -138,72 +132,72 @@ impl ConsoleSink {
                 }
                 lines
             }
-            EventKind::ActionValidated if data.get("valid") == Some(&Value::Bool(false)) => {
-                format!("  {} {}\n", self.paint("33", "✗"), text("error"))
-            }
-            EventKind::ActionExecuted => {
-                let action: Option<crate::action::Action> =
-                    serde_json::from_value(data.get("action").cloned().unwrap_or(Value::Null)).ok();
-                let status = text("status");
+            Payload::ActionValidated(validated) if !validated.valid => format!(
+                "  {} {}\n",
+                self.paint("33", "✗"),
+                validated.error.as_deref().unwrap_or_default()
+            ),
+            Payload::ActionExecuted(executed) => {
+                let status = executed.status.as_str();
                 let mark =
                     if status == "ok" { self.paint("32", "✓") } else { self.paint("31", "✗") };
-                let duration = data.get("duration_ms").and_then(Value::as_u64).unwrap_or(0);
-                let summary = action.map_or_else(|| "?".to_owned(), |action| action.summary());
-                format!("  {mark} {summary} → {status} ({duration} ms)\n")
+                let duration = executed.duration_ms.unwrap_or(0);
+                format!("  {mark} {} → {status} ({duration} ms)\n", executed.action.summary())
             }
-            EventKind::ObservationRecorded => {
-                let content = text("content");
+            Payload::ObservationRecorded(observation) => {
+                let content = &observation.content;
                 let first = content.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
-                let first: String = first.chars().take(100).collect();
-                let chars = data.get("chars").and_then(Value::as_u64).unwrap_or(0);
-                self.paint("2", &format!("    {} {first} ({chars} chars)\n", text("id")))
+                let (id, chars) = (&observation.id, observation.chars);
+                self.paint("2", &format!("    {id} {} ({chars} chars)\n", clip(first)))
             }
-            EventKind::Compaction => format!(
+            Payload::Compaction(compaction) => format!(
                 "  ⟲ context compacted: {} → {} chars\n",
-                data.get("before_chars").and_then(Value::as_u64).unwrap_or(0),
-                data.get("after_chars").and_then(Value::as_u64).unwrap_or(0)
+                compaction.before_chars, compaction.after_chars
             ),
-            EventKind::ApprovalRequired => format!("  ? approval needed: {}\n", text("reason")),
-            EventKind::ApprovalGranted => "  ✓ approved\n".to_owned(),
-            EventKind::ApprovalDenied => format!("  ✗ approval denied {}\n", text("reason")),
-            EventKind::ModelResponse if data.get("error").is_some() => {
-                format!("  {} model call failed: {}\n", self.paint("31", "✗"), text("error"))
+            Payload::ApprovalRequired(approval) => {
+                format!("  ? approval needed: {}\n", approval.reason)
             }
-            EventKind::CollaborationRequested => format!(
+            Payload::ApprovalGranted(_) => "  ✓ approved\n".to_owned(),
+            Payload::ApprovalDenied(denied) => {
+                format!("  ✗ approval denied {}\n", denied.reason.as_deref().unwrap_or_default())
+            }
+            Payload::ModelResponse(ModelResponse { error: Some(error), .. }) => {
+                format!("  {} model call failed: {error}\n", self.paint("31", "✗"))
+            }
+            Payload::CollaborationRequested(request) => format!(
                 "  {} {} → {} ({}): {}\n",
                 self.paint("36", "⇄"),
-                text("agent"),
-                text("to"),
-                text("id"),
-                text("request").chars().take(100).collect::<String>()
+                request.agent,
+                request.to,
+                request.id,
+                clip(&request.request)
             ),
-            EventKind::CollaborationResponded => format!(
+            Payload::CollaborationResponded(response) => format!(
                 "  {} {} answered {}: {}\n",
                 self.paint("36", "⇄"),
-                text("agent"),
-                text("id"),
-                text("response").chars().take(100).collect::<String>()
+                response.agent,
+                response.id,
+                clip(&response.response)
             ),
-            EventKind::CollaborationTimedOut => format!(
+            Payload::CollaborationTimedOut(timeout) => format!(
                 "  {} {} timed out after {} ms\n",
                 self.paint("31", "✗"),
-                text("id"),
-                data.get("timeout_ms").and_then(Value::as_u64).unwrap_or(0)
+                timeout.id,
+                timeout.timeout_ms
             ),
-            EventKind::CollaborationDropped => {
-                format!("  {} late answer to {} dropped\n", self.paint("33", "·"), text("id"))
+            Payload::CollaborationDropped(dropped) => {
+                format!("  {} late answer to {} dropped\n", self.paint("33", "·"), dropped.id)
             }
-            EventKind::ToolServers => {
-                let servers = data.get("servers").unwrap_or(&Value::Null);
-                let count = servers.as_array().map_or(0, Vec::len);
-                let tools = data.get("tools").and_then(Value::as_u64).unwrap_or(0);
+            Payload::ToolServers(servers) => {
+                let count = servers.servers.as_array().map_or(0, Vec::len);
+                let tools = servers.tools;
                 let mut lines = format!(
                     "  {} {count} MCP server{} · {tools} tool{}\n",
                     self.paint("2", "·"),
                     if count == 1 { "" } else { "s" },
                     if tools == 1 { "" } else { "s" }
                 );
-                for (name, state, reason) in crate::external::unhealthy_servers(servers) {
+                for (name, state, reason) in crate::external::unhealthy_servers(&servers.servers) {
                     let reason =
                         if reason.is_empty() { String::new() } else { format!(": {reason}") };
                     lines.push_str(&format!(
@@ -213,64 +207,49 @@ impl ConsoleSink {
                 }
                 lines
             }
-            EventKind::ToolsChanged => {
-                let list = |key: &str| {
-                    data.get(key)
-                        .and_then(Value::as_array)
-                        .map(|names| {
-                            names.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
-                        })
-                        .unwrap_or_default()
-                };
+            Payload::ToolsChanged(change) => {
                 let mut line = format!("  {} MCP tools changed", self.paint("33", "·"));
-                for (key, label) in [("added", "new"), ("removed", "gone")] {
-                    let names = list(key);
+                for (names, label) in [(&change.added, "new"), (&change.removed, "gone")] {
                     if !names.is_empty() {
-                        line.push_str(&format!(" · {label}: {names}"));
+                        line.push_str(&format!(" · {label}: {}", names.join(", ")));
                     }
                 }
                 line.push('\n');
                 line
             }
-            EventKind::DeadlinePassed => format!(
+            Payload::DeadlinePassed(deadline) => format!(
                 "  {} the {} time limit ({} ms) passed\n",
                 self.paint("33", "⏱"),
-                text("what"),
-                data.get("limit_ms").and_then(Value::as_u64).unwrap_or(0)
+                deadline.what,
+                deadline.limit_ms
             ),
-            EventKind::InputRequested => {
-                format!("  {} asks: {}\n", self.paint("36", "?"), text("question"))
+            Payload::InputRequested(input) => {
+                format!("  {} asks: {}\n", self.paint("36", "?"), input.question)
             }
-            EventKind::UserInput => {
-                let kind = text("kind");
-                let shown: String = text("text").chars().take(100).collect();
-                format!("{} {kind}: {shown}\n", self.paint("1", "▶"))
+            Payload::UserInput(input) => {
+                format!("{} {}: {}\n", self.paint("1", "▶"), input.kind, clip(&input.text))
             }
-            EventKind::CommandExecuted => {
-                let mark = if text("status") == "ok" {
-                    self.paint("32", "✓")
-                } else {
-                    self.paint("31", "✗")
-                };
-                format!("  {mark} {} → {}\n", text("command"), text("status"))
+            Payload::CommandExecuted(command) => {
+                let status = command.status.as_str();
+                let mark =
+                    if status == "ok" { self.paint("32", "✓") } else { self.paint("31", "✗") };
+                format!("  {mark} {} → {status}\n", command.command)
             }
-            EventKind::RunFinished => {
-                let counters = data.get("counters").unwrap_or(&Value::Null);
-                let number = |key: &str| counters.get(key).and_then(Value::as_u64).unwrap_or(0);
-                let count = |key: &str, one: &str, many: &str| {
-                    let n = number(key);
+            Payload::RunFinished(finished) => {
+                let counters = &finished.counters;
+                let count = |n: u32, one: &str, many: &str| {
                     format!("{n} {}", if n == 1 { one } else { many })
                 };
                 format!(
                     "{} {} · {} · {} · {} · {} · {} prompt + {} completion tokens\n",
                     self.paint("1", "■"),
-                    text("outcome"),
-                    count("turns", "turn", "turns"),
-                    count("model_calls", "model call", "model calls"),
-                    count("tool_calls", "tool call", "tool calls"),
-                    count("script_runs", "script run", "script runs"),
-                    number("prompt_tokens"),
-                    number("completion_tokens")
+                    finished.outcome.as_str(),
+                    count(counters.turns, "turn", "turns"),
+                    count(counters.model_calls, "model call", "model calls"),
+                    count(counters.tool_calls, "tool call", "tool calls"),
+                    count(counters.script_runs, "script run", "script runs"),
+                    counters.prompt_tokens,
+                    counters.completion_tokens
                 )
             }
             _ => String::new(),
@@ -290,8 +269,9 @@ impl EventSink for ConsoleSink {
                     out.write_all(b"  ").map_err(io)?;
                     *streaming = true;
                 }
-                let text = event.data.get("text").and_then(Value::as_str).unwrap_or_default();
-                out.write_all(text.as_bytes()).map_err(io)?;
+                if let Ok(Payload::AssistantDelta(delta)) = event.payload() {
+                    out.write_all(delta.text.as_bytes()).map_err(io)?;
+                }
                 out.flush().map_err(io)?;
             }
             return Ok(());

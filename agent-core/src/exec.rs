@@ -17,7 +17,7 @@ use tools_runtime::{
 
 use crate::action::Action;
 use crate::config::ScriptSettings;
-use crate::event::EventKind;
+use crate::event::Payload;
 use crate::external::{ExternalOutcome, ExternalTool, ExternalTools};
 use crate::rundir::{RunDir, sha256_hex};
 use crate::state::{ObservationStatus, SelectedSkill};
@@ -37,10 +37,10 @@ pub(crate) struct Execution {
 /// A recorded execution, replayed instead of running the action again.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RecordedExecution {
-    pub(crate) action: Value,
+    pub(crate) action: Action,
     pub(crate) execution: Execution,
     /// Events recorded while the action ran (approvals), re-emitted in order.
-    pub(crate) side_events: Vec<(EventKind, Value)>,
+    pub(crate) side_events: Vec<Payload>,
 }
 
 /// What the live executor needs.
@@ -95,13 +95,14 @@ impl Executor {
         action: &Action,
         call_id: &str,
         tools: &[ExternalTool],
-    ) -> Result<(Execution, Vec<(EventKind, Value)>), Divergence> {
+    ) -> Result<(Execution, Vec<Payload>), Divergence> {
         if let Some(recorded) = self.recorded.pop_front() {
-            let wanted = serde_json::to_value(action).unwrap_or(Value::Null);
-            if recorded.action != wanted {
+            if recorded.action != *action {
+                let json = |action: &Action| serde_json::to_value(action).unwrap_or(Value::Null);
                 return Err(Divergence(format!(
-                    "the record executed {} where the re-run asks for {wanted}",
-                    recorded.action
+                    "the record executed {} where the re-run asks for {}",
+                    json(&recorded.action),
+                    json(action)
                 )));
             }
             return Ok((recorded.execution, recorded.side_events));

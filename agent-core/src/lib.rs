@@ -109,13 +109,15 @@ pub use config::{
 };
 pub use console::{ConsoleOptions, ConsoleSink};
 pub use error::{Error, Result};
-pub use event::{BroadcastSink, Event, EventKind, EventSink, JsonlSink, MemorySink, comparable};
+pub use event::{
+    BroadcastSink, Event, EventKind, EventSink, JsonlSink, MemorySink, Payload, comparable,
+    last_finished, read_complete_events, read_events,
+};
 pub use exec::builtin::{STORE_PATH, parse_slash};
 pub use external::{ExternalBlob, ExternalOutcome, ExternalTool, ExternalTools};
 pub use metrics::{ReasoningMetrics, TurnReasoning, reasoning_text_chars};
 pub use replay::{
-    BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, read_events,
-    replay_check, turns,
+    BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, replay_check, turns,
 };
 pub use rundir::{Redactor, RunDir, StoredText, is_sha256_hex, is_valid_run_id, new_run_id};
 pub use session::{RECORD_FORMAT, RunResult, RunUsage, record_format_mismatch};

@@ -17,6 +17,18 @@ pub enum StepStatus {
     Skipped,
 }
 
+impl StepStatus {
+    /// The snake_case name, as in events and `state.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::InProgress => "in_progress",
+            StepStatus::Done => "done",
+            StepStatus::Skipped => "skipped",
+        }
+    }
+}
+
 /// One plan step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanStep {

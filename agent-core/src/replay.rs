@@ -4,7 +4,6 @@
 //! score its compliance: action-sequence rules, budgets, policy hits.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::BufRead;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,78 +11,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::action::Action;
 use crate::error::{Error, Result};
-use crate::event::{Event, EventBus, EventKind, EventSink, MemorySink, comparable};
+use crate::event::{
+    ActionPlanned, Event, EventBus, EventKind, EventSink, MemorySink, Payload, ToolServers,
+    comparable, read_lines,
+};
 use crate::exec::{Execution, Executor, RecordedExecution};
 use crate::run::{
     ExternalRecord, ModelSource, RecordedCall, RecordedDeadline, RecordedEnding, RecordedToolChange,
 };
-use crate::rundir::{Redactor, RunDir, StoredText};
+use crate::rundir::{Redactor, RunDir};
 use crate::session::{RunParts, RunStart, UserInput, finish_run, new_run};
-use crate::state::ObservationStatus;
-
-/// Reads every event of an `events.jsonl` file.
-///
-/// # Errors
-///
-/// [`Error::Recording`] naming the line that is not an event.
-pub fn read_events(path: &Path) -> Result<Vec<Event>> {
-    Ok(read_lines(path, false)?.0)
-}
-
-/// Events and the byte length of the complete lines (a torn last line is left out when
-/// `tolerate_torn_tail`).
-/// The events, the length of the valid lines, and where the last valid line starts.
-fn read_lines(path: &Path, tolerate_torn_tail: bool) -> Result<(Vec<Event>, u64, u64)> {
-    let file = std::fs::File::open(path).map_err(|error| Error::io(path, error))?;
-    let mut reader = std::io::BufReader::new(file);
-    let mut events = Vec::new();
-    let mut valid = 0u64;
-    let mut last_start = 0u64;
-    let mut line = Vec::new();
-    let mut number = 0;
-    loop {
-        line.clear();
-        let read = reader.read_until(b'\n', &mut line).map_err(|error| Error::io(path, error))?;
-        if read == 0 {
-            break;
-        }
-        number += 1;
-        let complete = line.ends_with(b"\n");
-        match serde_json::from_slice::<Event>(&line) {
-            Ok(event) if complete => {
-                if let Some(previous) = events.last().map(|event: &Event| event.seq)
-                    && event.seq <= previous
-                {
-                    return Err(Error::Recording {
-                        path: path.to_owned(),
-                        message: format!(
-                            "line {number}: seq {} does not follow {previous}",
-                            event.seq
-                        ),
-                    });
-                }
-                events.push(event);
-                last_start = valid;
-                valid += read as u64;
-            }
-            Ok(_) | Err(_) if tolerate_torn_tail && !complete => break,
-            Ok(_) => {
-                return Err(Error::Recording {
-                    path: path.to_owned(),
-                    message: format!("line {number}: the last line has no newline (a torn write)"),
-                });
-            }
-            Err(error) => {
-                return Err(Error::Recording {
-                    path: path.to_owned(),
-                    message: format!("line {number}: not an event: {error}"),
-                });
-            }
-        }
-    }
-    Ok((events, valid, last_start))
-}
+use crate::state::{Counters, ObservationStatus};
 
 /// A recorded run, ready to be replayed or resumed.
 #[derive(Debug, Clone)]
@@ -104,15 +44,11 @@ pub(crate) struct Recording {
     /// The time limits passed (`deadline_passed`), in order.
     pub(crate) deadlines: Vec<RecordedDeadline>,
     /// The external servers (`tool_servers`), if the run had any.
-    pub(crate) tool_servers: Option<Value>,
+    pub(crate) tool_servers: Option<ToolServers>,
     /// The changes of the external tools on offer (`tools_changed`), in order.
     pub(crate) tool_changes: Vec<RecordedToolChange>,
     pub(crate) last_seq: u64,
     valid_bytes: u64,
-}
-
-fn field<'a>(event: &'a Event, key: &str) -> &'a Value {
-    event.data.get(key).unwrap_or(&Value::Null)
 }
 
 impl Recording {
@@ -127,8 +63,11 @@ impl Recording {
             )));
         }
         let run_id = first.run_id.clone();
-        let start: RunStart = serde_json::from_value(first.data.clone())
-            .map_err(|error| bad(format!("run_started does not describe a run: {error}")))?;
+        let Ok(Payload::RunStarted(start)) = first.payload() else {
+            let error = first.payload().err().map(|error| error.to_string()).unwrap_or_default();
+            return Err(bad(format!("run_started does not describe a run: {error}")));
+        };
+        let start = *start;
         // An action whose result was recorded without its observation (killed in between) is
         // redone: its `action_executed` is not part of the record, and a resume cuts it from
         // the file so the redone one takes its place (the observation's text was never kept).
@@ -141,9 +80,9 @@ impl Recording {
         let mut calls = Vec::new();
         let mut executions = Vec::new();
         let mut pending_request: Option<(String, String)> = None;
-        let mut planned: Option<Value> = None;
+        let mut planned: Option<ActionPlanned> = None;
         let mut side_events = Vec::new();
-        let mut executed: Option<(Value, ObservationStatus, Value)> = None;
+        let mut executed: Option<(Action, ObservationStatus, Value)> = None;
         let mut endings = Vec::new();
         let mut inputs = Vec::new();
         let mut commands = Vec::new();
@@ -151,114 +90,73 @@ impl Recording {
         let mut tool_servers = None;
         let mut tool_changes = Vec::new();
         for event in &events {
-            match event.kind {
-                EventKind::ToolServers => tool_servers = Some(event.data.clone()),
-                EventKind::ToolsChanged => tool_changes.push(RecordedToolChange {
-                    refresh: field(event, "refresh").as_u64().unwrap_or(0),
-                    tools: serde_json::from_value(field(event, "tools").clone())
-                        .map_err(|error| bad(format!("seq {}: bad tools: {error}", event.seq)))?,
+            let at = |message: String| bad(format!("seq {}: {message}", event.seq));
+            let payload = event.payload().map_err(|error| at(error.to_string()))?;
+            match payload {
+                Payload::ToolServers(servers) => tool_servers = Some(servers),
+                Payload::ToolsChanged(change) => tool_changes.push(RecordedToolChange {
+                    refresh: change.refresh,
+                    tools: serde_json::from_value(change.tools)
+                        .map_err(|error| at(format!("bad tools: {error}")))?,
                 }),
-                EventKind::DeadlinePassed => deadlines.push(RecordedDeadline {
+                Payload::DeadlinePassed(deadline) => deadlines.push(RecordedDeadline {
                     turn: event.turn,
-                    what: field(event, "what").as_str().unwrap_or_default().to_owned(),
-                    step: field(event, "step").as_u64().unwrap_or(0),
+                    what: deadline.what,
+                    step: deadline.step,
                 }),
-                EventKind::RunFinished => endings.push(RecordedEnding {
-                    outcome: serde_json::from_value(field(event, "outcome").clone())
-                        .map_err(|error| bad(format!("seq {}: bad outcome: {error}", event.seq)))?,
-                    turns: field(event, "counters")
-                        .get("turns")
-                        .and_then(Value::as_u64)
-                        .and_then(|turns| u32::try_from(turns).ok())
-                        .ok_or_else(|| bad(format!("seq {}: no turn count", event.seq)))?,
+                Payload::RunFinished(finished) => endings.push(RecordedEnding {
+                    outcome: finished.outcome,
+                    turns: finished.counters.turns,
                 }),
-                EventKind::UserInput => {
-                    let Some(text) = field(event, "text").as_str() else {
-                        return Err(bad(format!("seq {}: user_input without text", event.seq)));
-                    };
-                    let input_sizes = match event.data.get("input_sizes") {
-                        Some(sizes) => serde_json::from_value(sizes.clone()).map_err(|error| {
-                            bad(format!("seq {}: bad input_sizes: {error}", event.seq))
-                        })?,
-                        None => Vec::new(),
-                    };
-                    inputs
-                        .push(UserInput { text: text.to_owned(), input_sizes: Some(input_sizes) });
-                }
-                EventKind::CommandExecuted => {
-                    let status = serde_json::from_value(field(event, "status").clone())
-                        .map_err(|error| bad(format!("seq {}: bad status: {error}", event.seq)))?;
-                    let content = field(event, "output").as_str().unwrap_or_default().to_owned();
-                    commands.push(Execution { status, content, result: Value::Null });
-                }
-                EventKind::ModelRequest => {
+                Payload::UserInput(input) => inputs.push(UserInput {
+                    text: input.text,
+                    input_sizes: Some(input.input_sizes.unwrap_or_default()),
+                }),
+                Payload::CommandExecuted(command) => commands.push(Execution {
+                    status: command.status,
+                    content: command.output,
+                    result: Value::Null,
+                }),
+                Payload::ModelRequest(request) => {
                     planned = None;
-                    pending_request = Some((
-                        field(event, "purpose").as_str().unwrap_or_default().to_owned(),
-                        field(event, "request_sha256").as_str().unwrap_or_default().to_owned(),
-                    ));
+                    pending_request = Some((request.purpose, request.request_sha256));
                 }
-                EventKind::ModelResponse => {
+                Payload::ModelResponse(response) => {
                     let Some((purpose, request_sha256)) = pending_request.take() else {
-                        return Err(bad(format!(
-                            "seq {}: model_response without model_request",
-                            event.seq
-                        )));
+                        return Err(at("model_response without model_request".to_owned()));
                     };
-                    let result = match event.data.get("response") {
-                        Some(response) => {
-                            Ok(serde_json::from_value(response.clone()).map_err(|error| {
-                                bad(format!(
-                                    "seq {}: the recorded response is unreadable: {error}",
-                                    event.seq
-                                ))
-                            })?)
-                        }
-                        None => {
-                            Err(field(event, "error").as_str().unwrap_or("model error").to_owned())
-                        }
+                    let result = match response.response {
+                        Some(response) => Ok(response),
+                        None => Err(response.error.unwrap_or_else(|| "model error".to_owned())),
                     };
                     let planned = planned.take().filter(|_| result.is_err());
                     calls.push(RecordedCall { purpose, request_sha256, result, planned });
                 }
-                EventKind::ActionPlanned if pending_request.is_some() => {
-                    planned = Some(event.data.clone());
+                Payload::ActionPlanned(action) if pending_request.is_some() => {
+                    planned = Some(action);
                 }
-                EventKind::ActionValidated => side_events.clear(),
-                EventKind::ApprovalRequired
-                | EventKind::ApprovalGranted
-                | EventKind::ApprovalDenied => {
-                    side_events.push((event.kind, event.data.clone()));
-                }
-                EventKind::ActionExecuted => {
-                    let status = serde_json::from_value(field(event, "status").clone())
-                        .map_err(|error| bad(format!("seq {}: bad status: {error}", event.seq)))?;
-                    let mut result = field(event, "result").clone();
+                Payload::ActionValidated(_) => side_events.clear(),
+                side @ (Payload::ApprovalRequired(_)
+                | Payload::ApprovalGranted(_)
+                | Payload::ApprovalDenied(_)) => side_events.push(side),
+                Payload::ActionExecuted(executed_now) => {
+                    let mut result = executed_now.result;
                     if let Value::Object(map) = &mut result {
                         map.remove("duration_ms");
                     }
-                    executed = Some((field(event, "action").clone(), status, result));
+                    executed = Some((executed_now.action, executed_now.status, result));
                 }
-                EventKind::ObservationRecorded => {
-                    let Some((action, status, mut result)) = executed.take() else { continue };
-                    if action.get("type").and_then(Value::as_str) == Some("recall_observation") {
+                Payload::ObservationRecorded(observation) => {
+                    let Some((action, status, result)) = executed.take() else { continue };
+                    if matches!(action, Action::RecallObservation { .. }) {
                         continue;
                     }
-                    let content = match event.data.get("stored") {
-                        Some(stored) if !stored.is_null() => {
-                            let stored: StoredText = serde_json::from_value(stored.clone())
-                                .map_err(|error| {
-                                    bad(format!("seq {}: bad reference: {error}", event.seq))
-                                })?;
-                            RunDir::open(&run_dir)?.read_observation(&stored)?
-                        }
-                        _ => field(event, "content").as_str().unwrap_or_default().to_owned(),
+                    let content = match &observation.stored {
+                        Some(stored) => RunDir::open(&run_dir)?.read_observation(stored)?,
+                        None => observation.content,
                     };
-                    // The recorded result is put back as it was, duration included, so the
-                    // replayed `action_executed` carries the recorded figures.
-                    if let Value::Object(map) = &mut result {
-                        map.remove("duration_ms");
-                    }
+                    // The recorded result is put back as it was (its own duration left out
+                    // above), so the replayed `action_executed` carries the recorded figures.
                     executions.push(RecordedExecution {
                         action,
                         execution: Execution { status, content, result },
@@ -388,52 +286,47 @@ pub fn turns(events: &[Event]) -> Vec<TurnSummary> {
             turns.push(TurnSummary { turn: event.turn, model_calls: 0, steps: Vec::new() });
         }
         let Some(turn) = turns.last_mut() else { continue };
-        match event.kind {
-            EventKind::ModelRequest => turn.model_calls += 1,
-            EventKind::ObservationRecorded => {
-                let status = field(event, "status").as_str().unwrap_or("?");
+        // Events whose data is not of their kind's shape add nothing to the summary.
+        let Ok(payload) = event.payload() else { continue };
+        match payload {
+            Payload::ModelRequest(_) => turn.model_calls += 1,
+            Payload::ObservationRecorded(observation) => {
+                let status = observation.status.as_str();
                 // An observation of no action: an unreadable answer, a failed call, or a
                 // strategy's own (a collaboration's answer), shown by its first line.
-                let action =
-                    serde_json::from_value::<crate::action::Action>(field(event, "action").clone())
-                        .map_or_else(
-                            |_| match status {
-                                "invalid_action" => "(invalid answer)".to_owned(),
-                                "model_error" => "(model call failed)".to_owned(),
-                                _ => field(event, "content")
-                                    .as_str()
-                                    .and_then(|content| content.lines().next())
-                                    .unwrap_or("(observation)")
-                                    .chars()
-                                    .take(80)
-                                    .collect(),
-                            },
-                            |action| action.summary(),
-                        );
+                let action = match &observation.action {
+                    Some(action) => action.summary(),
+                    None => match status {
+                        "invalid_action" => "(invalid answer)".to_owned(),
+                        "model_error" => "(model call failed)".to_owned(),
+                        _ => observation
+                            .content
+                            .lines()
+                            .next()
+                            .unwrap_or("(observation)")
+                            .chars()
+                            .take(80)
+                            .collect(),
+                    },
+                };
                 turn.steps.push(format!("{action} → {status}"));
             }
-            EventKind::ActionValidated
-                if field(event, "action").get("type").and_then(Value::as_str)
-                    == Some("final_answer") =>
+            Payload::ActionValidated(validated)
+                if matches!(validated.action, Some(Action::FinalAnswer { .. })) =>
             {
-                let valid = field(event, "valid").as_bool().unwrap_or(false);
-                turn.steps.push(format!("final_answer → {}", if valid { "ok" } else { "invalid" }));
+                let valid = if validated.valid { "ok" } else { "invalid" };
+                turn.steps.push(format!("final_answer → {valid}"));
             }
-            EventKind::InputRequested => turn.steps.push(format!(
-                "ask_user → {}",
-                field(event, "question").as_str().unwrap_or_default()
-            )),
+            Payload::InputRequested(input) => {
+                turn.steps.push(format!("ask_user → {}", input.question));
+            }
             // Inputs come between turns: shown at the end of the turn before them.
-            EventKind::UserInput => turn.steps.push(format!(
-                "user {} ← {}",
-                field(event, "kind").as_str().unwrap_or("input"),
-                field(event, "text").as_str().unwrap_or_default()
-            )),
-            EventKind::CommandExecuted => turn.steps.push(format!(
-                "{} → {}",
-                field(event, "command").as_str().unwrap_or_default(),
-                field(event, "status").as_str().unwrap_or("?")
-            )),
+            Payload::UserInput(input) => {
+                turn.steps.push(format!("user {} ← {}", input.kind, input.text));
+            }
+            Payload::CommandExecuted(command) => {
+                turn.steps.push(format!("{} → {}", command.command, command.status.as_str()));
+            }
             _ => {}
         }
     }
@@ -448,28 +341,34 @@ pub fn compliance(events: &[Event]) -> Compliance {
     let mut finished_at: Option<u64> = None;
     let mut final_text_present = false;
     let mut external_calls = 0;
-    let limits = events
-        .first()
-        .and_then(|event| event.data.get("config"))
-        .and_then(|config| config.get("budgets"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let budget_names = [
-        ("turns", "max_turns"),
-        ("tool_calls", "max_tool_calls"),
-        ("script_runs", "max_script_runs"),
-    ];
+    let limits = match events.first().map(Event::payload) {
+        Some(Ok(Payload::RunStarted(start))) => Some(start.config.budgets.clone()),
+        _ => None,
+    };
+    let limit_of = |index: usize| match &limits {
+        Some(budgets) => {
+            u64::from([budgets.max_turns, budgets.max_tool_calls, budgets.max_script_runs][index])
+        }
+        None => u64::MAX,
+    };
+    let budget_names = ["turns", "tool_calls", "script_runs"];
+    let used_of = |counters: &Counters| {
+        [counters.turns, counters.tool_calls, counters.script_runs].map(u64::from)
+    };
     // Budgets apply per task: a new task in a session starts from the counters its
     // `user_input` found; the largest use of any task is reported.
-    let mut base = Value::Null;
-    let mut counters = Value::Null;
+    let mut base = [0u64; 3];
+    let mut counters = [0u64; 3];
     let mut most_used = [0u64; 3];
     let mut budget_overruns = Vec::new();
     for event in events {
-        if event.kind == EventKind::UserInput && finished_at.is_some() {
+        let payload = event.payload().ok();
+        if let Some(Payload::UserInput(input)) = &payload
+            && finished_at.is_some()
+        {
             finished_at = None;
-            if field(event, "kind").as_str() == Some("task") {
-                base = counters.clone();
+            if input.kind == "task" {
+                base = counters;
             }
             continue;
         }
@@ -481,59 +380,48 @@ pub fn compliance(events: &[Event]) -> Compliance {
             ));
             continue;
         }
-        match event.kind {
-            EventKind::ActionExecuted => {
-                let action = field(event, "action");
-                let kind = action.get("type").and_then(Value::as_str).unwrap_or_default();
-                let args = action.get("args").unwrap_or(&Value::Null);
-                match kind {
-                    "select_skills" => {
-                        for skill in field(event, "result")
-                            .get("skills")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                        {
-                            if let Some(name) = skill.get("name").and_then(Value::as_str) {
-                                selected.insert(name.to_owned());
-                            }
+        match payload {
+            Some(Payload::ActionExecuted(executed)) => match &executed.action {
+                Action::SelectSkills { .. } => {
+                    let skills = executed.result.get("skills").and_then(Value::as_array);
+                    for skill in skills.into_iter().flatten() {
+                        if let Some(name) = skill.get("name").and_then(Value::as_str) {
+                            selected.insert(name.to_owned());
                         }
                     }
-                    "load_resource" | "run_script" => {
-                        let skill = args.get("skill").and_then(Value::as_str).unwrap_or_default();
-                        if !selected.contains(skill) {
-                            sequence_violations.push(format!(
-                                "seq {}: {kind} on skill `{skill}`, which was not selected before",
-                                event.seq
-                            ));
-                        }
-                    }
-                    "call_tool" if field(event, "status").as_str() != Some("denied") => {
-                        external_calls += 1;
-                    }
-                    _ => {}
                 }
-            }
-            EventKind::ObservationRecorded => {
-                if let Some(status) = field(event, "status").as_str()
-                    && (status == "refused" || status == "denied")
+                Action::LoadResource { skill, .. } | Action::RunScript { skill, .. }
+                    if !selected.contains(skill) =>
                 {
-                    *policy_hits.entry(status.to_owned()).or_insert(0) += 1;
+                    let kind = executed.action.name();
+                    sequence_violations.push(format!(
+                        "seq {}: {kind} on skill `{skill}`, which was not selected before",
+                        event.seq
+                    ));
+                }
+                Action::CallTool { .. } if executed.status != ObservationStatus::Denied => {
+                    external_calls += 1;
+                }
+                _ => {}
+            },
+            Some(Payload::ObservationRecorded(observation)) => {
+                if matches!(
+                    observation.status,
+                    ObservationStatus::Refused | ObservationStatus::Denied
+                ) {
+                    *policy_hits.entry(observation.status.as_str().to_owned()).or_insert(0) += 1;
                 }
             }
-            EventKind::ApprovalDenied => {
+            Some(Payload::ApprovalDenied(_)) => {
                 *policy_hits.entry("approval_denied".to_owned()).or_insert(0) += 1
             }
-            EventKind::RunFinished => {
+            Some(Payload::RunFinished(finished)) => {
                 finished_at = Some(event.seq);
-                final_text_present =
-                    field(event, "final_text").as_str().is_some_and(|text| !text.trim().is_empty());
-                counters = field(event, "counters").clone();
-                for (index, (name, limit_key)) in budget_names.iter().enumerate() {
-                    let count =
-                        |counters: &Value| counters.get(name).and_then(Value::as_u64).unwrap_or(0);
-                    let used = count(&counters).saturating_sub(count(&base));
-                    let limit = limits.get(limit_key).and_then(Value::as_u64).unwrap_or(u64::MAX);
+                final_text_present = !finished.final_text.trim().is_empty();
+                counters = used_of(&finished.counters);
+                for (index, name) in budget_names.iter().enumerate() {
+                    let used = counters[index].saturating_sub(base[index]);
+                    let limit = limit_of(index);
                     // A degraded answer's run ends at its limit; the turn that hit it is not run.
                     if used > limit {
                         budget_overruns.push(format!("{name}: {used} used, limit {limit}"));
@@ -547,10 +435,11 @@ pub fn compliance(events: &[Event]) -> Compliance {
     let budgets = budget_names
         .iter()
         .zip(most_used)
-        .map(|((name, limit_key), used)| BudgetUse {
+        .enumerate()
+        .map(|(index, (name, used))| BudgetUse {
             name: (*name).to_owned(),
             used,
-            limit: limits.get(limit_key).and_then(Value::as_u64).unwrap_or(u64::MAX),
+            limit: limit_of(index),
         })
         .collect();
     let checks = [sequence_violations.is_empty(), budget_overruns.is_empty(), final_text_present];

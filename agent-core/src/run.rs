@@ -21,9 +21,14 @@ use crate::budget::Outcome;
 use crate::config::{AgentConfig, DecideMode};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::event::{EventBus, EventKind};
+use crate::event::{
+    ActionExecuted, ActionPlanned, ActionValidated, AssistantDelta, DeadlinePassed, EventBus,
+    InputRequested, ModelRequest, ModelResponse, ObservationRecorded, Payload, PlanChange,
+    ToolServers, ToolsChanged,
+};
 use crate::exec::{Divergence, Executor};
 use crate::guard;
+use crate::metrics::TurnReasoning;
 use crate::rundir::{RunDir, StoredText, sha256_hex};
 use crate::space::ActionSpace;
 use crate::state::{ActionRecord, ObservationStatus, RunState, SelectedSkill};
@@ -36,7 +41,7 @@ pub(crate) struct RecordedCall {
     pub(crate) result: std::result::Result<Response, String>,
     /// The `action_planned` data the live stream emitted before the call failed (a failed
     /// call has no response to stream it from again).
-    pub(crate) planned: Option<Value>,
+    pub(crate) planned: Option<ActionPlanned>,
 }
 
 /// Where model answers come from: recorded ones first (replay, resume), then the live model.
@@ -108,7 +113,7 @@ pub(crate) struct RecordedToolChange {
 #[derive(Debug, Default)]
 pub(crate) struct ExternalRecord {
     /// The recorded `tool_servers` data.
-    pub(crate) servers: Option<Value>,
+    pub(crate) servers: Option<ToolServers>,
     /// The recorded changes, in order.
     pub(crate) changes: VecDeque<RecordedToolChange>,
     /// Looks at the list so far.
@@ -174,8 +179,8 @@ pub(crate) enum Answer {
 
 impl Run {
     /// Emits an event (redacted, numbered, written to every sink).
-    pub(crate) fn emit(&self, kind: EventKind, data: Value) -> Result<()> {
-        self.bus.emit(kind, data)
+    pub(crate) fn emit(&self, payload: impl Into<Payload>) -> Result<()> {
+        self.bus.emit(payload)
     }
 
     /// Replaying: whether the record ended with `outcome` after as many turns as started now.
@@ -193,11 +198,14 @@ impl Run {
             // A record without servers stays without them.
             None if self.bus.catching_up() => None,
             None => self.executor.live.as_ref().and_then(|live| live.external.as_ref()).map(
-                |external| json!({"servers": external.servers(), "tools": self.state.tools.len()}),
+                |external| ToolServers {
+                    servers: json!(external.servers()),
+                    tools: self.state.tools.len() as u64,
+                },
             ),
         };
         if let Some(servers) = servers {
-            self.emit(EventKind::ToolServers, servers)?;
+            self.emit(servers)?;
         }
         Ok(())
     }
@@ -229,10 +237,12 @@ impl Run {
         let (old, new) = (names(&self.state.tools), names(&tools));
         let added: Vec<&String> = new.iter().filter(|name| !old.contains(name)).collect();
         let removed: Vec<&String> = old.iter().filter(|name| !new.contains(name)).collect();
-        self.emit(
-            EventKind::ToolsChanged,
-            json!({"refresh": refresh, "added": added, "removed": removed, "tools": tools}),
-        )?;
+        self.emit(ToolsChanged {
+            refresh,
+            added: added.iter().map(|name| (*name).clone()).collect(),
+            removed: removed.iter().map(|name| (*name).clone()).collect(),
+            tools: json!(tools),
+        })?;
         let mut message = String::from("The external tools changed.");
         if !added.is_empty() {
             let added: Vec<&str> = added.iter().map(|name| name.as_str()).collect();
@@ -265,14 +275,7 @@ impl Run {
     ) -> Result<Answer> {
         let fingerprint = self.context.fingerprint(&request)?;
         let request_sha256 = fingerprint.sha256;
-        let mut data = json!({
-            "purpose": purpose,
-            "messages": request.messages.len(),
-            "chars": fingerprint.chars,
-            "request_sha256": request_sha256,
-            "tools": request.tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>(),
-            "json_schema": matches!(request.response_format, ResponseFormat::JsonSchema { .. }),
-        });
+        let agent = peer_of(purpose);
         // The meta-cognition warnings the turn note gave (seed 000), by reason, as sent.
         let notice = match request.messages.last() {
             Some(Message::User { content }) => content
@@ -285,10 +288,17 @@ impl Run {
                 .collect(),
             _ => Vec::new(),
         };
-        if !notice.is_empty() {
-            data["notice"] = json!(notice);
-        }
-        self.emit(EventKind::ModelRequest, tag_agent(purpose, data))?;
+        self.emit(ModelRequest {
+            purpose: purpose.to_owned(),
+            messages: request.messages.len() as u64,
+            chars: fingerprint.chars as u64,
+            request_sha256: request_sha256.clone(),
+            tools: request.tools.iter().map(|tool| tool.name.clone()).collect(),
+            json_schema: matches!(request.response_format, ResponseFormat::JsonSchema { .. }),
+            notice: (!notice.is_empty())
+                .then(|| notice.iter().map(|reason| (*reason).to_owned()).collect()),
+            agent: agent.clone(),
+        })?;
         self.state.counters.model_calls += 1;
         let started = Instant::now();
         let mut watcher = Watcher::new(mode);
@@ -309,7 +319,7 @@ impl Run {
                         watcher.push(&delta, &self.bus, false)?;
                     }
                 }
-                (Err(_), Some(planned)) => self.emit(EventKind::ActionPlanned, planned.clone())?,
+                (Err(_), Some(planned)) => self.emit(planned.clone())?,
                 (Err(_), None) => {}
             }
             recorded.result
@@ -335,24 +345,24 @@ impl Run {
                     self.state.counters.completion_tokens += usage.completion_tokens;
                     self.state.counters.cached_tokens += usage.cached_tokens;
                 }
-                self.emit(
-                    EventKind::ModelResponse,
-                    tag_agent(
-                        purpose,
-                        json!({"purpose": purpose, "response": response, "duration_ms": duration_ms}),
-                    ),
-                )?;
+                self.emit(ModelResponse {
+                    purpose: purpose.to_owned(),
+                    response: Some(response.clone()),
+                    error: None,
+                    duration_ms,
+                    agent,
+                })?;
                 Ok(Answer::Response(Box::new(response)))
             }
             Err(error) => {
                 let error = self.bus.redactor().redact(&error).into_owned();
-                self.emit(
-                    EventKind::ModelResponse,
-                    tag_agent(
-                        purpose,
-                        json!({"purpose": purpose, "error": error, "duration_ms": duration_ms}),
-                    ),
-                )?;
+                self.emit(ModelResponse {
+                    purpose: purpose.to_owned(),
+                    response: None,
+                    error: Some(error.clone()),
+                    duration_ms,
+                    agent,
+                })?;
                 Ok(Answer::Failed(error))
             }
         }
@@ -390,7 +400,11 @@ impl Run {
     }
 
     /// Records the Think-Act metrics of an acting answer.
-    pub(crate) fn record_reasoning(&mut self, response: &Response, decision: &Decision) -> Value {
+    pub(crate) fn record_reasoning(
+        &mut self,
+        response: &Response,
+        decision: &Decision,
+    ) -> Option<TurnReasoning> {
         self.record_reasoning_with(response, decision.thought.as_deref())
     }
 
@@ -400,31 +414,32 @@ impl Run {
         &mut self,
         response: &Response,
         thought: Option<&str>,
-    ) -> Value {
+    ) -> Option<TurnReasoning> {
         let text_is_action =
             self.config.decide == DecideMode::Json && response.tool_calls.is_empty();
         let turn = self.state.reasoning.record_answer(response, thought, text_is_action);
-        serde_json::to_value(turn).unwrap_or(Value::Null)
+        Some(turn)
     }
 
     /// Applies the decision's plan or plan patch, with its event.
     pub(crate) fn apply_plan(&mut self, decision: &Decision) -> Result<()> {
         if let Some(plan) = &decision.plan {
-            let kind = if self.state.plan.is_some() {
-                EventKind::PlanUpdated
-            } else {
-                EventKind::PlanCreated
+            let change = PlanChange::plan(plan.clone());
+            let payload = match self.state.plan {
+                Some(_) => Payload::PlanUpdated(change),
+                None => Payload::PlanCreated(change),
             };
             self.state.plan = Some(plan.clone());
-            self.emit(kind, json!({"plan": plan}))?;
+            self.emit(payload)?;
         } else if let Some(update) = &decision.plan_update {
             let plan = self.state.plan.get_or_insert_with(Default::default);
             let unknown = plan.apply(update);
             let plan = plan.clone();
-            self.emit(
-                EventKind::PlanUpdated,
-                json!({"plan": plan, "update": update, "unknown_ids": unknown}),
-            )?;
+            self.emit(Payload::PlanUpdated(PlanChange {
+                update: Some(update.clone()),
+                unknown_ids: Some(unknown),
+                ..PlanChange::plan(plan)
+            }))?;
         }
         Ok(())
     }
@@ -497,17 +512,14 @@ impl Run {
             stored.as_ref().map(|stored| stored.path.clone()),
             status != ObservationStatus::Ok,
         );
-        self.emit(
-            EventKind::ObservationRecorded,
-            json!({
-                "id": id,
-                "action": action,
-                "status": status,
-                "chars": text.chars().count(),
-                "content": shown,
-                "stored": stored,
-            }),
-        )?;
+        self.emit(ObservationRecorded {
+            id: id.clone(),
+            action: action.cloned(),
+            status,
+            chars: text.chars().count() as u64,
+            content: shown,
+            stored,
+        })?;
         self.observation_texts.push((id.clone(), text));
         self.state.actions.push(ActionRecord {
             turn: self.state.counters.turns,
@@ -549,23 +561,17 @@ impl Run {
         match verdict {
             guard::Verdict::Allowed => {}
             guard::Verdict::OverBudget(outcome, message) => {
-                self.emit(
-                    EventKind::ActionValidated,
-                    json!({"action": action, "valid": false, "error": message}),
-                )?;
+                self.emit(ActionValidated::invalid(Some(action), &message))?;
                 self.observe(Some(action), ObservationStatus::Refused, &message, tool_call_id)?;
                 return Ok(Some(Stop::new(outcome, message)));
             }
             guard::Verdict::Refused(status, message) => {
-                self.emit(
-                    EventKind::ActionValidated,
-                    json!({"action": action, "valid": false, "error": message}),
-                )?;
+                self.emit(ActionValidated::invalid(Some(action), &message))?;
                 self.observe(Some(action), status, &message, tool_call_id)?;
                 return Ok(None);
             }
         }
-        self.emit(EventKind::ActionValidated, json!({"action": action, "valid": true}))?;
+        self.emit(ActionValidated::valid(action))?;
         if let Action::RecallObservation { id } = action {
             let text = self
                 .observation_texts
@@ -573,10 +579,12 @@ impl Run {
                 .find(|(known, _)| known == id)
                 .map(|(_, text)| text.clone())
                 .unwrap_or_default();
-            self.emit(
-                EventKind::ActionExecuted,
-                json!({"action": action, "status": ObservationStatus::Ok, "result": {"id": id}}),
-            )?;
+            self.emit(ActionExecuted {
+                action: action.clone(),
+                status: ObservationStatus::Ok,
+                result: json!({"id": id}),
+                duration_ms: None,
+            })?;
             self.observe(Some(action), ObservationStatus::Ok, &text, tool_call_id)?;
             return Ok(None);
         }
@@ -595,20 +603,17 @@ impl Run {
         };
         let (execution, side_events) =
             executed.map_err(|divergence| self.divergence(divergence))?;
-        for (kind, data) in side_events {
-            self.emit(kind, data)?;
+        for payload in side_events {
+            self.emit(payload)?;
         }
         let mut result = execution.result.clone();
         self.bus.redactor().redact_value(&mut result);
-        self.emit(
-            EventKind::ActionExecuted,
-            json!({
-                "action": action,
-                "status": execution.status,
-                "result": result,
-                "duration_ms": started.elapsed().as_millis() as u64,
-            }),
-        )?;
+        self.emit(ActionExecuted {
+            action: action.clone(),
+            status: execution.status,
+            result: result.clone(),
+            duration_ms: Some(started.elapsed().as_millis() as u64),
+        })?;
         if let (Action::SelectSkills { .. }, Some(skills)) = (action, result.get("skills")) {
             let skills: Vec<SelectedSkill> =
                 serde_json::from_value(skills.clone()).unwrap_or_default();
@@ -701,15 +706,16 @@ impl Run {
         if let Some(compaction) = compaction {
             self.state.counters.compactions += 1;
             self.state.compacted.extend(compaction.compacted.iter().cloned());
-            let mut data = json!({
-                "before_chars": compaction.before_chars,
-                "after_chars": compaction.after_chars,
-                "compacted": compaction.compacted,
-            });
-            if self.config.context.summarize_with_model {
-                data["summary"] = Value::String(self.summarize(&compaction.compacted).await?);
-            }
-            self.emit(EventKind::Compaction, data)?;
+            let summary = match self.config.context.summarize_with_model {
+                true => Some(self.summarize(&compaction.compacted).await?),
+                false => None,
+            };
+            self.emit(crate::event::Compaction {
+                before_chars: compaction.before_chars as u64,
+                after_chars: compaction.after_chars as u64,
+                compacted: compaction.compacted,
+                summary,
+            })?;
         }
         if self.context.chars() + note_chars > limit {
             return Ok(Some(Stop::new(
@@ -800,10 +806,7 @@ impl Run {
             since.elapsed().as_millis() >= u128::from(limit_ms)
         };
         if passed {
-            self.emit(
-                EventKind::DeadlinePassed,
-                json!({"what": what, "step": step, "limit_ms": limit_ms}),
-            )?;
+            self.emit(DeadlinePassed { what: what.to_owned(), step, limit_ms })?;
         }
         Ok(passed)
     }
@@ -817,7 +820,7 @@ impl Run {
         tool_call_id: Option<String>,
     ) -> Result<Ending> {
         let question = question.trim().to_owned();
-        self.emit(EventKind::InputRequested, json!({"question": question}))?;
+        self.emit(InputRequested { question: question.clone() })?;
         self.state.pending_question = Some(question.clone());
         self.pending_call = tool_call_id;
         Ok(Ending { outcome: Outcome::NeedsInput, final_text: question })
@@ -838,11 +841,9 @@ impl Run {
 /// Redacts the model's text, thinking and tool-call arguments where they enter the run.
 /// Model events of a peer agent (`safe`: purpose `collaborate:<id>`) carry `"agent": <id>`; the
 /// run's own agent's carry none.
-fn tag_agent(purpose: &str, mut data: Value) -> Value {
-    if let (Some(agent), Value::Object(map)) = (purpose.strip_prefix("collaborate:"), &mut data) {
-        map.insert("agent".to_owned(), Value::String(agent.to_owned()));
-    }
-    data
+/// The SAFE peer a call is for (`collaborate:PEER`), named in its model events.
+fn peer_of(purpose: &str) -> Option<String> {
+    purpose.strip_prefix("collaborate:").map(str::to_owned)
 }
 
 /// A plain-text answer that a small model wrote as a JSON document anyway (the transcript is
@@ -974,7 +975,7 @@ impl Watcher {
         if self.mode.is_none() {
             return Ok(());
         }
-        let mut events: Vec<(EventKind, Value)> = Vec::new();
+        let mut events: Vec<Payload> = Vec::new();
         match delta {
             Delta::Text { text } => {
                 let mut chunk = text.as_str();
@@ -996,7 +997,7 @@ impl Watcher {
                                     if event.subscription.index() == TYPE_SUBSCRIPTION =>
                                 {
                                     *action_type = Some(name.clone());
-                                    events.push((EventKind::ActionPlanned, json!({"type": name})));
+                                    events.push(planned(name));
                                 }
                                 // The schema's keys are sorted (`args` before `type`), so
                                 // under a grammar the model writes the arguments first; only
@@ -1010,13 +1011,10 @@ impl Watcher {
                                         Some(_) => return,
                                         None => {
                                             *action_type = Some("final_answer".to_owned());
-                                            events.push((
-                                                EventKind::ActionPlanned,
-                                                json!({"type": "final_answer"}),
-                                            ));
+                                            events.push(planned("final_answer"));
                                         }
                                     }
-                                    events.push((EventKind::AssistantDelta, json!({"text": text})));
+                                    events.push(text_delta(text));
                                 }
                                 _ => {}
                             }
@@ -1028,7 +1026,7 @@ impl Watcher {
             }
             Delta::ToolCallStart { index: 0, name, .. } => {
                 self.call_name = Some(name.clone());
-                events.push((EventKind::ActionPlanned, json!({"type": name})));
+                events.push(planned(name));
                 if name == "final_answer" {
                     let mut parser = Parser::new();
                     self.arguments =
@@ -1040,7 +1038,7 @@ impl Watcher {
                     let result =
                         parser.feed(fragment.as_bytes(), &mut |event: stream_json::Event<'_>| {
                             if let JsonEvent::StringDelta(text) = event.kind {
-                                events.push((EventKind::AssistantDelta, json!({"text": text})));
+                                events.push(text_delta(text));
                             }
                         });
                     if result.is_err() {
@@ -1050,21 +1048,31 @@ impl Watcher {
             }
             _ => {}
         }
-        for (kind, data) in events {
-            match kind {
-                EventKind::ActionPlanned if self.planned => {}
-                EventKind::ActionPlanned => {
+        for payload in events {
+            match payload {
+                Payload::ActionPlanned(_) if self.planned => {}
+                Payload::ActionPlanned(_) => {
                     self.planned = true;
-                    bus.emit(kind, data)?;
+                    bus.emit(payload)?;
                 }
                 // Deltas depend on how the provider cut the stream: only live runs emit them,
                 // and replay leaves them out of the comparison.
-                EventKind::AssistantDelta if !live => {}
-                _ => bus.emit(kind, data)?,
+                Payload::AssistantDelta(_) if !live => {}
+                _ => bus.emit(payload)?,
             }
         }
         Ok(())
     }
+}
+
+/// `action_planned` for the action (or tool) `name`.
+fn planned(name: impl Into<String>) -> Payload {
+    Payload::ActionPlanned(ActionPlanned { action: name.into() })
+}
+
+/// `assistant_delta` with the next piece of final-answer text.
+fn text_delta(text: impl Into<String>) -> Payload {
+    Payload::AssistantDelta(AssistantDelta { text: text.into() })
 }
 
 #[cfg(test)]

@@ -10,14 +10,16 @@ use std::time::Instant;
 
 use model_adapter::Message;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::Outcome;
 use crate::config::{AgentConfig, DecideMode};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::event::{Event, EventBus, EventKind};
+use crate::event::{
+    CommandExecuted, Event, EventBus, EventKind, Payload, RunFinished, UserInputEvent,
+};
 use crate::exec::Executor;
 use crate::external::ExternalTool;
 use crate::metrics::ReasoningMetrics;
@@ -76,28 +78,33 @@ pub struct RunResult {
 /// offers no unrelated skill once the related ones are selected (other schemas).
 pub const RECORD_FORMAT: u32 = 3;
 
-/// What `run_started` records: everything a replay needs to run again.
+/// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct RunStart {
+pub struct RunStart {
     /// [`RECORD_FORMAT`] of the build that wrote the record (0: before formats were numbered).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub(crate) record_format: u32,
+    pub record_format: u32,
     /// The build that wrote the record (`agent-core X.Y.Z`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) written_by: String,
-    pub(crate) task: String,
-    pub(crate) config: AgentConfig,
-    pub(crate) catalog: Vec<SkillEntry>,
-    pub(crate) workspace: String,
+    pub written_by: String,
+    /// The task.
+    pub task: String,
+    /// The run's configuration (no secrets).
+    pub config: AgentConfig,
+    /// The skills the run sees, most relevant to the task first.
+    pub catalog: Vec<SkillEntry>,
+    /// The workspace, as given.
+    pub workspace: String,
+    /// The skill index's diagnostics (`{path, line, rule, message}`).
     #[serde(default)]
-    pub(crate) diagnostics: Vec<Value>,
+    pub diagnostics: Vec<Value>,
     /// Sizes of the workspace files the task names (the Think-Act route), measured once at
     /// the start so replay and resume see the same note whatever the workspace holds later.
     #[serde(default)]
-    pub(crate) input_sizes: Vec<u64>,
+    pub input_sizes: Vec<u64>,
     /// The external tools on offer at the start (the catalog's tools part).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) tools: Vec<ExternalTool>,
+    pub tools: Vec<ExternalTool>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -138,8 +145,9 @@ pub fn record_format_mismatch(events: &[Event]) -> Option<String> {
     let Some(first) = first else {
         return Some("the record does not start with run_started".to_owned());
     };
-    match serde_json::from_value::<RunStart>(first.data.clone()) {
-        Ok(start) => start.format_mismatch(),
+    match first.payload() {
+        Ok(Payload::RunStarted(start)) => start.format_mismatch(),
+        Ok(_) => None,
         Err(error) => Some(format!("run_started does not describe a run: {error}")),
     }
 }
@@ -219,7 +227,7 @@ pub(crate) async fn finish_run(
     start: &RunStart,
     inputs: VecDeque<UserInput>,
 ) -> Result<RunResult> {
-    run.emit(EventKind::RunStarted, serde_json::to_value(start)?)?;
+    run.emit(Box::new(start.clone()))?;
     run.announce_tool_servers()?;
     run.external.fresh = true;
     let mut result = work(run, InputKind::Task).await?;
@@ -241,16 +249,13 @@ fn end_work(run: &mut Run, ending: Ending) -> Result<RunResult> {
     let Ending { outcome, final_text } = ending;
     let final_text = run.bus.redactor().redact(&final_text).into_owned();
     run.state.outcome = Some(outcome);
-    run.emit(
-        EventKind::RunFinished,
-        json!({
-            "outcome": outcome,
-            "degraded": outcome.is_degraded(),
-            "final_text": final_text,
-            "counters": run.state.counters,
-            "reasoning_metrics": run.state.reasoning,
-        }),
-    )?;
+    run.emit(RunFinished {
+        outcome,
+        degraded: outcome.is_degraded(),
+        final_text: final_text.clone(),
+        counters: run.state.counters.clone(),
+        reasoning_metrics: run.state.reasoning.clone(),
+    })?;
     if let Some(run_dir) = &run.run_dir
         && !run.bus.catching_up()
     {
@@ -286,16 +291,18 @@ pub(crate) async fn continue_with(run: &mut Run, input: UserInput) -> Result<Run
     run.state.outcome = None;
     if let Some((tool, command)) = crate::exec::builtin::parse_slash(&text) {
         run.replaying = run.endings.pop_front();
-        run.emit(EventKind::UserInput, json!({"text": text, "kind": "command"}))?;
+        run.emit(UserInputEvent { text: text.clone(), kind: "command".into(), input_sizes: None })?;
         let execution = run.executor.command(tool, &command).map_err(|divergence| {
             let path = run.run_dir.as_ref().map(|dir| dir.path().to_owned()).unwrap_or_default();
             Error::Resume { path, message: divergence.0 }
         })?;
         let output = run.bus.redactor().redact(&execution.content).into_owned();
-        run.emit(
-            EventKind::CommandExecuted,
-            json!({"command": text, "tool": tool, "status": execution.status, "output": output}),
-        )?;
+        run.emit(CommandExecuted {
+            command: text.clone(),
+            tool: tool.to_owned(),
+            status: execution.status,
+            output: output.clone(),
+        })?;
         let ending = match &run.state.pending_question {
             Some(question) => Ending {
                 outcome: crate::budget::Outcome::NeedsInput,
@@ -318,12 +325,11 @@ pub(crate) async fn continue_with(run: &mut Run, input: UserInput) -> Result<Run
             _ => Vec::new(),
         },
     };
-    let mut data =
-        json!({"text": text, "kind": if kind == InputKind::Task { "task" } else { "answer" }});
-    if kind == InputKind::Task {
-        data["input_sizes"] = json!(input_sizes);
-    }
-    run.emit(EventKind::UserInput, data)?;
+    run.emit(UserInputEvent {
+        text: text.clone(),
+        kind: if kind == InputKind::Task { "task" } else { "answer" }.to_owned(),
+        input_sizes: (kind == InputKind::Task).then(|| input_sizes.clone()),
+    })?;
     let answered = run.pending_call.take();
     match kind {
         InputKind::Answer => {

@@ -1,7 +1,7 @@
 //! A scenario: a task over the bundled skills, a scripted model per strategy, budgets, and a
 //! checker that judges a run from what it left behind (its events and the workspace).
 
-use agent_core::{Budgets, Event, EventKind};
+use agent_core::{Budgets, Event, Payload};
 use model_adapter::{Delta, FinishReason, MockReply};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -135,15 +135,14 @@ impl Check {
     /// What fails in a run: its events and the workspace it ran in. Empty when it passes.
     pub fn failures(&self, events: &[Event], workspace: &std::path::Path) -> Vec<String> {
         let mut failures = Vec::new();
-        let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
-        let Some(finished) = finished else {
+        let Some(finished) = agent_core::last_finished(events) else {
             return vec!["the run has no run_finished event".to_owned()];
         };
-        let outcome = finished.data.get("outcome").and_then(Value::as_str).unwrap_or("?");
+        let outcome = finished.outcome.as_str();
         if outcome != self.outcome {
             failures.push(format!("outcome {outcome}, expected {}", self.outcome));
         }
-        let final_text = finished.data.get("final_text").and_then(Value::as_str).unwrap_or("");
+        let final_text = finished.final_text.as_str();
         for fact in &self.facts {
             if !final_text.contains(fact.as_str()) {
                 failures.push(format!("the answer lacks `{fact}`"));
@@ -156,14 +155,15 @@ impl Check {
                 Err(_) => failures.push(format!("{path} was not produced")),
             }
         }
-        let executed: Vec<(&Value, &str)> = events
+        // Each executed action as its JSON (`{type, args}`), which the expectations match.
+        let executed: Vec<(Value, &str)> = events
             .iter()
-            .filter(|event| event.kind == EventKind::ActionExecuted)
-            .map(|event| {
-                (
-                    event.data.get("action").unwrap_or(&Value::Null),
-                    event.data.get("status").and_then(Value::as_str).unwrap_or("?"),
-                )
+            .filter_map(|event| match event.payload() {
+                Ok(Payload::ActionExecuted(executed)) => Some((
+                    serde_json::to_value(&executed.action).unwrap_or_default(),
+                    executed.status.as_str(),
+                )),
+                _ => None,
             })
             .collect();
         for expected in &self.calls {
@@ -491,7 +491,7 @@ pub mod reply {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use agent_core::Outcome;
+    use agent_core::{EventKind, Outcome};
     use pretty_assertions::assert_eq;
 
     use super::*;
@@ -516,9 +516,10 @@ pub(crate) mod tests {
             .script("csv-summary", "scripts/csv_summary.py", &["sales.csv", "amount"])
             .never_ok("ask_user")
             .file("out.txt", "total");
+        // (A recorded action has no keys beyond its own: events are typed, so an extra key in
+        // `args` cannot be in a record; `holds` still lets an expectation name fewer keys.)
         let script = json!({"type": "run_script", "args": {
-            "skill": "csv-summary", "script": "scripts/csv_summary.py", "args": ["sales.csv", "amount"],
-            "thought": "extra keys do not matter"}});
+            "skill": "csv-summary", "script": "scripts/csv_summary.py", "args": ["sales.csv", "amount"]}});
         let good = vec![executed(1, &script, "ok"), finished("completed", "It is 1705.47.")];
         assert_eq!(check.failures(&good, workspace.path()), Vec::<String>::new());
 

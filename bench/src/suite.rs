@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 
 use agent_core::{
     Agent, AgentConfig, BudgetUse, CancellationToken, DecideMode, Event, EventKind, GuardConfig,
-    ModelSettings, Redactor, compliance, read_events, replay_check,
+    ModelSettings, Payload, Redactor, compliance, read_events, replay_check,
 };
 use model_adapter::{ChatRequest, Delta, DeltaStream, MockModel, MockReply, ModelProvider, Usage};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use skill_registry::{RootKind, SkillRoot};
 use tools_runtime::{ApprovalMode, RuntimeConfig, SandboxHelper};
 
@@ -448,39 +447,35 @@ impl RunRecord {
 /// The figures of a run from its events alone (the last `run_finished` and
 /// [`agent_core::compliance`]); the identity fields are left empty.
 pub fn score_events(events: &[Event]) -> RunRecord {
-    let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
-    let data = finished.map(|event| &event.data).unwrap_or(&Value::Null);
-    let counter = |key: &str| {
-        data.get("counters").and_then(|c| c.get(key)).and_then(Value::as_u64).unwrap_or(0)
-    };
-    let reasoning = |key: &str| {
-        data.get("reasoning_metrics").and_then(|r| r.get(key)).and_then(Value::as_u64).unwrap_or(0)
-    };
+    let finished = agent_core::last_finished(events);
+    let counters = finished.as_ref().map(|finished| finished.counters.clone()).unwrap_or_default();
+    let metrics = finished.as_ref().map(|finished| &finished.reasoning_metrics);
+    let reasoning = |metric: fn(&agent_core::ReasoningMetrics) -> u64| metrics.map_or(0, metric);
     let compliance = compliance(events);
     let mut warnings = BTreeMap::new();
     for event in events.iter().filter(|event| event.kind == EventKind::ModelRequest) {
-        let reasons = event.data.get("notice").and_then(Value::as_array);
-        for reason in reasons.into_iter().flatten().filter_map(Value::as_str) {
-            *warnings.entry(reason.to_owned()).or_insert(0) += 1;
+        let Ok(Payload::ModelRequest(request)) = event.payload() else { continue };
+        for reason in request.notice.into_iter().flatten() {
+            *warnings.entry(reason).or_insert(0) += 1;
         }
     }
     RunRecord {
-        outcome: data.get("outcome").and_then(Value::as_str).unwrap_or("none").to_owned(),
+        outcome: finished.as_ref().map_or("none", |finished| finished.outcome.as_str()).to_owned(),
         final_text_present: compliance.final_text_present,
-        turns: counter("turns"),
-        model_calls: counter("model_calls"),
-        tool_calls: counter("tool_calls"),
-        script_runs: counter("script_runs"),
-        prompt_tokens: counter("prompt_tokens"),
-        completion_tokens: counter("completion_tokens"),
-        compactions: counter("compactions"),
-        refusals: counter("refusals"),
+        turns: u64::from(counters.turns),
+        model_calls: u64::from(counters.model_calls),
+        tool_calls: u64::from(counters.tool_calls),
+        script_runs: u64::from(counters.script_runs),
+        prompt_tokens: counters.prompt_tokens,
+        completion_tokens: counters.completion_tokens,
+        compactions: u64::from(counters.compactions),
+        refusals: u64::from(counters.refusals),
         budgets: compliance.budgets,
         budget_overruns: compliance.budget_overruns,
         sequence_violations: compliance.sequence_violations,
-        silent_calls: reasoning("silent_call_count"),
-        reasoned_calls: reasoning("reasoned_call_count"),
-        reasoning_chars: reasoning("reasoning_chars_total"),
+        silent_calls: reasoning(|metrics| metrics.silent_call_count),
+        reasoned_calls: reasoning(|metrics| metrics.reasoned_call_count),
+        reasoning_chars: reasoning(|metrics| metrics.reasoning_chars_total),
         warnings,
         ..RunRecord::empty()
     }

@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agent_core::{EventKind, Outcome, RunResult, replay_check, turns};
+use agent_core::{Outcome, RunResult, replay_check, turns};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
@@ -390,12 +390,12 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
 async fn replay(run_dir: &Path, check: bool, json: bool) -> Result<u8> {
     let events = crate::runs::run_events(run_dir).map_err(usage)?;
     let turns = turns(&events);
-    let finished = events.iter().rev().find(|event| event.kind == EventKind::RunFinished);
+    let finished = agent_core::last_finished(&events);
     if !check {
         if json {
             out!(
                 "{}",
-                json!({"run_id": events.first().map(|event| &event.run_id), "turns": turns, "finished": finished.map(|event| &event.data)})
+                json!({"run_id": events.first().map(|event| &event.run_id), "turns": turns, "finished": finished.as_ref().and_then(|finished| serde_json::to_value(finished).ok())})
             );
         } else {
             for turn in &turns {
@@ -410,11 +410,9 @@ async fn replay(run_dir: &Path, check: bool, json: bool) -> Result<u8> {
                 }
             }
             match finished {
-                Some(event) => out!(
-                    "outcome: {}\n\n{}",
-                    event.data.get("outcome").and_then(Value::as_str).unwrap_or("?"),
-                    event.data.get("final_text").and_then(Value::as_str).unwrap_or("")
-                ),
+                Some(finished) => {
+                    out!("outcome: {}\n\n{}", finished.outcome.as_str(), finished.final_text)
+                }
                 None => out!(
                     "(the run did not finish: `skills-agent resume {}` continues it)",
                     run_dir.display()

@@ -39,13 +39,13 @@
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::IntoFuture;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use agent_core::{EventKind, is_sha256_hex, is_valid_run_id};
+use agent_core::{Event, EventKind, Payload, is_sha256_hex, is_valid_run_id, read_complete_events};
 use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, Request, State};
@@ -336,32 +336,19 @@ async fn list_runs(State(server): State<Shared>) -> Result<Response, ApiError> {
     Ok(axum::Json(Value::Array(runs)).into_response())
 }
 
-/// An `events.jsonl` as read: its complete lines as JSON values (lines that are not JSON
-/// objects are left out, and so is a torn last line), with the file's length and time when it
-/// was opened.
+/// An `events.jsonl` as read: its complete events (through agent-core's one reader; a torn
+/// last line is left out), with the file's length and time when it was opened.
 #[derive(Debug)]
 struct Record {
-    events: Vec<Value>,
+    events: Vec<Event>,
     length: u64,
     modified: SystemTime,
 }
 
 fn read_record(path: &Path) -> std::io::Result<Record> {
-    let file = std::fs::File::open(path)?;
-    let metadata = file.metadata()?;
+    let metadata = std::fs::metadata(path)?;
     let (length, modified) = (metadata.len(), metadata.modified()?);
-    let mut reader = std::io::BufReader::new(file);
-    let mut events = Vec::new();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 || !line.ends_with(b"\n") {
-            break;
-        }
-        if let Ok(value @ Value::Object(_)) = serde_json::from_slice::<Value>(&line) {
-            events.push(value);
-        }
-    }
+    let events = read_complete_events(path).map_err(std::io::Error::other)?;
     Ok(Record { events, length, modified })
 }
 
@@ -433,33 +420,29 @@ fn with_status(cached: CachedSummary) -> Value {
 }
 
 /// Whether the record ends with `run_finished`, and the summary without its status.
-fn summary_of(id: &str, events: &[Value]) -> (bool, Value) {
-    let kind = |event: &Value| event.get("type").and_then(Value::as_str).map(str::to_owned);
-    let finished = EventKind::RunFinished.as_str();
-    let start = events.first().and_then(|event| event.get("data"));
-    let finish = events.iter().rev().find(|event| kind(event).as_deref() == Some(finished));
-    let ends_finished = events.last().and_then(kind).as_deref() == Some(finished);
-    let task: String = start
-        .and_then(|data| data.get("task"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .chars()
-        .take(200)
-        .collect();
+fn summary_of(id: &str, events: &[Event]) -> (bool, Value) {
+    let start = match events.first().map(Event::payload) {
+        Some(Ok(Payload::RunStarted(start))) => Some(start),
+        _ => None,
+    };
+    let finish = agent_core::last_finished(events);
+    let ends_finished = events.last().is_some_and(|event| event.kind == EventKind::RunFinished);
+    let task: String =
+        start.as_ref().map(|start| start.task.chars().take(200).collect()).unwrap_or_default();
     (
         ends_finished,
         json!({
             "run_id": id,
             "status": null,
-            "outcome": finish.and_then(|event| event.pointer("/data/outcome")).cloned(),
-            "strategy": start.and_then(|data| data.pointer("/config/strategy")).cloned(),
-            "model": start.and_then(|data| data.pointer("/config/model/model")).cloned(),
-            "turns": events.last().and_then(|event| event.get("turn")).cloned().unwrap_or(json!(0)),
+            "outcome": finish.map(|finish| finish.outcome),
+            "strategy": start.as_ref().map(|start| &start.config.strategy),
+            "model": start.as_ref().map(|start| &start.config.model.model),
+            "turns": events.last().map_or(0, |event| event.turn),
             "task": task,
-            "started": events.first().and_then(|event| event.get("ts")).cloned(),
-            "updated": events.last().and_then(|event| event.get("ts")).cloned(),
+            "started": events.first().map(|event| &event.ts),
+            "updated": events.last().map(|event| &event.ts),
             "events": events.len(),
-            "last_seq": events.last().and_then(|event| event.get("seq")).cloned(),
+            "last_seq": events.last().map(|event| event.seq),
         }),
     )
 }
@@ -473,14 +456,8 @@ async fn run_details(
         // One read of the record gives the summary (kept in the cache) and the result.
         let record = read_record(&directory.join("events.jsonl")).ok()?;
         let mut details = with_status(remember(&server, &id, &record));
-        let finished = EventKind::RunFinished.as_str();
-        let result = record
-            .events
-            .iter()
-            .rev()
-            .find(|event| event.get("type").and_then(Value::as_str) == Some(finished))
-            .and_then(|event| event.get("data"))
-            .cloned();
+        let result = agent_core::last_finished(&record.events)
+            .and_then(|finished| serde_json::to_value(finished).ok());
         let state = std::fs::read(directory.join("state.json"))
             .ok()
             .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
@@ -724,12 +701,8 @@ fn new_run(runs_dir: &Path, before: &HashSet<String>, task: &str) -> Option<Stri
     new.sort();
     let same_task = new.iter().find(|id| {
         read_record(&runs_dir.join(id).join("events.jsonl")).is_ok_and(|record| {
-            record
-                .events
-                .first()
-                .and_then(|event| event.pointer("/data/task"))
-                .and_then(Value::as_str)
-                == Some(task)
+            matches!(record.events.first().map(Event::payload),
+                Some(Ok(Payload::RunStarted(start))) if start.task == task)
         })
     });
     match (same_task, new.as_slice()) {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_core::{DecideMode, EventKind, read_events};
+use agent_core::{DecideMode, EventKind, Payload, read_events};
 use anyhow::{Context, Result, bail};
 use model_adapter::{
     AnthropicConfig, AnthropicProvider, FinishReason, MockModel, MockReply, ModelProvider,
@@ -171,22 +171,14 @@ pub fn connect(spec: &ModelSpec, env: &[(String, String)], workspace: &Path) -> 
                 .with_context(|| format!("replay:{}", run_dir.display()))?;
             let mut replies = Vec::new();
             for event in events.iter().filter(|event| event.kind == EventKind::ModelResponse) {
-                match event.data.get("response") {
-                    Some(response) => {
-                        let response: Response = serde_json::from_value(response.clone())
-                            .with_context(|| {
-                                format!("replay: the response at seq {} is unreadable", event.seq)
-                            })?;
-                        replies.push(MockReply::response(&response));
-                    }
-                    None => replies.push(MockReply::error(
-                        event
-                            .data
-                            .get("error")
-                            .and_then(|error| error.as_str())
-                            .unwrap_or("model error"),
-                        false,
-                    )),
+                let payload = event.payload().with_context(|| {
+                    format!("replay: the response at seq {} is unreadable", event.seq)
+                })?;
+                let Payload::ModelResponse(answer) = payload else { continue };
+                match (answer.response, answer.error) {
+                    (Some(response), _) => replies.push(MockReply::response(&response)),
+                    (None, error) => replies
+                        .push(MockReply::error(error.as_deref().unwrap_or("model error"), false)),
                 }
             }
             Ok(Connected {

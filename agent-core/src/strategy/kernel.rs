@@ -20,7 +20,8 @@ use crate::action::{Action, strip_fence};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
-use crate::event::EventKind;
+use crate::event::{ActionValidated, TurnBudget, TurnFinished, TurnStarted};
+use crate::metrics::TurnReasoning;
 use crate::run::{Answer, Ending, Run, Stop};
 use crate::space::ActionSpace;
 use crate::state::ObservationStatus;
@@ -123,13 +124,24 @@ pub(crate) async fn fit_note(
     Ok(Ok(note(run)))
 }
 
+/// Where a strategy is when a turn starts, as `turn_started` records it.
+#[derive(Debug)]
+pub(crate) enum Position {
+    /// plan-execute-think: `[round, max_rounds]`.
+    Round([u32; 2]),
+    /// plan-thought-replan: `{phase, steps, …}`.
+    Step(Value),
+    /// safe: `{agent, phase, cycle?}`.
+    Safe(Value),
+}
+
 /// Starts a turn: counts it and emits `turn_started` with the budgets (the context with a
-/// note of `note_chars`), the names the model may call, and `extra` fields of the strategy.
+/// note of `note_chars`), the names the model may call, and the strategy's `position`.
 pub(crate) fn start_turn(
     run: &mut Run,
     note_chars: usize,
     allowed: &[&str],
-    extra: Option<(&str, Value)>,
+    position: Option<Position>,
 ) -> Result<()> {
     // Turns whose head did not read the tool list read it here.
     if !run.external.fresh {
@@ -139,31 +151,39 @@ pub(crate) fn start_turn(
     run.state.counters.turns += 1;
     run.bus.set_turn(run.state.counters.turns);
     let used = run.state.task_counters();
-    let mut data = json!({
-        "budget": {
-            "turns": [used.turns, run.config.budgets.max_turns],
-            "tool_calls": [used.tool_calls, run.config.budgets.max_tool_calls],
-            "script_runs": [used.script_runs, run.config.budgets.max_script_runs],
-            "context_chars": [run.context.chars() + note_chars, run.config.budgets.max_context_chars],
+    let budgets = &run.config.budgets;
+    let pair = |used: u32, limit: u32| [u64::from(used), u64::from(limit)];
+    let context = [(run.context.chars() + note_chars) as u64, budgets.max_context_chars as u64];
+    run.emit(TurnStarted {
+        budget: TurnBudget {
+            turns: pair(used.turns, budgets.max_turns),
+            tool_calls: pair(used.tool_calls, budgets.max_tool_calls),
+            script_runs: pair(used.script_runs, budgets.max_script_runs),
+            context_chars: context,
         },
-        "allowed": allowed,
-    });
-    if let (Some((key, value)), Some(map)) = (extra, data.as_object_mut()) {
-        map.insert(key.to_owned(), value);
-    }
-    run.emit(EventKind::TurnStarted, data)
+        allowed: allowed.iter().map(|name| (*name).to_owned()).collect(),
+        round: match position {
+            Some(Position::Round(round)) => Some(round),
+            _ => None,
+        },
+        step: match &position {
+            Some(Position::Step(step)) => Some(step.clone()),
+            _ => None,
+        },
+        safe: match position {
+            Some(Position::Safe(safe)) => Some(safe),
+            _ => None,
+        },
+    })
 }
 
 /// Ends a turn: `turn_finished` with the counters, then `state.json` and an fsync.
-pub(crate) fn finish_turn(run: &mut Run, reasoning: &Value) -> Result<()> {
-    run.emit(
-        EventKind::TurnFinished,
-        json!({
-            "counters": run.state.counters,
-            "context_chars": run.context.chars(),
-            "reasoning": reasoning,
-        }),
-    )?;
+pub(crate) fn finish_turn(run: &mut Run, reasoning: Option<TurnReasoning>) -> Result<()> {
+    run.emit(TurnFinished {
+        counters: run.state.counters.clone(),
+        context_chars: run.context.chars() as u64,
+        reasoning,
+    })?;
     run.checkpoint()
 }
 
@@ -244,7 +264,7 @@ impl<T> Reply<T> {
 pub(crate) enum PlanReply<T> {
     /// The plan keeps the contract; its stated reasoning is recorded (`reasoning`, the turn's
     /// Think-Act figures).
-    Accepted { plan: T, reasoning: Value, tool_call_id: Option<String> },
+    Accepted { plan: T, reasoning: Option<TurnReasoning>, tool_call_id: Option<String> },
     /// It breaks the contract: recorded as `action_validated` (invalid) and an
     /// `invalid_action` observation.
     Rejected,
@@ -396,11 +416,10 @@ pub(crate) fn reject_answer(
     tool_call_id: Option<&str>,
     phase: Option<&str>,
 ) -> Result<()> {
-    let mut data = json!({"action": null, "valid": false, "error": message});
-    if let Some(phase) = phase {
-        data["phase"] = json!(phase);
-    }
-    run.emit(EventKind::ActionValidated, data)?;
+    run.emit(ActionValidated {
+        phase: phase.map(str::to_owned),
+        ..ActionValidated::invalid(None, message)
+    })?;
     run.observe(None, ObservationStatus::InvalidAction, message, tool_call_id)?;
     Ok(())
 }
@@ -421,10 +440,7 @@ pub(crate) fn final_action(
         _ => return Ok(None),
     };
     if let Err(message) = space.check(action) {
-        run.emit(
-            EventKind::ActionValidated,
-            json!({"action": action, "valid": false, "error": message}),
-        )?;
+        run.emit(ActionValidated::invalid(Some(action), &message))?;
         run.observe(
             Some(action),
             ObservationStatus::InvalidAction,
@@ -433,7 +449,7 @@ pub(crate) fn final_action(
         )?;
         return Ok(Some(Flow::Continue));
     }
-    run.emit(EventKind::ActionValidated, json!({"action": action, "valid": true}))?;
+    run.emit(ActionValidated::valid(action))?;
     let ending = match ends {
         Ends::Question(question) => run.request_input(question, tool_call_id)?,
         Ends::Answer(content) => {

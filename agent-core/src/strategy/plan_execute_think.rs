@@ -26,14 +26,14 @@ use crate::action::{Action, action_from};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
-use crate::event::EventKind;
+use crate::event::{Payload, PlanChange};
 use crate::run::{Ending, Run, Stop};
 use crate::space;
 use crate::space::ActionSpace;
 use crate::state::{Plan, PlanStep, StepStatus};
 
 use super::kernel::{
-    self, Accepted, Batch, BatchEnd, Contract, Flow, PlanReply, Prepared, Strategy,
+    self, Accepted, Batch, BatchEnd, Contract, Flow, PlanReply, Position, Prepared, Strategy,
     forced_arguments,
 };
 use super::notes::{budget_line, push_notice, results_lines, skills_lines};
@@ -187,10 +187,10 @@ impl Strategy for PlanExecuteThink {
             run,
             note.chars().count(),
             allowed,
-            Some(("round", json!([rounds.round, rounds.max_rounds]))),
+            Some(Position::Round([rounds.round, rounds.max_rounds])),
         )?;
         // Plan (skipped when no action is left: only the think can conclude).
-        let mut reasoning = Value::Null;
+        let mut reasoning = None;
         let mut stop: Option<Stop> = None;
         let mut executed = false;
         if !steps_allowed.is_empty() {
@@ -224,7 +224,7 @@ impl Strategy for PlanExecuteThink {
                         match execute(run, rounds, &plan).await? {
                             BatchEnd::Done { .. } => {}
                             BatchEnd::Stopped(stopped) if stopped.is_cancelled() => {
-                                kernel::finish_turn(run, &reasoning)?;
+                                kernel::finish_turn(run, reasoning)?;
                                 return Ok(Flow::Stop(stopped));
                             }
                             BatchEnd::Stopped(stopped) => stop = Some(stopped),
@@ -241,7 +241,7 @@ impl Strategy for PlanExecuteThink {
                 match kernel::fit_note(run, |run: &Run| think_note(run, rounds, stopped)).await? {
                     Ok(note) => note,
                     Err(stop) => {
-                        kernel::finish_turn(run, &reasoning)?;
+                        kernel::finish_turn(run, reasoning)?;
                         return Ok(Flow::Stop(stop));
                     }
                 };
@@ -251,14 +251,14 @@ impl Strategy for PlanExecuteThink {
             if let Some(Accepted { value: think, response, tool_call_id }) = answer {
                 let think_reasoning =
                     run.record_reasoning_with(&response, Some(&think.internal_analysis));
-                if reasoning.is_null() {
+                if reasoning.is_none() {
                     reasoning = think_reasoning;
                 }
                 kernel::acknowledge(run, tool_call_id, "noted".to_owned());
                 rounds.last_user_summary = Some(think.user_summary.clone());
                 save(run, rounds);
                 if think.task_completed && may_complete(run) {
-                    kernel::finish_turn(run, &reasoning)?;
+                    kernel::finish_turn(run, reasoning)?;
                     return Ok(Flow::End(Ending {
                         outcome: Outcome::Completed,
                         final_text: think.user_summary,
@@ -266,7 +266,7 @@ impl Strategy for PlanExecuteThink {
                 }
             }
         }
-        kernel::finish_turn(run, &reasoning)?;
+        kernel::finish_turn(run, reasoning)?;
         Ok(stop.map_or(Flow::Continue, Flow::Stop))
     }
 
@@ -338,11 +338,11 @@ async fn execute(run: &mut Run, rounds: &mut RoundState, plan: &RoundPlan) -> Re
         })
         .collect();
     let goal = plan.reasoning.clone().unwrap_or_default();
-    let kind =
-        if run.state.plan.is_some() { EventKind::PlanUpdated } else { EventKind::PlanCreated };
+    let created = run.state.plan.is_none();
     let current = Plan { goal: goal.clone(), steps: steps.clone(), ..Plan::default() };
     run.state.plan = Some(current.clone());
-    run.emit(kind, json!({"plan": current, "round": rounds.round}))?;
+    let change = PlanChange { round: Some(rounds.round), ..PlanChange::plan(current) };
+    run.emit(if created { Payload::PlanCreated(change) } else { Payload::PlanUpdated(change) })?;
     rounds.timed_out = false;
     let round = rounds.round;
     let mut batch = RoundBatch {
@@ -358,10 +358,12 @@ async fn execute(run: &mut Run, rounds: &mut RoundState, plan: &RoundPlan) -> Re
     }
     let current = Plan { goal, steps: batch.steps, ..Plan::default() };
     run.state.plan = Some(current.clone());
-    run.emit(
-        EventKind::PlanUpdated,
-        json!({"plan": current, "round": round, "ran": batch.ran, "not_run": plan.steps.len() - batch.ran}),
-    )?;
+    run.emit(Payload::PlanUpdated(PlanChange {
+        round: Some(round),
+        ran: Some(batch.ran as u64),
+        not_run: Some((plan.steps.len() - batch.ran) as u64),
+        ..PlanChange::plan(current)
+    }))?;
     Ok(end)
 }
 

@@ -63,13 +63,13 @@ use crate::action::{Action, action_from};
 use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
-use crate::event::EventKind;
+use crate::event::{Payload, PlanChange, ThoughtDecided};
 use crate::run::{Ending, InputKind, Run, Stop};
 use crate::space;
 use crate::space::ActionSpace;
 use crate::state::{Plan, PlanStep, StepStatus};
 
-use super::kernel::{self, Contract, Flow, Prepared, Strategy, forced_arguments};
+use super::kernel::{self, Contract, Flow, Position, Prepared, Strategy, forced_arguments};
 use super::notes::{budget_line, push_notice, skills_lines};
 
 /// The strategy's name in `AgentConfig::strategy`.
@@ -466,19 +466,16 @@ async fn plan_once(run: &mut Run, task: &mut TaskState) -> Result<Option<Stop>> 
     task.plan_initialized = true;
     save(run, task);
     // A new task starts without a plan (the session layer clears it).
-    let kind =
-        if run.state.plan.is_none() { EventKind::PlanCreated } else { EventKind::PlanUpdated };
+    let created = run.state.plan.is_none();
     let plan = mirror_plan(run, task, false);
-    let mut data = json!({
-        "plan": plan,
-        "items": task.plan_items,
-        "task": task.task,
-        "progress": format!("Planning done: {} steps", task.plan_items.len()),
-    });
-    if fallback {
-        data["fallback"] = json!("no valid plan: the task is the only item");
-    }
-    run.emit(kind, data)?;
+    let change = PlanChange {
+        items: Some(task.plan_items.clone()),
+        task: Some(task.task),
+        progress: Some(format!("Planning done: {} steps", task.plan_items.len())),
+        fallback: fallback.then(|| "no valid plan: the task is the only item".to_owned()),
+        ..PlanChange::plan(plan)
+    };
+    run.emit(if created { Payload::PlanCreated(change) } else { Payload::PlanUpdated(change) })?;
     run.checkpoint()?;
     Ok(None)
 }
@@ -501,19 +498,16 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
         run,
         note.chars().count(),
         &[THOUGHT.tool],
-        Some((
-            "step",
-            json!({
-                "phase": "thought",
-                "steps": [task.step_count, run.config.budgets.max_turns],
-                "plan_item": item.as_ref().map(|(index, total, _)| json!([index, total])),
-                "statuses": statuses,
-                "progress": match &item {
-                    Some((index, total, text)) => format!("Current plan item: {index}/{total} - {text}"),
-                    None => "Current plan item: none (no item left)".to_owned(),
-                },
-            }),
-        )),
+        Some(Position::Step(json!({
+            "phase": "thought",
+            "steps": [task.step_count, run.config.budgets.max_turns],
+            "plan_item": item.as_ref().map(|(index, total, _)| json!([index, total])),
+            "statuses": statuses,
+            "progress": match &item {
+                Some((index, total, text)) => format!("Current plan item: {index}/{total} - {text}"),
+                None => "Current plan item: none (no item left)".to_owned(),
+            },
+        }))),
     )?;
     task.step_count += 1;
     task.last_ok_observation = None;
@@ -530,33 +524,36 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
     task.successful_steps += 1;
     task.last_thought_snapshot =
         Some(format!("{}: {}", thought.decision.status(), clip(&thought.current_step, 120)));
-    let mut data = json!({
-        "status": thought.decision.status(),
-        "current_step": thought.current_step,
-        "plan_item": item.as_ref().map(|(index, total, _)| json!([index, total])),
-    });
-    match &thought.decision {
-        ThoughtDecision::Continue(action) => {
-            data["action"] = json!(action);
-            data["progress"] = json!(format!("Thought: run an action — {}", action.summary()));
-        }
+    let (action, question, response, progress) = match &thought.decision {
+        ThoughtDecision::Continue(action) => (
+            Some(action.clone()),
+            None,
+            None,
+            format!("Thought: run an action — {}", action.summary()),
+        ),
         ThoughtDecision::AskUser(question) => {
-            data["question"] = json!(question);
-            data["progress"] = json!("Thought: ask for clarification");
+            (None, Some(question.clone()), None, "Thought: ask for clarification".to_owned())
         }
         ThoughtDecision::Done(response) => {
-            data["response"] = json!(response);
-            data["progress"] = json!("Thought: step done");
+            (None, None, Some(response.clone()), "Thought: step done".to_owned())
         }
-    }
-    run.emit(EventKind::ThoughtDecided, data)?;
+    };
+    run.emit(ThoughtDecided {
+        status: thought.decision.status().to_owned(),
+        current_step: thought.current_step.clone(),
+        plan_item: item.as_ref().map(|(index, total, _)| [*index as u64, *total as u64]),
+        action,
+        question,
+        response,
+        progress,
+    })?;
     match thought.decision {
         ThoughtDecision::Continue(action) => {
             save(run, task);
             // The action is a step of its own: no step left, nothing runs.
             if let Some(stop) = limit(run, task) {
                 kernel::answer_call(run, tool_call_id, format!("not run: {}", stop.reason), true);
-                kernel::finish_turn(run, &reasoning)?;
+                kernel::finish_turn(run, reasoning)?;
                 let reason = format!("{} before `{}` could run", stop.reason, action.summary());
                 return Ok(Flow::Stop(Stop::new(stop.outcome, reason)));
             }
@@ -573,7 +570,7 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
                 task.failed();
             }
             save(run, task);
-            kernel::finish_turn(run, &reasoning)?;
+            kernel::finish_turn(run, reasoning)?;
             Ok(stopped.map_or(Flow::Continue, Flow::Stop))
         }
         ThoughtDecision::AskUser(question) => {
@@ -581,7 +578,7 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
             task.last_ask_user_question = Some(question.clone());
             save(run, task);
             let ending = run.request_input(&question, tool_call_id)?;
-            kernel::finish_turn(run, &reasoning)?;
+            kernel::finish_turn(run, reasoning)?;
             Ok(Flow::End(ending))
         }
         ThoughtDecision::Done(response) => {
@@ -609,7 +606,7 @@ async fn thought(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
                 tool_call_id,
                 "noted: the item is finished; the plan is reviewed next".to_owned(),
             );
-            kernel::finish_turn(run, &reasoning)?;
+            kernel::finish_turn(run, reasoning)?;
             Ok(Flow::Continue)
         }
     }
@@ -632,14 +629,11 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
         run,
         note.chars().count(),
         &[REPLAN.tool],
-        Some((
-            "step",
-            json!({
-                "phase": "replan",
-                "steps": [task.step_count, run.config.budgets.max_turns],
-                "progress": format!("Replanning: {trigger}"),
-            }),
-        )),
+        Some(Position::Step(json!({
+            "phase": "replan",
+            "steps": [task.step_count, run.config.budgets.max_turns],
+            "progress": format!("Replanning: {trigger}"),
+        }))),
     )?;
     task.step_count += 1;
     task.last_ok_observation = None;
@@ -658,23 +652,20 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
             task.pending_final_response = None;
             save(run, task);
             let plan = mirror_plan(run, task, false);
-            run.emit(
-                EventKind::PlanUpdated,
-                json!({
-                    "plan": plan,
-                    "items": task.plan_items,
-                    "status": "replanned",
-                    "current_plan_index": task.current_plan_index,
-                    "progress": format!("Replanning done: {} steps", task.plan_items.len()),
-                }),
-            )?;
+            run.emit(Payload::PlanUpdated(PlanChange {
+                items: Some(task.plan_items.clone()),
+                status: Some("replanned".to_owned()),
+                current_plan_index: Some(task.current_plan_index as u64),
+                progress: Some(format!("Replanning done: {} steps", task.plan_items.len())),
+                ..PlanChange::plan(plan)
+            }))?;
             let next = match plan_item(task) {
                 Some((index, total, text)) => format!("item {index}/{total} ({text}) is next"),
                 None => "no item is left".to_owned(),
             };
             let content = format!("plan updated: {} steps; {next}", task.plan_items.len());
             kernel::acknowledge(run, tool_call_id, content);
-            kernel::finish_turn(run, &reasoning)?;
+            kernel::finish_turn(run, reasoning)?;
             Ok(Flow::Continue)
         }
         Replan::Done(answer) => {
@@ -683,18 +674,15 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
             task.replans += 1;
             save(run, task);
             let plan = mirror_plan(run, task, true);
-            run.emit(
-                EventKind::PlanUpdated,
-                json!({
-                    "plan": plan,
-                    "items": task.plan_items,
-                    "status": "done",
-                    "current_plan_index": task.current_plan_index,
-                    "progress": "Replanning done: the task is complete",
-                }),
-            )?;
+            run.emit(Payload::PlanUpdated(PlanChange {
+                items: Some(task.plan_items.clone()),
+                status: Some("done".to_owned()),
+                current_plan_index: Some(task.current_plan_index as u64),
+                progress: Some("Replanning done: the task is complete".to_owned()),
+                ..PlanChange::plan(plan)
+            }))?;
             run.pending_call = tool_call_id;
-            kernel::finish_turn(run, &reasoning)?;
+            kernel::finish_turn(run, reasoning)?;
             Ok(Flow::End(Ending { outcome: Outcome::Completed, final_text: answer }))
         }
     }
@@ -723,7 +711,7 @@ fn accepted<T>(
     if let Some((message, tool_call_id)) = failure {
         kernel::reject_answer(run, &message, tool_call_id.as_deref(), Some(phase))?;
     }
-    kernel::finish_turn(run, &Value::Null)?;
+    kernel::finish_turn(run, None)?;
     Ok(None)
 }
 

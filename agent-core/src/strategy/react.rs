@@ -29,7 +29,7 @@ impl Strategy for React {
         kernel::start_turn(run, note.chars().count(), &space.allowed(), None)?;
         let request = run.decide_request(&space, &note);
         let mode = run.config.decide;
-        let mut reasoning = serde_json::Value::Null;
+        let mut reasoning = None;
         let mut flow = Flow::Continue;
         if let Some(response) = kernel::ask(run, "decide", request, Some(mode)).await? {
             let parsed = parse_answer(&response, mode == DecideMode::Tools);
@@ -54,7 +54,7 @@ impl Strategy for React {
                 }
             }
         }
-        kernel::finish_turn(run, &reasoning)?;
+        kernel::finish_turn(run, reasoning)?;
         Ok(flow)
     }
 }

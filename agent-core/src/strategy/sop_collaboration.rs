@@ -91,7 +91,7 @@
 //! Turns start with `turn_started.safe = {agent: "main", phase: judge|sop|plan, cycle?}`; a
 //! new plan's event carries `{agent: "main", plan, cycle, complexity, sop, repeats_dropped}`
 //! and each step's `plan_updated` `{agent: "main", plan, cycle, step, status}`; the
-//! collaboration events (documented on [`EventKind`]) carry the `agent` that acted. The
+//! collaboration events (documented on [`crate::event::Payload`]) carry the `agent` that acted. The
 //! peers' model calls are tagged by their purpose, `collaborate:<peer id>`.
 //!
 //! `RunState::strategy_state` (and so `state.json`) holds `{strategy: "safe", tasks, task,
@@ -111,7 +111,7 @@ use crate::action::{Action, action_from};
 use crate::budget::Outcome;
 use crate::config::{DecideMode, PeerAgent, SafeConfig};
 use crate::error::Result;
-use crate::event::EventKind;
+use crate::event::{Payload, PlanChange};
 use crate::run::{Ending, Run, Stop};
 use crate::space;
 use crate::space::ActionSpace;
@@ -122,7 +122,7 @@ mod agents;
 use agents::{Agents, Bus, collaborate};
 
 use super::kernel::{
-    self, Accepted, Batch, BatchEnd, Contract, Flow, PlanReply, Prepared, Strategy,
+    self, Accepted, Batch, BatchEnd, Contract, Flow, PlanReply, Position, Prepared, Strategy,
     forced_arguments,
 };
 use super::notes::{budget_line, push_notice, skills_lines};
@@ -442,9 +442,9 @@ async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         run,
         note.chars().count(),
         &[JUDGE.tool],
-        Some(("safe", json!({"agent": MAIN, "phase": "judge"}))),
+        Some(Position::Safe(json!({"agent": MAIN, "phase": "judge"}))),
     )?;
-    let mut reasoning = Value::Null;
+    let mut reasoning = None;
     let mut judged = None;
     let consequence = "the task is taken as complex";
     let schema = judge_schema();
@@ -469,7 +469,7 @@ async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         }
     }
     save(run, safe);
-    kernel::finish_turn(run, &reasoning)?;
+    kernel::finish_turn(run, reasoning)?;
     Ok(Flow::Continue)
 }
 
@@ -510,11 +510,11 @@ async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         run,
         note.chars().count(),
         &[SOP.tool],
-        Some(("safe", json!({"agent": MAIN, "phase": "sop"}))),
+        Some(Position::Safe(json!({"agent": MAIN, "phase": "sop"}))),
     )?;
     let parse = |response: &Response, mode| parse_sop(response, mode, &candidates);
     let schema = sop_schema(&candidates);
-    let mut reasoning = Value::Null;
+    let mut reasoning = None;
     let mut flow = Flow::Continue;
     let consequence = "planning goes on without an SOP";
     if let Some(Accepted { value: (chosen, why), response, tool_call_id }) =
@@ -535,7 +535,7 @@ async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         }
     }
     save(run, safe);
-    kernel::finish_turn(run, &reasoning)?;
+    kernel::finish_turn(run, reasoning)?;
     Ok(flow)
 }
 
@@ -575,9 +575,9 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
         run,
         note.chars().count(),
         allowed,
-        Some(("safe", json!({"agent": MAIN, "phase": "plan", "cycle": safe.cycle}))),
+        Some(Position::Safe(json!({"agent": MAIN, "phase": "plan", "cycle": safe.cycle}))),
     )?;
-    let mut reasoning = Value::Null;
+    let mut reasoning = None;
     let mut stop: Option<Stop> = None;
     let mut report = !can_plan;
     // The plan stopped at a failing step (JSON mode: the report may not complete the task).
@@ -620,7 +620,7 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
                             failed_step = !all_ok;
                         }
                         BatchEnd::Stopped(stopped) if stopped.is_cancelled() => {
-                            kernel::finish_turn(run, &reasoning)?;
+                            kernel::finish_turn(run, reasoning)?;
                             return Ok(Flow::Stop(stopped));
                         }
                         BatchEnd::Stopped(stopped) => {
@@ -638,7 +638,7 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
         let note = match kernel::fit_note(run, note_of).await? {
             Ok(note) => note,
             Err(stop) => {
-                kernel::finish_turn(run, &reasoning)?;
+                kernel::finish_turn(run, reasoning)?;
                 return Ok(Flow::Stop(stop));
             }
         };
@@ -652,7 +652,7 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
             // What the schema did not allow is not taken (a provider without grammars).
             let completed = completed && may_complete;
             let report_reasoning = run.record_reasoning_with(&response, None);
-            if reasoning.is_null() {
+            if reasoning.is_none() {
                 reasoning = report_reasoning;
             }
             safe.last_answer = Some(answer.clone());
@@ -661,7 +661,7 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
                 save(run, safe);
                 // The call is answered by whatever the user sends next (a session).
                 run.pending_call = tool_call_id;
-                kernel::finish_turn(run, &reasoning)?;
+                kernel::finish_turn(run, reasoning)?;
                 return Ok(Flow::End(Ending { outcome: Outcome::Completed, final_text: answer }));
             }
             let content = "noted: the task goes on; plan the next steps".to_owned();
@@ -669,7 +669,7 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
             save(run, safe);
         }
     }
-    kernel::finish_turn(run, &reasoning)?;
+    kernel::finish_turn(run, reasoning)?;
     Ok(stop.map_or(Flow::Continue, Flow::Stop))
 }
 
@@ -709,10 +709,13 @@ fn set_status(run: &mut Run, safe: &mut SafeState, index: usize, status: StepSta
     let plan = external_plan(safe, &goal);
     run.state.plan = Some(plan.clone());
     save(run, safe);
-    run.emit(
-        EventKind::PlanUpdated,
-        json!({"agent": MAIN, "plan": plan, "cycle": safe.cycle, "step": id, "status": status}),
-    )
+    run.emit(Payload::PlanUpdated(PlanChange {
+        agent: Some(MAIN.to_owned()),
+        cycle: Some(safe.cycle),
+        step: Some(id),
+        status: Some(status.as_str().to_owned()),
+        ..PlanChange::plan(plan)
+    }))
 }
 
 /// A plan's steps as a batch: function steps through [`Run::act`], collaboration steps on
@@ -766,21 +769,18 @@ async fn execute(
         .collect();
     let goal = plan.reasoning.clone().unwrap_or_else(|| safe.task.clone());
     let current = external_plan(safe, &goal);
-    let kind =
-        if run.state.plan.is_some() { EventKind::PlanUpdated } else { EventKind::PlanCreated };
+    let created = run.state.plan.is_none();
     run.state.plan = Some(current.clone());
     save(run, safe);
-    run.emit(
-        kind,
-        json!({
-            "agent": MAIN,
-            "plan": current,
-            "cycle": safe.cycle,
-            "complexity": safe.complexity,
-            "sop": safe.sop,
-            "repeats_dropped": plan.repeats,
-        }),
-    )?;
+    let change = PlanChange {
+        agent: Some(MAIN.to_owned()),
+        cycle: Some(safe.cycle),
+        complexity: Some(json!(safe.complexity)),
+        sop: Some(json!(safe.sop)),
+        repeats_dropped: Some(plan.repeats as u64),
+        ..PlanChange::plan(current)
+    };
+    run.emit(if created { Payload::PlanCreated(change) } else { Payload::PlanUpdated(change) })?;
     kernel::run_batch(run, &mut PlanBatch { safe, agents }).await
 }
 

@@ -8,12 +8,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use model_adapter::{ChatRequest, DeltaStream, Message, ModelProvider, Response, TimeoutPhase};
-use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::context::Context;
 use crate::error::Result;
-use crate::event::EventKind;
+use crate::event::{
+    CollaborationDropped, CollaborationReceived, CollaborationRequested, CollaborationResponded,
+    CollaborationTimedOut,
+};
 use crate::run::{Answer, Run};
 use crate::state::ObservationStatus;
 
@@ -96,10 +98,13 @@ pub(super) async fn collaborate(
     });
     safe.pending_collaboration_id = Some(id.clone());
     save(run, safe);
-    run.emit(
-        EventKind::CollaborationRequested,
-        json!({"agent": MAIN, "id": id, "to": agent, "request": request, "timeout_ms": timeout_ms}),
-    )?;
+    run.emit(CollaborationRequested {
+        agent: MAIN.to_owned(),
+        id: id.clone(),
+        to: agent.to_owned(),
+        request: request.to_owned(),
+        timeout_ms,
+    })?;
     let posted = agents.bus.post(Envelope {
         id: id.clone(),
         from: MAIN.to_owned(),
@@ -126,16 +131,13 @@ pub(super) async fn collaborate(
                     collaboration.id == envelope.id
                         && collaboration.status == CollaborationStatus::TimedOut
                 });
-                run.emit(
-                    EventKind::CollaborationDropped,
-                    json!({
-                        "agent": MAIN,
-                        "id": envelope.id,
-                        "from": envelope.from,
-                        "reason": if late { "late" } else { "unknown" },
-                        "response": text,
-                    }),
-                )?;
+                run.emit(CollaborationDropped {
+                    agent: MAIN.to_owned(),
+                    id: envelope.id.clone(),
+                    from: envelope.from.clone(),
+                    reason: if late { "late" } else { "unknown" }.to_owned(),
+                    response: text.clone(),
+                })?;
             }
         }
     }
@@ -152,10 +154,12 @@ pub(super) async fn collaborate(
             format!("[{id}] {agent} could not answer: {text}"),
         ),
         None => {
-            run.emit(
-                EventKind::CollaborationTimedOut,
-                json!({"agent": MAIN, "id": id, "to": agent, "timeout_ms": timeout_ms}),
-            )?;
+            run.emit(CollaborationTimedOut {
+                agent: MAIN.to_owned(),
+                id: id.clone(),
+                to: agent.to_owned(),
+                timeout_ms,
+            })?;
             (
                 CollaborationStatus::TimedOut,
                 ObservationStatus::Timeout,
@@ -187,10 +191,12 @@ async fn peer_cycle(
         // Peers only ever get requests; a response addressed to one has no one to go to.
         let Body::Request(request) = envelope.body else { continue };
         let peer = &mut safe.peers[index];
-        run.emit(
-            EventKind::CollaborationReceived,
-            json!({"agent": peer.id, "id": envelope.id, "from": envelope.from, "request": request}),
-        )?;
+        run.emit(CollaborationReceived {
+            agent: peer.id.clone(),
+            id: envelope.id.clone(),
+            from: envelope.from.clone(),
+            request: request.clone(),
+        })?;
         peer.queue.push_back(Queued {
             id: envelope.id,
             from: envelope.from,
@@ -230,10 +236,13 @@ async fn peer_cycle(
         peer.handled += 1;
         let peer_id = peer.id.clone();
         save(run, safe);
-        run.emit(
-            EventKind::CollaborationResponded,
-            json!({"agent": peer_id, "id": id, "to": from, "ok": ok, "response": text}),
-        )?;
+        run.emit(CollaborationResponded {
+            agent: peer_id.clone(),
+            id: id.clone(),
+            to: from.clone(),
+            ok,
+            response: text.clone(),
+        })?;
         agents.bus.post(Envelope {
             id,
             from: peer_id,

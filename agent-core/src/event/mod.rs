@@ -1,6 +1,8 @@
-//! Events (seed 002 §4.4): the envelope `{ts, run_id, seq, turn, type, data}`, the sinks that
-//! consume it (JSONL file, in-process broadcast, memory, console), and the bus that numbers,
-//! redacts and fans events out. `seq` is strictly increasing within a run.
+//! Events (seed 002 §4.4): the envelope `{ts, run_id, seq, turn, type, data}`, the typed
+//! payloads that are the record format ([`Payload`], `payload.rs`), the one reader of records
+//! (`read.rs`), the sinks that consume events (JSONL file, in-process broadcast, memory,
+//! console), and the bus that serialises, numbers, redacts and fans them out. `seq` is
+//! strictly increasing within a run.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -15,6 +17,13 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::rundir::Redactor;
+
+mod payload;
+mod read;
+
+pub use payload::*;
+pub(crate) use read::read_lines;
+pub use read::{last_finished, read_complete_events, read_events};
 
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,120 +40,9 @@ pub struct Event {
     /// What happened.
     #[serde(rename = "type")]
     pub kind: EventKind,
-    /// The details, whose shape depends on `kind` (documented per kind).
+    /// The details, whose shape depends on `kind`: a [`Payload`], read with
+    /// [`Event::payload`].
     pub data: Value,
-}
-
-/// The kinds of events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum EventKind {
-    /// `{task, config, catalog, diagnostics, workspace, runs_dir, resumed?}`.
-    RunStarted,
-    /// `{outcome, final_text, counters, reasoning_metrics, degraded}`.
-    RunFinished,
-    /// `{budget: {turns, tool_calls, script_runs, context_chars} used/limit, allowed}`.
-    TurnStarted,
-    /// `{counters, context_chars}`.
-    TurnFinished,
-    /// `{purpose, messages, chars, request_sha256, tools, json_schema}`, plus `notice` (the
-    /// meta-cognition warnings of the turn note, by reason) when it has one and `agent` for a
-    /// SAFE peer.
-    ModelRequest,
-    /// `{purpose, response, duration_ms, reasoning?}` or `{purpose, error}`.
-    ModelResponse,
-    /// `{type, early: true}` as soon as the action's name is known in the stream.
-    ActionPlanned,
-    /// `{action, valid, error?}`.
-    ActionValidated,
-    /// `{action, status, duration_ms, result}`.
-    ActionExecuted,
-    /// `{id, action?, status, chars, content, stored?: {sha256, path, bytes}}`.
-    ObservationRecorded,
-    /// `{plan}`.
-    PlanCreated,
-    /// `{plan, update?, unknown_ids?}`.
-    PlanUpdated,
-    /// `{status: "continue"|"ask_user"|"done", current_step, plan_item: [i, n]|null, action?,
-    /// question?, response?, progress}`: a valid `thought` of a `plan-thought-replan` run (its
-    /// `plan_created`/`plan_updated` add `items` and `progress`, its `turn_started` a `step`).
-    ThoughtDecided,
-    /// `{call_id, argv, reason}`.
-    ApprovalRequired,
-    /// `{call_id}`.
-    ApprovalGranted,
-    /// `{call_id, answer}`.
-    ApprovalDenied,
-    /// `{before_chars, after_chars, compacted: [ids], summary?}`.
-    Compaction,
-    /// `{text}`: final-answer text as it streams in.
-    AssistantDelta,
-    /// `{what, step, limit_ms}`: a time limit inside a turn passed (`what: "round"`: a
-    /// plan-execute-think batch stops before `step`, counted from 0).
-    DeadlinePassed,
-    /// `{question}`: the run asks the user and ends this input's work `needs_input`.
-    InputRequested,
-    /// `{text, kind: "answer"|"task"|"command"}`: the user's next input to a finished run
-    /// (an answer to the pending question, a new task, or a slash command).
-    UserInput,
-    /// `{command, tool, status, output}`: a slash command, run without a model call.
-    CommandExecuted,
-    /// `{agent, id, to, request, timeout_ms}`: an agent of a `safe` run put a collaboration
-    /// request on the bus (`agent` is the requester, `main` for the run's own agent).
-    CollaborationRequested,
-    /// `{agent, id, from, request}`: the peer `agent` took request `id` from its inbox.
-    CollaborationReceived,
-    /// `{agent, id, to, ok, response}`: the peer `agent` put its response to `id` on the bus.
-    CollaborationResponded,
-    /// `{agent, id, to, timeout_ms}`: the requester `agent` stopped waiting for `id`.
-    CollaborationTimedOut,
-    /// `{agent, id, from, reason: "late"|"unknown", response}`: the requester `agent`
-    /// discarded a response it no longer waits for (never applied).
-    CollaborationDropped,
-    /// `{servers: [{name, transport, state, tools, sandbox, …}], tools}`: the external (MCP)
-    /// servers of the run and their state, once at its start (a failed server is here).
-    ToolServers,
-    /// `{refresh, added, removed, tools}`: the external tools on offer changed before a turn
-    /// (`refresh`: the how-many-th look at the list).
-    ToolsChanged,
-}
-
-impl EventKind {
-    /// The snake_case name, as in `events.jsonl`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::RunStarted => "run_started",
-            EventKind::RunFinished => "run_finished",
-            EventKind::TurnStarted => "turn_started",
-            EventKind::TurnFinished => "turn_finished",
-            EventKind::ModelRequest => "model_request",
-            EventKind::ModelResponse => "model_response",
-            EventKind::ActionPlanned => "action_planned",
-            EventKind::ActionValidated => "action_validated",
-            EventKind::ActionExecuted => "action_executed",
-            EventKind::ObservationRecorded => "observation_recorded",
-            EventKind::PlanCreated => "plan_created",
-            EventKind::PlanUpdated => "plan_updated",
-            EventKind::ThoughtDecided => "thought_decided",
-            EventKind::ApprovalRequired => "approval_required",
-            EventKind::ApprovalGranted => "approval_granted",
-            EventKind::ApprovalDenied => "approval_denied",
-            EventKind::Compaction => "compaction",
-            EventKind::AssistantDelta => "assistant_delta",
-            EventKind::DeadlinePassed => "deadline_passed",
-            EventKind::InputRequested => "input_requested",
-            EventKind::UserInput => "user_input",
-            EventKind::CommandExecuted => "command_executed",
-            EventKind::CollaborationRequested => "collaboration_requested",
-            EventKind::CollaborationReceived => "collaboration_received",
-            EventKind::CollaborationResponded => "collaboration_responded",
-            EventKind::CollaborationTimedOut => "collaboration_timed_out",
-            EventKind::CollaborationDropped => "collaboration_dropped",
-            EventKind::ToolServers => "tool_servers",
-            EventKind::ToolsChanged => "tools_changed",
-        }
-    }
 }
 
 /// Keys whose values depend on the clock, left out when two runs are compared.
@@ -337,7 +235,9 @@ impl EventBus {
     }
 
     /// Emits one event. Errors of sinks (and resume divergences) stop the run.
-    pub(crate) fn emit(&self, kind: EventKind, mut data: Value) -> Result<()> {
+    pub(crate) fn emit(&self, payload: impl Into<Payload>) -> Result<()> {
+        let payload = payload.into();
+        let (kind, mut data) = (payload.kind(), payload.to_data()?);
         let mut inner = lock(&self.inner);
         if let Some(failure) = &inner.failure {
             return Err(Error::Resume {
@@ -379,8 +279,8 @@ impl EventBus {
 
     /// Emits from a context that cannot return an error (the approver): the failure is kept
     /// and returned by the next `emit`.
-    pub(crate) fn emit_or_keep(&self, kind: EventKind, data: Value) {
-        if let Err(error) = self.emit(kind, data) {
+    pub(crate) fn emit_or_keep(&self, payload: impl Into<Payload>) {
+        if let Err(error) = self.emit(payload) {
             let mut inner = lock(&self.inner);
             if inner.failure.is_none() {
                 inner.failure = Some(error.to_string());
