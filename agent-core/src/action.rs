@@ -82,7 +82,7 @@ pub enum Action {
 }
 
 /// The names of the actions, in the order they are offered.
-pub const ACTION_NAMES: [&str; 10] = [
+pub(crate) const ACTION_NAMES: [&str; 10] = [
     "select_skills",
     "load_resource",
     "run_script",
@@ -152,7 +152,7 @@ impl Action {
 
 /// What one Decide turn produced: one action, plus an optional plan or plan patch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// The model's stated reason, when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought: Option<String>,
@@ -168,7 +168,7 @@ pub struct Decision {
 
 /// What an answer was, when it was not one valid action.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidAnswer {
+pub(crate) struct InvalidAnswer {
     /// What is wrong, as the model will be told.
     pub message: String,
 }
@@ -181,7 +181,10 @@ pub struct InvalidAnswer {
 /// "args"}, "plan"?, "plan_update"?}` (a surrounding code fence is tolerated); in
 /// [`DecideMode::Tools`](crate::DecideMode::Tools) plain prose with no tool call is the final
 /// answer.
-pub fn parse_answer(response: &Response, prose_is_final: bool) -> Result<Decision, InvalidAnswer> {
+pub(crate) fn parse_answer(
+    response: &Response,
+    prose_is_final: bool,
+) -> Result<Decision, InvalidAnswer> {
     if let Some(call) = response.tool_calls.first() {
         // An external tool offered as its own function: its arguments are the tool's own, plus
         // the `thought` the function offers (given back to a tool that has one of its own by

@@ -100,7 +100,7 @@ mod space;
 mod state;
 mod strategy;
 
-pub use action::{ACTION_NAMES, Action, Decision, InvalidAnswer, parse_answer};
+pub use action::Action;
 pub use agent::{Agent, AgentBuilder};
 pub use budget::Outcome;
 pub use config::{
@@ -109,6 +109,7 @@ pub use config::{
 };
 pub use console::{ConsoleOptions, ConsoleSink};
 pub use error::{Error, Result};
+pub use event::payload;
 pub use event::{
     BroadcastSink, Event, EventKind, EventSink, JsonlSink, MemorySink, Payload, comparable,
     last_finished, read_complete_events, read_events,
@@ -119,9 +120,8 @@ pub use metrics::{ReasoningMetrics, TurnReasoning, reasoning_text_chars};
 pub use replay::{
     BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, replay_check, turns,
 };
-pub use rundir::{Redactor, RunDir, StoredText, is_sha256_hex, is_valid_run_id, new_run_id};
+pub use rundir::{Redactor, StoredText, is_sha256_hex, is_valid_run_id};
 pub use session::{RECORD_FORMAT, RunResult, RunUsage, record_format_mismatch};
-pub use space::{ActionSpace, PlanField};
 pub use state::{
     ActionRecord, Counters, ObservationStatus, Plan, PlanStep, PlanUpdate, RunState, SelectedSkill,
     SkillEntry, StepChange, StepStatus,

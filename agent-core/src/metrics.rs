@@ -10,8 +10,10 @@
 use model_adapter::{Response, ThinkingBlockContent};
 use serde::{Deserialize, Serialize};
 
-/// Per-run reasoning counters, reported in the run result and in `run_finished`.
+/// Per-run reasoning counters, reported in the run result and in `run_finished` (a record
+/// that lacks one reads it as 0).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ReasoningMetrics {
     /// Calls made with no reasoning at all.
     pub silent_call_count: u64,

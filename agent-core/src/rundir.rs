@@ -132,13 +132,13 @@ pub struct StoredText {
 
 /// One run's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunDir {
+pub(crate) struct RunDir {
     path: PathBuf,
 }
 
 impl RunDir {
     /// Creates `<runs_dir>/<run_id>/` with its subfolders; fails if the run exists.
-    pub fn create(runs_dir: &Path, run_id: &str) -> Result<RunDir> {
+    pub(crate) fn create(runs_dir: &Path, run_id: &str) -> Result<RunDir> {
         std::fs::create_dir_all(runs_dir).map_err(|error| Error::io(runs_dir, error))?;
         let path = runs_dir.join(run_id);
         std::fs::create_dir(&path).map_err(|error| Error::io(&path, error))?;
@@ -151,7 +151,7 @@ impl RunDir {
     }
 
     /// An existing run directory (it must hold `events.jsonl`).
-    pub fn open(path: &Path) -> Result<RunDir> {
+    pub(crate) fn open(path: &Path) -> Result<RunDir> {
         let events = path.join("events.jsonl");
         if !events.is_file() {
             return Err(Error::Recording {
@@ -163,33 +163,13 @@ impl RunDir {
     }
 
     /// The folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// `events.jsonl`.
-    pub fn events_path(&self) -> PathBuf {
+    pub(crate) fn events_path(&self) -> PathBuf {
         self.path.join("events.jsonl")
-    }
-
-    /// `state.json`.
-    pub fn state_path(&self) -> PathBuf {
-        self.path.join("state.json")
-    }
-
-    /// `final.md`.
-    pub fn final_path(&self) -> PathBuf {
-        self.path.join("final.md")
-    }
-
-    /// `inputs/request.txt`.
-    pub fn request_path(&self) -> PathBuf {
-        self.path.join("inputs").join("request.txt")
-    }
-
-    /// `artifacts/`.
-    pub fn artifacts_dir(&self) -> PathBuf {
-        self.path.join("artifacts")
     }
 
     /// Writes `bytes` to `relative` inside the run directory, atomically (temp file + rename).
@@ -224,7 +204,7 @@ impl RunDir {
     }
 
     /// Reads a stored observation back, checking its hash.
-    pub fn read_observation(&self, stored: &StoredText) -> Result<String> {
+    pub(crate) fn read_observation(&self, stored: &StoredText) -> Result<String> {
         if !is_sha256_hex(&stored.sha256) {
             return Err(Error::Recording {
                 path: self.path.clone(),
@@ -263,7 +243,7 @@ pub fn is_sha256_hex(text: &str) -> bool {
 }
 
 /// A new run id: `YYYYMMDD_HHMMSS_xxxx` (UTC time plus four hex digits of entropy).
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();

@@ -239,7 +239,7 @@ pub(crate) fn loaded_whole(state: &RunState, skill: &str, path: &str) -> bool {
 
 /// The actions a turn allows, derived from the run state (the per-turn action automaton).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ActionSpace {
+pub(crate) struct ActionSpace {
     /// Skills `select_skills` may name, most relevant first (empty: no select this turn).
     pub select: Vec<String>,
     /// Names per `select_skills` call.
@@ -272,7 +272,7 @@ pub struct ActionSpace {
 /// Which plan field the turn's schema offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PlanField {
+pub(crate) enum PlanField {
     /// None.
     #[default]
     None,
@@ -290,7 +290,7 @@ const MAX_DESCRIBE: usize = 4;
 
 impl ActionSpace {
     /// The names of the allowed actions, in offer order (`final_answer` is always allowed).
-    pub fn allowed(&self) -> Vec<&'static str> {
+    pub(crate) fn allowed(&self) -> Vec<&'static str> {
         let mut names = Vec::new();
         if !self.select.is_empty() {
             names.push("select_skills");
@@ -321,7 +321,7 @@ impl ActionSpace {
     }
 
     /// Whether `action` is inside the space; the error says what is allowed instead.
-    pub fn check(&self, action: &Action) -> Result<(), String> {
+    pub(crate) fn check(&self, action: &Action) -> Result<(), String> {
         let name = action.name();
         if let Action::CallTool { name: tool, .. } = action
             && self.describe.contains(tool)
@@ -549,7 +549,7 @@ impl ActionSpace {
 
     /// A call to an external tool whose own arguments include `thought`: the thought
     /// [`crate::parse_answer`] took out goes back into its arguments.
-    pub fn restore_tool_thought(&self, decision: &mut Decision) {
+    pub(crate) fn restore_tool_thought(&self, decision: &mut Decision) {
         let Action::CallTool { name, arguments } = &mut decision.action else { return };
         let own = self.call.iter().find(|tool| &tool.name == name).is_some_and(|tool| {
             tool.input_schema.get("properties").and_then(|p| p.get("thought")).is_some()
@@ -641,7 +641,7 @@ impl ActionSpace {
     }
 
     /// The JSON Schema of the turn's structured answer ([`DecideMode::Json`](crate::DecideMode::Json)).
-    pub fn json_schema(&self) -> Value {
+    pub(crate) fn json_schema(&self) -> Value {
         let variants: Vec<Value> = self
             .allowed()
             .into_iter()
@@ -682,7 +682,7 @@ impl ActionSpace {
 
     /// The turn's tools ([`DecideMode::Tools`](crate::DecideMode::Tools)): one per allowed
     /// action, each also taking an optional `thought` and the turn's plan field.
-    pub fn tools(&self) -> Vec<Tool> {
+    pub(crate) fn tools(&self) -> Vec<Tool> {
         let own_functions = self.external_functions();
         let mut tools: Vec<Tool> = self
             .allowed()

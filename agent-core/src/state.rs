@@ -87,8 +87,9 @@ pub struct ActionRecord {
     pub observation: String,
 }
 
-/// Usage counters of a run.
+/// Usage counters of a run (a record that lacks one reads it as 0).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counters {
     /// Decide turns started.
     pub turns: u32,

@@ -11,10 +11,8 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_core::{
-    AgentConfig, DecideMode, EventKind, Outcome, STRATEGIES, comparable, replay_check,
-};
-use common::{call, copy_dir, purposes, toolbox};
+use agent_core::{AgentConfig, DecideMode, EventKind, Outcome, STRATEGIES, replay_check};
+use common::{call, purposes, toolbox};
 use model_adapter::{MockModel, MockReply, ResponseFormat, ToolChoice};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -329,24 +327,11 @@ async fn a_plan_execute_think_run_resumes_from_any_point_of_its_record() -> anyh
     let model = Arc::new(MockModel::new(two_rounds()));
     let original = fixture.run(fixture.agent(&model, config()), TASK).await?;
     assert_eq!(original.result.outcome, Outcome::Completed);
-    let lines: Vec<String> = std::fs::read_to_string(original.run_dir.join("events.jsonl"))?
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    let wanted: Vec<Value> = original
-        .events
-        .iter()
-        .filter(|event| event.kind != EventKind::AssistantDelta)
-        .map(comparable)
-        .collect();
+    let (lines, wanted) = original.record()?;
     let scratch = tempfile::tempdir()?;
     for kept in 1..lines.len() {
         let case = scratch.path().join(kept.to_string());
-        let (runs, workspace) = (case.join("runs"), case.join("workspace"));
-        let run_dir = runs.join(&original.result.run_id);
-        copy_dir(&original.run_dir.join("inputs"), &run_dir.join("inputs"));
-        let text: String = lines[..kept].iter().map(|line| format!("{line}\n")).collect();
-        std::fs::write(run_dir.join("events.jsonl"), text)?;
+        let (runs, workspace, run_dir) = original.cut(&lines, kept, &case)?;
         // The workspace as the killed run left it: logged lines whose observation was recorded.
         let prefix: Vec<Value> =
             lines[..kept].iter().map(|line| serde_json::from_str(line).unwrap()).collect();
@@ -368,16 +353,10 @@ async fn a_plan_execute_think_run_resumes_from_any_point_of_its_record() -> anyh
         let result =
             agent.resume(&run_dir).await.unwrap_or_else(|error| panic!("cut {kept}: {error}"));
         assert_eq!(result.outcome, Outcome::Completed, "cut {kept}");
-        assert_eq!(result.final_text, original.result.final_text, "cut {kept}");
-        assert_eq!(result.counters, original.result.counters, "cut {kept}");
         assert_eq!(model.remaining(), 0, "cut {kept}");
         assert_eq!(std::fs::read_to_string(workspace.join("log.txt"))?, "one\ntwo\n", "cut {kept}");
-        let got: Vec<Value> = common::well_formed(&run_dir)
-            .iter()
-            .filter(|event| event.kind != EventKind::AssistantDelta)
-            .map(comparable)
-            .collect();
-        assert_eq!(got, wanted, "cut {kept}");
+        let events = common::well_formed(&run_dir);
+        original.assert_resumed(&result, &events, &wanted, &format!("cut {kept}"));
     }
     Ok(())
 }

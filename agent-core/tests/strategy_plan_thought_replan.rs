@@ -944,16 +944,7 @@ async fn a_run_resumes_from_any_point_of_its_record() -> anyhow::Result<()> {
     let model = Arc::new(MockModel::new(replies()));
     let original = fixture.run(fixture.agent(&model, config()), "What is on my list?").await?;
     assert_eq!(original.result.outcome, Outcome::Completed);
-    let lines: Vec<String> = std::fs::read_to_string(original.run_dir.join("events.jsonl"))?
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    let wanted: Vec<Value> = original
-        .events
-        .iter()
-        .filter(|event| event.kind != EventKind::AssistantDelta)
-        .map(comparable)
-        .collect();
+    let (lines, wanted) = original.record()?;
     let scratch = tempfile::tempdir()?;
     for kept in 1..lines.len() {
         let case = scratch.path().join(kept.to_string());

@@ -818,9 +818,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("20260101_000000_aaaa");
         std::fs::create_dir(&run).unwrap();
+        // The smallest record the one reader takes: envelopes with their run id, and
+        // payloads with their required fields.
         let lines = [
-            json!({"seq": 1, "turn": 0, "ts": "t1", "type": "run_started", "data": {"task": "Sum", "config": {"strategy": "react", "model": {"model": "mock"}}}}),
-            json!({"seq": 2, "turn": 1, "ts": "t2", "type": "run_finished", "data": {"outcome": "completed"}}),
+            json!({"seq": 1, "turn": 0, "ts": "t1", "run_id": "r", "type": "run_started", "data": {"task": "Sum", "config": {"strategy": "react", "model": {"model": "mock"}}, "catalog": [], "workspace": "."}}),
+            json!({"seq": 2, "turn": 1, "ts": "t2", "run_id": "r", "type": "run_finished", "data": {"outcome": "completed", "final_text": ""}}),
         ];
         let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
         std::fs::write(run.join("events.jsonl"), format!("{text}{{\"torn")).unwrap();

@@ -99,7 +99,7 @@ fn finished_run(run_id: &str) -> Vec<Value> {
             1,
             0,
             "run_started",
-            json!({"task": "Sum the column", "config": {"strategy": "react", "model": {"model": "mock"}}}),
+            json!({"task": "Sum the column", "config": {"strategy": "react", "model": {"model": "mock"}}, "catalog": [], "workspace": "/w"}),
         ),
         event(
             run_id,

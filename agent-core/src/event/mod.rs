@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::rundir::Redactor;
 
-mod payload;
+pub mod payload;
 mod read;
 
 pub use payload::*;

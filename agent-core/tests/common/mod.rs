@@ -361,6 +361,59 @@ pub struct Ran {
 }
 
 impl Ran {
+    /// The record's lines as written, and the events (as `comparable` values, streamed text
+    /// left out) that a re-run of any cut of it must reproduce.
+    pub fn record(&self) -> anyhow::Result<(Vec<String>, Vec<Value>)> {
+        let lines: Vec<String> = std::fs::read_to_string(self.run_dir.join("events.jsonl"))?
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let wanted: Vec<Value> = self
+            .events
+            .iter()
+            .filter(|event| event.kind != EventKind::AssistantDelta)
+            .map(agent_core::comparable)
+            .collect();
+        Ok((lines, wanted))
+    }
+
+    /// The run directory as a run killed after its first `kept` lines left it, under
+    /// `case/runs` (inputs copied): returns `(runs, workspace, run_dir)`, the workspace not
+    /// yet created.
+    pub fn cut(
+        &self,
+        lines: &[String],
+        kept: usize,
+        case: &Path,
+    ) -> anyhow::Result<(PathBuf, PathBuf, PathBuf)> {
+        let (runs, workspace) = (case.join("runs"), case.join("workspace"));
+        let run_dir = runs.join(&self.result.run_id);
+        copy_dir(&self.run_dir.join("inputs"), &run_dir.join("inputs"));
+        let text: String = lines[..kept].iter().map(|line| format!("{line}\n")).collect();
+        std::fs::write(run_dir.join("events.jsonl"), text)?;
+        Ok((runs, workspace, run_dir))
+    }
+
+    /// A resumed run is this run again: the same outcome, final text and counters, and
+    /// `events` (its record after the resume) equal to `wanted` ([`Ran::record`]).
+    pub fn assert_resumed(
+        &self,
+        result: &RunResult,
+        events: &[Event],
+        wanted: &[Value],
+        case: &str,
+    ) {
+        assert_eq!(result.outcome, self.result.outcome, "{case}");
+        assert_eq!(result.final_text, self.result.final_text, "{case}");
+        assert_eq!(result.counters, self.result.counters, "{case}");
+        let got: Vec<Value> = events
+            .iter()
+            .filter(|event| event.kind != EventKind::AssistantDelta)
+            .map(agent_core::comparable)
+            .collect();
+        assert_eq!(got, wanted, "{case}");
+    }
+
     /// The event types in order.
     pub fn kinds(&self) -> Vec<&'static str> {
         self.events.iter().map(|event| event.kind.as_str()).collect()
