@@ -25,7 +25,8 @@ use crate::replay::Recording;
 use crate::run::{ExternalRecord, ModelSource};
 use crate::rundir::{Redactor, RunDir, new_run_id};
 use crate::session::{
-    RECORD_FORMAT, RunParts, RunResult, RunStart, UserInput, finish_run, new_run, written_by,
+    RECORD_FORMAT, RecordedRoot, RunOrigin, RunParts, RunResult, RunStart, UserInput,
+    changed_skills, finish_run, new_run, skill_hashes, written_by,
 };
 use crate::state::SkillEntry;
 
@@ -45,6 +46,7 @@ pub struct AgentBuilder {
     redactor: Redactor,
     cancel: CancellationToken,
     external: Option<Arc<dyn ExternalTools>>,
+    origin: Option<RunOrigin>,
 }
 
 /// Runs tasks: one model, one set of skill roots, one sandbox configuration.
@@ -63,6 +65,7 @@ pub struct Agent {
     redactor: Arc<Redactor>,
     cancel: CancellationToken,
     external: Option<Arc<dyn ExternalTools>>,
+    origin: Option<RunOrigin>,
 }
 
 impl Agent {
@@ -83,6 +86,7 @@ impl Agent {
             redactor: Redactor::new(),
             cancel: CancellationToken::new(),
             external: None,
+            origin: None,
         }
     }
 }
@@ -162,6 +166,13 @@ impl AgentBuilder {
         self
     }
 
+    /// How the launcher started the agent (model spec, approval, configuration files),
+    /// recorded in `run_started` so that a resume can go on the same way.
+    pub fn origin(mut self, origin: RunOrigin) -> AgentBuilder {
+        self.origin = Some(origin);
+        self
+    }
+
     /// A token that cancels runs (the current turn stops; the run ends `cancelled`).
     pub fn cancellation(mut self, token: CancellationToken) -> AgentBuilder {
         self.cancel = token;
@@ -198,6 +209,7 @@ impl AgentBuilder {
             redactor: Arc::new(self.redactor),
             cancel: self.cancel,
             external: self.external,
+            origin: self.origin,
         })
     }
 }
@@ -370,6 +382,16 @@ impl Agent {
                 .map(|diagnostic| json!({"path": diagnostic.path, "line": diagnostic.line, "rule": diagnostic.rule, "message": diagnostic.message}))
                 .collect(),
             tools: self.external.as_ref().map(|external| external.tools()).unwrap_or_default(),
+            skill_roots: self
+                .roots
+                .iter()
+                .map(|root| RecordedRoot {
+                    kind: root.kind.as_str().to_owned(),
+                    path: root.path.display().to_string(),
+                })
+                .collect(),
+            skill_hashes: skill_hashes(&index),
+            origin: self.origin.clone(),
         };
         let executor = Executor {
             recorded: Default::default(),
@@ -426,6 +448,21 @@ impl Agent {
         self.reopen(run_dir, Some(input)).await
     }
 
+    /// What stands between a recorded run and a faithful resume with this agent's skill
+    /// roots: one line per skill of the run that changed or is gone since it began (empty
+    /// when nothing did, or when the record has no hashes — format 3).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Recording`] when the directory holds no readable run, [`Error::Registry`]
+    /// when the roots cannot be indexed.
+    pub fn changed_skills(&self, run_dir: &Path) -> Result<Vec<String>> {
+        let directory = RunDir::open(run_dir)?;
+        let recording = Recording::read(&directory.events_path(), true)?;
+        let index = SkillIndex::build(&self.roots, &self.index_config)?;
+        Ok(changed_skills(&recording.start, &index))
+    }
+
     async fn reopen(&self, run_dir: &Path, input: Option<&str>) -> Result<RunResult> {
         let directory = RunDir::open(run_dir)?;
         let recording = Recording::read(&directory.events_path(), true)?;
@@ -461,6 +498,17 @@ impl Agent {
             _ => {}
         }
         let index = SkillIndex::build(&self.roots, &self.index_config)?;
+        let changed = changed_skills(&recording.start, &index);
+        if !changed.is_empty() {
+            return Err(Error::Resume {
+                path: directory.path().to_owned(),
+                message: format!(
+                    "{}; a resume needs the skills the run began with: restore them, or start a \
+                     new run",
+                    changed.join("; ")
+                ),
+            });
+        }
         let bus = EventBus::new(
             &recording.run_id,
             self.sinks_with(Some(&directory))?,

@@ -7,13 +7,14 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The run directory or one of its files could not be written or read.
-    #[error("run directory {path}: {source}")]
+    /// The run directory or one of its files could not be written or read. (The IO error is
+    /// part of the message, not a `source`: a report that prints the chain would say it twice.)
+    #[error("run directory {path}: {error}")]
     RunDirectory {
         /// The file or folder.
         path: PathBuf,
         /// The IO error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The agent was configured in a way that cannot run.
     #[error("invalid agent configuration: {0}")]
@@ -47,6 +48,6 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-        Error::RunDirectory { path: path.into(), source }
+        Error::RunDirectory { path: path.into(), error: source }
     }
 }

@@ -121,7 +121,9 @@ pub use replay::{
     BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, replay_check, turns,
 };
 pub use rundir::{Redactor, StoredText, is_sha256_hex, is_valid_run_id};
-pub use session::{RECORD_FORMAT, RunResult, RunUsage, record_format_mismatch};
+pub use session::{
+    RECORD_FORMAT, RecordedRoot, RunOrigin, RunResult, RunStart, RunUsage, record_format_mismatch,
+};
 pub use state::{
     ActionRecord, Counters, ObservationStatus, Plan, PlanStep, PlanUpdate, RunState, SelectedSkill,
     SkillEntry, StepChange, StepStatus,

@@ -176,8 +176,13 @@ impl RunDir {
     pub(crate) fn write_file(&self, relative: &Path, bytes: &[u8]) -> Result<()> {
         let path = self.path.join(relative);
         let temporary = path.with_extension("partial");
-        std::fs::write(&temporary, bytes).map_err(|error| Error::io(&temporary, error))?;
-        std::fs::rename(&temporary, &path).map_err(|error| Error::io(&path, error))
+        // A write that fails (a full disk) leaves no half-written temporary file behind.
+        std::fs::write(&temporary, bytes).and_then(|()| std::fs::rename(&temporary, &path)).map_err(
+            |error| {
+                let _ = std::fs::remove_file(&temporary);
+                Error::io(&path, error)
+            },
+        )
     }
 
     /// Stores `text` under `observations/<sha256>.txt` (once per content).
@@ -288,6 +293,23 @@ pub(crate) fn civil(unix_seconds: u64) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_named_once_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let run_dir = RunDir::create(dir.path(), "20260101_000000_aaaa")
+            .unwrap_or_else(|error| panic!("{error}"));
+        // Writes through this link fail as on a full disk (ENOSPC).
+        let temporary = run_dir.path().join("state.partial");
+        std::os::unix::fs::symlink("/dev/full", &temporary)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let error = run_dir.write_file(Path::new("state.json"), b"{}").err();
+        let message = error.map(|error| error.to_string()).unwrap_or_default();
+        assert!(message.contains("state.json: No space left on device"), "{message}");
+        assert_eq!(message.matches("No space left").count(), 1, "{message}");
+        assert!(std::fs::symlink_metadata(&temporary).is_err(), "the temporary file is gone");
+        assert!(!run_dir.path().join("state.json").exists());
+    }
 
     #[test]
     fn civil_dates_match_known_instants() {

@@ -4,7 +4,7 @@
 //! `run_finished`. The public front ([`crate::Agent`]) and the re-runs of a record
 //! ([`crate::replay`]) both stand on it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -28,6 +28,7 @@ use crate::run::{
 };
 use crate::rundir::RunDir;
 use crate::state::{Counters, RunState, SkillEntry};
+use skill_registry::SkillIndex;
 
 /// Token usage of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -75,8 +76,11 @@ pub struct RunResult {
 /// before formats were numbered; 1 the first numbered one; 2 adds the turn note after a call
 /// that worked and keeps a select "just made" across refused selects (other requests); 3 adds
 /// "Results so far" to react's turn note and plan-execute-think's think note, and in JSON mode
-/// offers no unrelated skill once the related ones are selected (other schemas).
-pub const RECORD_FORMAT: u32 = 3;
+/// offers no unrelated skill once the related ones are selected (other schemas); 4 adds to
+/// `run_started` what a faithful resume needs (skill roots and their skills' content hashes,
+/// the launcher's model spec, approval and configuration files) — records of format 3 still
+/// re-run, since a re-run re-emits the recorded `run_started`.
+pub const RECORD_FORMAT: u32 = 4;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,11 +109,125 @@ pub struct RunStart {
     /// The external tools on offer at the start (the catalog's tools part).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ExternalTool>,
+    /// The skill roots searched, in order of priority (format 4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skill_roots: Vec<RecordedRoot>,
+    /// Each skill of the catalog's content hash (format 4): a resume refuses to go on with a
+    /// skill that changed since the run began.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub skill_hashes: BTreeMap<String, String>,
+    /// How the launcher started the run — model spec, approval, configuration files — when it
+    /// said (format 4; the CLI always does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RunOrigin>,
+}
+
+/// A skill root as `run_started` records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedRoot {
+    /// `project`, `user`, `extra` or `builtin`.
+    pub kind: String,
+    /// The folder, as configured.
+    pub path: String,
+}
+
+/// How a launcher (the CLI) started a run: what `resume` needs, besides the record, to go on
+/// the same way. No secrets: the model is its spec as given (`local`, `openai:gpt-4o`,
+/// `mock:replies.json`), never a key.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunOrigin {
+    /// The model spec as given.
+    pub model: String,
+    /// The approval mode (`never`, `ask-for-risky`, `always`).
+    #[serde(default)]
+    pub approval: String,
+    /// The configuration files read, in order of increasing precedence.
+    #[serde(default)]
+    pub config_sources: Vec<String>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
 fn is_zero(value: &u32) -> bool {
     *value == 0
+}
+
+/// Each skill's content hash, by name: SHA-256 over the relative path and bytes of every
+/// file under its folder, in path order (a symlink counts as its target's path). A folder
+/// that cannot be read hashes what could be read and the error.
+pub(crate) fn skill_hashes(index: &SkillIndex) -> BTreeMap<String, String> {
+    index.skills.iter().map(|skill| (skill.name.clone(), tree_hash(&skill.directory))).collect()
+}
+
+fn tree_hash(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let mut pending = vec![root.to_owned()];
+    let mut files = Vec::new();
+    while let Some(directory) = pending.pop() {
+        let entries = match std::fs::read_dir(&directory) {
+            Ok(entries) => entries,
+            Err(error) => {
+                hasher.update(format!("unreadable {}: {error}\n", directory.display()));
+                continue;
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(_) => files.push(path),
+                Err(_) => {}
+            }
+        }
+    }
+    files.sort();
+    for path in files {
+        let relative = path.strip_prefix(root).unwrap_or(&path);
+        hasher.update(relative.to_string_lossy().as_bytes());
+        hasher.update([0]);
+        match std::fs::symlink_metadata(&path) {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                let target = std::fs::read_link(&path).unwrap_or_default();
+                hasher.update(format!("-> {}", target.display()));
+            }
+            _ => match std::fs::read(&path) {
+                Ok(bytes) => hasher.update(&bytes),
+                Err(error) => hasher.update(format!("unreadable: {error}")),
+            },
+        }
+        hasher.update([0]);
+    }
+    crate::rundir::lowercase_hex(&hasher.finalize())
+}
+
+/// What differs, for a resume, between the skills a run began with (`run_started`'s hashes)
+/// and those `index` holds now: one line per skill changed or gone.
+pub(crate) fn changed_skills(start: &RunStart, index: &SkillIndex) -> Vec<String> {
+    if start.skill_hashes.is_empty() {
+        return Vec::new();
+    }
+    let now = skill_hashes(index);
+    let directory = |name: &str| {
+        start.catalog.iter().find(|skill| skill.name == name).map(|skill| skill.directory.clone())
+    };
+    start
+        .skill_hashes
+        .iter()
+        .filter_map(|(name, hash)| {
+            let place = directory(name).unwrap_or_default();
+            match now.get(name) {
+                None => {
+                    Some(format!("skill `{name}` ({place}) is not in the skill roots any more"))
+                }
+                Some(current) if current != hash => Some(format!(
+                    "skill `{name}` ({place}) changed since the run began (content sha256 {} → {})",
+                    &hash[..hash.len().min(12)],
+                    &current[..current.len().min(12)]
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect()
 }
 
 /// This build, as `run_started` names it.
@@ -120,7 +238,9 @@ pub(crate) fn written_by() -> String {
 impl RunStart {
     /// Why this build cannot continue the record, if it was written in another format.
     pub(crate) fn format_mismatch(&self) -> Option<String> {
-        (self.record_format != RECORD_FORMAT).then(|| {
+        // Format 4 only adds to `run_started`, which a re-run takes from the record.
+        let compatible = self.record_format == RECORD_FORMAT || self.record_format == 3;
+        (!compatible).then(|| {
             let writer = if self.written_by.is_empty() {
                 "an earlier build".to_owned()
             } else {
@@ -128,7 +248,7 @@ impl RunStart {
             };
             format!(
                 "the record was written in record format {} by {writer}; this build ({}) \
-                 re-runs records of format {RECORD_FORMAT} only",
+                 re-runs records of formats 3 and {RECORD_FORMAT} only",
                 self.record_format,
                 written_by(),
             )

@@ -36,8 +36,19 @@ pub(crate) async fn chat(args: ChatArgs) -> Result<u8> {
              RUN_DIR --answer TEXT` when it asks a question)",
         ));
     }
+    let mut args = args;
+    if let Some(dir) = args.resume.clone() {
+        // The session goes on with the settings it began with (flags given win, and say so).
+        args.common = crate::runs::resume_args(&dir, args.common)?;
+    }
     let current = Arc::new(Mutex::new(CancellationToken::new()));
     let prepared = prepare_chat(&args, Arc::clone(&current)).await?;
+    if let Some(dir) = args.resume_dir()
+        && let Err(error) = crate::launch::refuse_changed_skills(&prepared, dir)
+    {
+        prepared.shutdown().await;
+        return Err(error);
+    }
     let handle = tokio::runtime::Handle::current();
     let mut run_dir = args.resume_dir().map(Path::to_owned);
     let json = args.json();

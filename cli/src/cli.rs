@@ -379,7 +379,12 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
             run_dir.display()
         )));
     }
+    let common = crate::runs::resume_args(run_dir, common)?;
     let prepared = prepare(&common, None, Interrupts::OneRun).await?;
+    if let Err(error) = crate::launch::refuse_changed_skills(&prepared, run_dir) {
+        prepared.shutdown().await;
+        return Err(error);
+    }
     let result = match answer {
         Some(answer) => prepared.agent.send(run_dir, &answer).await,
         None => prepared.agent.resume(run_dir).await,

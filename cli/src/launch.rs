@@ -9,13 +9,13 @@ use std::sync::Arc;
 use agent_core::{Agent, ConsoleOptions, ConsoleSink, Outcome, Redactor};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use skill_registry::SkillRoot;
 use tools_runtime::{ApprovalAnswer, ApprovalRequest, Approver, RuntimeConfig, SandboxHelper};
 
 use crate::config::{self, Approval, Resolved};
 use skills_agent_models::local_model::cache_dir;
-use skills_agent_models::specs::{ModelSpec, connect};
+use skills_agent_models::specs::{ModelSpec, connect_after};
 
 /// Flags shared by `run` and `resume`.
 #[derive(Debug, Args)]
@@ -41,6 +41,10 @@ pub(crate) struct CommonArgs {
     /// Print nothing but the final answer.
     #[arg(long)]
     pub(crate) quiet: bool,
+    /// Resuming: how many model answers the record already has (a `mock:` model starts after
+    /// them).
+    #[arg(skip)]
+    pub(crate) answered: usize,
 }
 
 #[derive(Debug, Args)]
@@ -211,18 +215,23 @@ pub(crate) async fn prepare(
         None => ModelSpec::default_for(&env),
     };
     // A bad spec, file or key is the user's to fix (2); a local model that fails to start is not.
-    let connected = connect(&spec, &env, &workspace).map_err(|error| match spec {
-        ModelSpec::Local(_) => error,
-        _ => usage(format!("{error:#}")),
-    })?;
+    let connected =
+        connect_after(&spec, &env, &workspace, common.answered).map_err(|error| match spec {
+            ModelSpec::Local(_) => error,
+            _ => usage(format!("{error:#}")),
+        })?;
     // A session can always ask: the next line is the answer.
     let ask_user =
         run.is_some_and(|flags| flags.ask_user) || matches!(interrupts, Interrupts::Session(_));
     let overrides = run.map(RunFlags::overrides);
     let config = resolved.agent_config(overrides.as_ref(), ask_user, &spec, &connected.name);
-    let Resolved { settings, mcp_servers, .. } = resolved;
+    let Resolved { settings, mcp_servers, files, .. } = resolved;
     let mut extra = common.skills.clone();
-    extra.extend(settings.skills.iter().cloned());
+    for root in &settings.skills {
+        if !extra.contains(root) {
+            extra.push(root.clone());
+        }
+    }
     let runs_dir = common
         .runs_dir
         .clone()
@@ -232,8 +241,16 @@ pub(crate) async fn prepare(
         SandboxHelper::current_exe()
             .context("cannot find this binary to use as the sandbox helper")?,
     );
-    runtime.policy.approval_mode =
-        common.approval.or(settings.approval).unwrap_or(Approval::AskForRisky).mode();
+    let approval = common.approval.or(settings.approval).unwrap_or(Approval::AskForRisky);
+    runtime.policy.approval_mode = approval.mode();
+    let origin = agent_core::RunOrigin {
+        model: spec.to_spec(),
+        approval: approval
+            .to_possible_value()
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default(),
+        config_sources: files.iter().map(|file| file.display().to_string()).collect(),
+    };
     let mut redactor = Redactor::from_env(env.iter().cloned(), &settings.redact_env);
     for (name, value) in &connected.secrets {
         redactor.add(name, value);
@@ -292,7 +309,8 @@ pub(crate) async fn prepare(
         .runs_dir(runs_dir)
         .approver(Arc::new(TerminalApprover { interactive }))
         .redactor(redactor)
-        .cancellation(cancel);
+        .cancellation(cancel)
+        .origin(origin);
     if let Some(console) = &console {
         builder = builder.sink(console.clone());
     }
@@ -312,6 +330,20 @@ impl Prepared {
             mcp.shutdown().await;
         }
     }
+}
+
+/// A usage error when a skill of the run in `run_dir` changed or is gone since the run began:
+/// a resume with other skills would not continue the same run.
+pub(crate) fn refuse_changed_skills(prepared: &Prepared, run_dir: &Path) -> Result<()> {
+    let changed = prepared.agent.changed_skills(run_dir).map_err(usage)?;
+    if changed.is_empty() {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{}: {}; a resume needs the skills the run began with — restore them, or start a new run",
+        run_dir.display(),
+        changed.join("; ")
+    )))
 }
 
 pub(crate) fn exit_code(outcome: Outcome) -> u8 {

@@ -436,6 +436,140 @@ fn resume_continues_an_interrupted_run_without_redoing_what_was_done() {
     assert_code(&fixture.run(&["replay", "--check", run_dir_arg]), 0);
 }
 
+/// A skill root outside the workspace with one skill, `tally` (counts its arguments and
+/// appends to `tally.log` in the workspace), and the scripted answers of a run that uses it
+/// twice.
+fn tally_run(fixture: &Fixture) -> (PathBuf, String) {
+    let root = fixture.root.join("extra-skills");
+    let skill = root.join("tally");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: tally\ndescription: Tallies the words it is given. Use to tally words.\n\
+         ---\nRun `scripts/tally.sh WORD...`.\n",
+    )
+    .unwrap();
+    let script = skill.join("scripts/tally.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"tally: $#\"\necho \"$*\" >> tally.log\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tally = |words: &[&str]| {
+        json!({"tool_calls": [{"name": "run_script", "arguments":
+            {"skill": "tally", "script": "scripts/tally.sh", "args": words}}]})
+    };
+    let spec = fixture.answers(
+        "tally.json",
+        &json!([select(&["tally"]), tally(&["a", "b"]), tally(&["c"]), answer("Tallied 2 and 1.")]),
+    );
+    (root, spec)
+}
+
+#[test]
+fn resume_goes_on_with_the_recorded_model_skills_and_workspace() {
+    let fixture = Fixture::new();
+    let (root, spec) = tally_run(&fixture);
+    let root_arg = root.to_str().unwrap();
+    let run = fixture.run(&["run", "--quiet", "--model", &spec, "--skills", root_arg, "Tally"]);
+    assert_code(&run, 0);
+    let run_dir = fixture.run_dir();
+    let started = &events(&run_dir)[0]["data"];
+    assert_eq!(started["record_format"], 4);
+    assert_eq!(started["origin"]["model"], spec);
+    assert!(started["skill_hashes"]["tally"].as_str().is_some_and(|hash| hash.len() == 64));
+    // Killed inside its second script: the record ends before that script's result.
+    let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let kept: Vec<&str> = log
+        .lines()
+        .take_while(|line| !(line.contains("\"turn\":3") && line.contains("action_executed")))
+        .collect();
+    std::fs::write(run_dir.join("events.jsonl"), kept.join("\n") + "\n").unwrap();
+    std::fs::write(fixture.workspace.join("tally.log"), "a b\n").unwrap();
+
+    // Resumed from another folder with no flags: the recorded model (from its next answer),
+    // skill root and workspace.
+    let run_dir_arg = run_dir.to_str().unwrap();
+    let resume = |args: &[&str]| {
+        let mut all = vec!["resume", run_dir_arg];
+        all.extend_from_slice(args);
+        fixture.command(&all).current_dir(&fixture.root).output().unwrap()
+    };
+    let output = resume(&["--json"]);
+    assert_code(&output, 0);
+    assert_eq!(json_line(&output)["final_text"], "Tallied 2 and 1.");
+    assert_eq!(std::fs::read_to_string(fixture.workspace.join("tally.log")).unwrap(), "a b\nc\n");
+    assert_code(&fixture.run(&["replay", "--check", run_dir_arg]), 0);
+
+    // Cut again: a flag that differs from the record is used, and said.
+    std::fs::write(run_dir.join("events.jsonl"), kept.join("\n") + "\n").unwrap();
+    let rest = fixture.answers("rest.json", &json!([tally(&["c"]), answer("Tallied again.")]));
+    let output = resume(&["--model", &rest]);
+    assert_code(&output, 0);
+    let said = text(&output.stderr);
+    assert!(
+        said.contains(&format!("resuming with --model {rest} instead of the recorded {spec}")),
+        "{said}"
+    );
+
+    // What the run began with is gone or changed: a usage error naming what and the flag.
+    std::fs::write(run_dir.join("events.jsonl"), kept.join("\n") + "\n").unwrap();
+    std::fs::write(root.join("tally/scripts/tally.sh"), "#!/bin/sh\necho changed\n").unwrap();
+    let changed = resume(&[]);
+    assert_code(&changed, 2);
+    assert!(text(&changed.stderr).contains("skill `tally`"), "{}", text(&changed.stderr));
+    assert!(
+        text(&changed.stderr).contains("changed since the run began"),
+        "{}",
+        text(&changed.stderr)
+    );
+    std::fs::rename(&root, fixture.root.join("moved")).unwrap();
+    let gone = resume(&[]);
+    assert_code(&gone, 2);
+    let said = text(&gone.stderr);
+    assert!(
+        said.contains(&format!("skill root {root_arg} is gone")) && said.contains("--skills DIR"),
+        "{said}"
+    );
+}
+
+fn tally(words: &[&str]) -> Value {
+    json!({"tool_calls": [{"name": "run_script", "arguments":
+        {"skill": "tally", "script": "scripts/tally.sh", "args": words}}]})
+}
+
+#[test]
+fn a_record_that_does_not_name_its_model_resumes_only_with_the_model_given() {
+    let fixture = Fixture::new();
+    let spec = happy(&fixture);
+    assert_code(&fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]), 0);
+    let run_dir = fixture.run_dir();
+    // A record of format 3: no origin, roots or hashes; cut before its last turn.
+    let lines: Vec<String> = std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .take_while(|line| !line.contains("\"turn\":3"))
+        .map(|line| {
+            let mut event: Value = serde_json::from_str(line).unwrap();
+            if event["type"] == "run_started" {
+                let data = event["data"].as_object_mut().unwrap();
+                for key in ["origin", "skill_roots", "skill_hashes"] {
+                    data.remove(key);
+                }
+                data.insert("record_format".to_owned(), json!(3));
+            }
+            event.to_string()
+        })
+        .collect();
+    std::fs::write(run_dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+    let run_dir_arg = run_dir.to_str().unwrap();
+    let refused = fixture.run(&["resume", run_dir_arg]);
+    assert_code(&refused, 2);
+    assert!(text(&refused.stderr).contains("--model SPEC"), "{}", text(&refused.stderr));
+    let rest = fixture.answers("rest.json", &json!([answer("Resumed: 3 words.")]));
+    let output = fixture.run(&["resume", run_dir_arg, "--json", "--model", &rest]);
+    assert_code(&output, 0);
+    assert_eq!(json_line(&output)["final_text"], "Resumed: 3 words.");
+    assert!(text(&output.stderr).is_empty() || !text(&output.stderr).contains("error"));
+}
+
 #[test]
 fn approval_without_a_terminal_is_denied_with_a_clear_message() {
     let fixture = Fixture::new();

@@ -55,6 +55,19 @@ impl ModelSpec {
         })
     }
 
+    /// The spec as text, in the form [`ModelSpec::parse`] reads (`local`, `local:0.5b`,
+    /// `openai:MODEL`, `mock:FILE` with the path as given, …).
+    pub fn to_spec(&self) -> String {
+        match self {
+            ModelSpec::Local(ModelSize::B1_5) => "local".to_owned(),
+            ModelSpec::Local(size) => format!("local:{}", size.as_str()),
+            ModelSpec::OpenAi(model) => format!("openai:{model}"),
+            ModelSpec::Anthropic(model) => format!("anthropic:{model}"),
+            ModelSpec::Mock(path) => format!("mock:{}", path.display()),
+            ModelSpec::Replay(path) => format!("replay:{}", path.display()),
+        }
+    }
+
     /// The default: `local` unless a provider key is set.
     pub fn default_for(env: &[(String, String)]) -> ModelSpec {
         let has = |name: &str| env.iter().any(|(key, value)| key == name && !value.is_empty());
@@ -97,6 +110,22 @@ fn env_value(env: &[(String, String)], name: &str) -> Option<String> {
 
 /// Connects `spec`, starting the local model when it is not running (and saying so on stderr).
 pub fn connect(spec: &ModelSpec, env: &[(String, String)], workspace: &Path) -> Result<Connected> {
+    connect_after(spec, env, workspace, 0)
+}
+
+/// [`connect`] for a run that already has `answered` model answers in its record (a resume):
+/// a `mock:` model starts at the answer after them, since the record serves those calls; the
+/// other models do not depend on it.
+///
+/// # Errors
+///
+/// As [`connect`].
+pub fn connect_after(
+    spec: &ModelSpec,
+    env: &[(String, String)],
+    workspace: &Path,
+    answered: usize,
+) -> Result<Connected> {
     match spec {
         ModelSpec::Local(size) => {
             let model = LocalModel::new(*size, cache_dir()?);
@@ -159,7 +188,7 @@ pub fn connect(spec: &ModelSpec, env: &[(String, String)], workspace: &Path) -> 
         ModelSpec::Mock(file) => {
             let path = workspace.join(file);
             let path = if path.exists() { path } else { file.clone() };
-            let replies = mock_replies(&path)?;
+            let replies: Vec<MockReply> = mock_replies(&path)?.into_iter().skip(answered).collect();
             Ok(Connected {
                 provider: Arc::new(MockModel::new(replies)),
                 name: "mock".to_owned(),

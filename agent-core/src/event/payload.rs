@@ -18,7 +18,7 @@ use crate::event::Event;
 use crate::metrics::{ReasoningMetrics, TurnReasoning};
 use crate::plan::{Plan, PlanUpdate};
 use crate::rundir::StoredText;
-pub use crate::session::RunStart;
+pub use crate::session::{RecordedRoot, RunOrigin, RunStart};
 use crate::state::{Counters, ObservationStatus};
 
 /// Declares the payloads: the [`Payload`] enum, the [`EventKind`] of each, their snake_case
