@@ -271,12 +271,21 @@ pub(crate) async fn prepare(
     // would kill the process instead of cancelling the task.
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("cannot install the Ctrl-C handler")?;
+    // SIGTERM (a service manager, `kill`, a CI timeout) stops a run as Ctrl-C does: the run is
+    // cancelled, its script and MCP servers are stopped, and the record ends `cancelled`; a
+    // process killed outright would leave the script's children running.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot install the SIGTERM handler")?;
     match interrupts {
         Interrupts::OneRun => {
             let cancel = cancel.clone();
             tokio::spawn(async move {
-                if interrupt.recv().await.is_some() {
-                    eprintln!("\nskills-agent: cancelling (Ctrl-C again to quit at once)");
+                let interrupted = tokio::select! {
+                    signal = interrupt.recv() => signal.map(|()| "Ctrl-C"),
+                    signal = terminate.recv() => signal.map(|()| "SIGTERM"),
+                };
+                if let Some(what) = interrupted {
+                    eprintln!("\nskills-agent: {what}: cancelling (Ctrl-C again to quit at once)");
                     cancel.cancel();
                     if interrupt.recv().await.is_some() {
                         std::process::exit(130);
@@ -285,12 +294,26 @@ pub(crate) async fn prepare(
             });
         }
         Interrupts::Session(current) => {
+            let cancel_current = |current: &std::sync::Mutex<agent_core::CancellationToken>| {
+                if let Ok(token) = current.lock() {
+                    token.cancel();
+                }
+            };
+            let for_terminate = Arc::clone(&current);
             tokio::spawn(async move {
                 while interrupt.recv().await.is_some() {
-                    if let Ok(token) = current.lock() {
-                        eprintln!("\nskills-agent: cancelling this task (the session goes on)");
-                        token.cancel();
-                    }
+                    eprintln!("\nskills-agent: cancelling this task (the session goes on)");
+                    cancel_current(&current);
+                }
+            });
+            // SIGTERM ends the session: the task in progress is cancelled (its script
+            // stopped), then the process leaves.
+            tokio::spawn(async move {
+                if terminate.recv().await.is_some() {
+                    eprintln!("\nskills-agent: SIGTERM: cancelling the task and leaving");
+                    cancel_current(&for_terminate);
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                    std::process::exit(143);
                 }
             });
         }

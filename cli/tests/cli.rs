@@ -570,6 +570,61 @@ fn a_record_that_does_not_name_its_model_resumes_only_with_the_model_given() {
     assert!(text(&output.stderr).is_empty() || !text(&output.stderr).contains("error"));
 }
 
+/// The processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(marker) {
+                found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn sigterm_stops_the_run_and_leaves_no_script_process_behind() {
+    let fixture = Fixture::new();
+    let skill = fixture.workspace.join(".agents/skills/counter/scripts/nap.sh");
+    // A script whose child (the `sleep`) outlives the shell unless the run stops it.
+    std::fs::write(&skill, "#!/bin/sh\nsleep \"$1\"\necho slept\n").unwrap();
+    std::fs::set_permissions(&skill, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let seconds = format!("{}", 400_000 + std::process::id() % 100_000);
+    let nap = json!({"tool_calls": [{"name": "run_script", "arguments":
+        {"skill": "counter", "script": "scripts/nap.sh", "args": [seconds]}}]});
+    let spec = fixture.answers("nap.json", &json!([select(&["counter"]), nap, answer("Rested.")]));
+    let child = fixture
+        .command(&["run", "--json", "--model", &spec, "Take a nap"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let marker = format!("sleep {seconds}");
+    let started = std::time::Instant::now();
+    while processes_with(&marker).is_empty() {
+        assert!(started.elapsed().as_secs() < 30, "the script never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let output = child.wait_with_output().unwrap();
+    assert_code(&output, 3);
+    assert_eq!(json_line(&output)["outcome"], "cancelled");
+    assert!(text(&output.stderr).contains("SIGTERM"), "{}", text(&output.stderr));
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<String>::new(),
+        "the script's child outlived the run"
+    );
+    let last = events(&fixture.run_dir()).pop().unwrap();
+    assert_eq!(
+        (&last["type"], &last["data"]["outcome"]),
+        (&json!("run_finished"), &json!("cancelled"))
+    );
+}
+
 #[test]
 fn approval_without_a_terminal_is_denied_with_a_clear_message() {
     let fixture = Fixture::new();
