@@ -9,9 +9,10 @@
 //!
 //! * **Roots and priority.** A [`SkillRoot`] has a [`RootKind`]: project > user > extra >
 //!   builtin ([`default_roots`] gives the usual directories, [`builtin_root`] the skills shipped
-//!   with the runtime). Two skills with the same name: the one from the higher-priority root
-//!   wins, the other lands in [`SkillIndex::shadowed`] with a `shadowed` diagnostic, and
-//!   [`SkillIndex::select`] with a [`SourceSelector`] can still pick it.
+//!   with the runtime, embedded in the binary and written into a cache directory at first use).
+//!   Two skills with the same name: the one from the higher-priority root wins, the other lands
+//!   in [`SkillIndex::shadowed`] with a `shadowed` diagnostic, and [`SkillIndex::select`] with a
+//!   [`SourceSelector`] can still pick it.
 //! * **Discovery** is a breadth-first walk (`walkdir` one level at a time, sorted), bounded by
 //!   depth and directory count, with include/exclude globs (`globset`). Dot-directories and
 //!   `node_modules` are skipped; symlinked folders and `SKILL.md` files are followed, and a
@@ -73,8 +74,8 @@ pub use index::{
     IndexConfig, IndexStats, RootReport, RootStatus, ShadowedSkill, SkillIndex, SourceSelector,
 };
 pub use roots::{
-    BUILTIN_SKILLS, BuiltinSkill, PROJECT_ROOTS, USER_ROOTS, builtin_root, default_roots,
-    extra_roots, write_builtin_skills,
+    BUILTIN_CACHE_FOLDER, BUILTIN_SKILLS, BuiltinSkill, PROJECT_ROOTS, USER_ROOTS,
+    builtin_cache_dir, builtin_root, default_roots, extra_roots, write_builtin_skills,
 };
 pub use skill::{
     Controls, KNOWN_EXTENSION_KEYS, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS,
