@@ -283,3 +283,8 @@ fn open_indexed_skill_file(path: &Path) -> Result<(CheckedPath, fs::File)> {
     checked.requested = SKILL_FILE_NAME.to_owned();
     Ok((checked, file))
 }
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

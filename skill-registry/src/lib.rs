@@ -81,3 +81,8 @@ pub use skill::{
     Controls, KNOWN_EXTENSION_KEYS, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS,
     RootKind, Skill, SkillRoot, SkillSource, split_allowed_tools,
 };
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

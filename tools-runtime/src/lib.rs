@@ -160,3 +160,8 @@ pub use report::{Backend, CgroupVersion, CgroupVersions, Layer, LayerStatus, San
 pub use runtime::{BackendChoice, DEFAULT_SANDBOX_USER, Runtime, RuntimeConfig, SandboxHelper};
 pub use service::{SERVICE_CPU_SECONDS, Service, ServiceRequest};
 pub use spec::{HELPER_MODE_ARGUMENT, Rlimits};
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}
