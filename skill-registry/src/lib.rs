@@ -5,6 +5,10 @@
 //! *index* (level 1 of progressive disclosure): for every skill under a set of roots, its name,
 //! description, source and controls, and nothing of the body.
 //!
+//! **Platform: Unix** (Linux, macOS, the BSDs; tested on Linux). `SKILL.md` is opened with
+//! `O_NOFOLLOW | O_NONBLOCK` and symlink cycles are found by device and inode; the `fadvise`
+//! read hint is Linux/Android only. Other targets stop with a `compile_error!`.
+//!
 //! # Design
 //!
 //! * **Roots and priority.** A [`SkillRoot`] has a [`RootKind`]: project > user > extra >
@@ -56,6 +60,12 @@
 //! std::fs::remove_dir_all(&root)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#[cfg(not(unix))]
+compile_error!(
+    "skill-registry needs a Unix target: it opens SKILL.md with O_NOFOLLOW | O_NONBLOCK and \
+     identifies folders by device and inode"
+);
 
 mod catalog;
 mod diagnostic;

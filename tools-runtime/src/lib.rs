@@ -2,6 +2,10 @@
 //! output truncation, layered confinement and one audit record per execution; long-running
 //! confined services (MCP stdio servers) and approval for actions that are not commands.
 //!
+//! **Platform: Linux only.** The confinement layers are Linux kernel interfaces (Landlock,
+//! seccomp, namespaces, cgroups, `prctl`, `/proc`); on any other target the crate stops with a
+//! `compile_error!` instead of running commands unconfined.
+//!
 //! # Design
 //!
 //! [`Runtime::run`] takes an [`ExecRequest`] through four gates and returns an
@@ -128,6 +132,12 @@
 //! A sandboxed run looks the same with a real helper (see `examples/run.rs` and the tests):
 //! `ExecOutcome::Ran(result)` carries the exit status, the captured output and
 //! `result.sandbox`, the [`SandboxReport`].
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "tools-runtime is Linux-only: its sandbox layers (Landlock, seccomp, namespaces, cgroups, \
+     prctl, /proc) are Linux kernel interfaces, and it never runs commands unconfined"
+);
 
 mod audit;
 mod cgroup;
