@@ -69,3 +69,8 @@ pub use config::{
 pub use error::{CallError, ConfigError};
 pub use hub::{Launch, McpHub, ServerState, ServerStatus, ToolInfo};
 pub use result::{Blob, BlobKind, CallResult};
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

@@ -106,3 +106,8 @@ pub use types::{
     Response, ResponseFormat, ServerTimings, Thinking, ThinkingBlock, ThinkingBlockContent,
     ThinkingConfig, Tool, ToolCall, ToolChoice, Usage,
 };
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

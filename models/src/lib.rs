@@ -12,3 +12,8 @@ pub mod specs;
 
 pub use local_model::{LocalModel, ModelSize, cache_dir};
 pub use specs::{ModelSpec, connect};
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

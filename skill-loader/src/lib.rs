@@ -3,6 +3,10 @@
 //! The registry (level 1) knows only names and descriptions. This crate reads the rest, on
 //! demand: a skill's `SKILL.md` body (level 2) and the files in its folder (level 3).
 //!
+//! **Platform: Unix** (Linux, macOS, the BSDs; tested on Linux): descriptor-relative opens and
+//! device/inode checks, `openat2` on Linux and Android. Other targets stop with a
+//! `compile_error!`.
+//!
 //! # Design
 //!
 //! * **Containment.** Every path is resolved by [`SkillFolder`]: absolute paths and `..` are
@@ -51,6 +55,12 @@
 //! std::fs::remove_dir_all(&root)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#[cfg(not(unix))]
+compile_error!(
+    "skill-loader needs a Unix target: it opens files relative to a folder descriptor with \
+     O_NOFOLLOW and checks their device and inode"
+);
 
 mod containment;
 mod error;
@@ -283,3 +293,8 @@ fn open_indexed_skill_file(path: &Path) -> Result<(CheckedPath, fs::File)> {
     checked.requested = SKILL_FILE_NAME.to_owned();
     Ok((checked, file))
 }
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

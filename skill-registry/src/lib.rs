@@ -5,13 +5,18 @@
 //! *index* (level 1 of progressive disclosure): for every skill under a set of roots, its name,
 //! description, source and controls, and nothing of the body.
 //!
+//! **Platform: Unix** (Linux, macOS, the BSDs; tested on Linux). `SKILL.md` is opened with
+//! `O_NOFOLLOW | O_NONBLOCK` and symlink cycles are found by device and inode; the `fadvise`
+//! read hint is Linux/Android only. Other targets stop with a `compile_error!`.
+//!
 //! # Design
 //!
 //! * **Roots and priority.** A [`SkillRoot`] has a [`RootKind`]: project > user > extra >
 //!   builtin ([`default_roots`] gives the usual directories, [`builtin_root`] the skills shipped
-//!   with the runtime). Two skills with the same name: the one from the higher-priority root
-//!   wins, the other lands in [`SkillIndex::shadowed`] with a `shadowed` diagnostic, and
-//!   [`SkillIndex::select`] with a [`SourceSelector`] can still pick it.
+//!   with the runtime, embedded in the binary and written into a cache directory at first use).
+//!   Two skills with the same name: the one from the higher-priority root wins, the other lands
+//!   in [`SkillIndex::shadowed`] with a `shadowed` diagnostic, and [`SkillIndex::select`] with a
+//!   [`SourceSelector`] can still pick it.
 //! * **Discovery** is a breadth-first walk (`walkdir` one level at a time, sorted), bounded by
 //!   depth and directory count, with include/exclude globs (`globset`). Dot-directories and
 //!   `node_modules` are skipped; symlinked folders and `SKILL.md` files are followed, and a
@@ -56,6 +61,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(not(unix))]
+compile_error!(
+    "skill-registry needs a Unix target: it opens SKILL.md with O_NOFOLLOW | O_NONBLOCK and \
+     identifies folders by device and inode"
+);
+
 mod catalog;
 mod diagnostic;
 mod discovery;
@@ -73,10 +84,15 @@ pub use index::{
     IndexConfig, IndexStats, RootReport, RootStatus, ShadowedSkill, SkillIndex, SourceSelector,
 };
 pub use roots::{
-    BUILTIN_SKILLS, BuiltinSkill, PROJECT_ROOTS, USER_ROOTS, builtin_root, default_roots,
-    extra_roots, write_builtin_skills,
+    BUILTIN_CACHE_FOLDER, BUILTIN_SKILLS, BuiltinSkill, PROJECT_ROOTS, USER_ROOTS,
+    builtin_cache_dir, builtin_root, default_roots, extra_roots, write_builtin_skills,
 };
 pub use skill::{
     Controls, KNOWN_EXTENSION_KEYS, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS,
     RootKind, Skill, SkillRoot, SkillSource, split_allowed_tools,
 };
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

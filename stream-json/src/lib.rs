@@ -93,3 +93,8 @@ pub use error::{Error, Result};
 pub use parser::{Capture, Config, Event, EventKind, Handler, Parser, SubscriptionId, ValueKind};
 pub use path::{Path, PathSegment};
 pub use pattern::{Pattern, Segment};
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

@@ -2,6 +2,10 @@
 //! output truncation, layered confinement and one audit record per execution; long-running
 //! confined services (MCP stdio servers) and approval for actions that are not commands.
 //!
+//! **Platform: Linux only.** The confinement layers are Linux kernel interfaces (Landlock,
+//! seccomp, namespaces, cgroups, `prctl`, `/proc`); on any other target the crate stops with a
+//! `compile_error!` instead of running commands unconfined.
+//!
 //! # Design
 //!
 //! [`Runtime::run`] takes an [`ExecRequest`] through four gates and returns an
@@ -129,6 +133,12 @@
 //! `ExecOutcome::Ran(result)` carries the exit status, the captured output and
 //! `result.sandbox`, the [`SandboxReport`].
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "tools-runtime is Linux-only: its sandbox layers (Landlock, seccomp, namespaces, cgroups, \
+     prctl, /proc) are Linux kernel interfaces, and it never runs commands unconfined"
+);
+
 mod audit;
 mod cgroup;
 mod environment;
@@ -160,3 +170,8 @@ pub use report::{Backend, CgroupVersion, CgroupVersions, Layer, LayerStatus, San
 pub use runtime::{BackendChoice, DEFAULT_SANDBOX_USER, Runtime, RuntimeConfig, SandboxHelper};
 pub use service::{SERVICE_CPU_SECONDS, Service, ServiceRequest};
 pub use spec::{HELPER_MODE_ARGUMENT, Rlimits};
+
+/// The README's Rust examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}

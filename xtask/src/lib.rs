@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod local_llm;
+pub mod package;
 pub mod tidy;
 
 /// An error and its causes for the console, `: `-joined like `{:#}`, leaving out a cause whose

@@ -12,6 +12,10 @@ commands:
   bench --trajectories FILE [--format openai-chat]
                                 score other agents' recorded runs (OpenAI chat messages): one JSON
                                 line with the silent-call rate, reasoned calls, success rate
+  package [--no-dry-run]        package every publishable crate in dependency order (`cargo
+                                package --no-verify`), fail on files that should not ship
+                                (`target/`, test output, > 1 MiB); `cargo publish --dry-run` for
+                                the crates with no workspace dependency
   tidy                          check dependency direction and `//!` file headers across the workspace
   local-llm start|stop|status [--size 0.5b|1.5b]
                                 run a real local model (llama.cpp + Qwen2.5-Coder, default 0.5B) on
@@ -43,20 +47,9 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some("bench") => match xtask::bench::run(&args[1..]) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("bench: {}", xtask::describe(&error));
-                ExitCode::FAILURE
-            }
-        },
-        Some("local-llm") => match xtask::local_llm::run(&args[1..]) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("local-llm: {}", xtask::describe(&error));
-                ExitCode::FAILURE
-            }
-        },
+        Some("bench") => outcome("bench", xtask::bench::run(&args[1..])),
+        Some("package") => outcome("package", xtask::package::run(&args[1..])),
+        Some("local-llm") => outcome("local-llm", xtask::local_llm::run(&args[1..])),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -64,6 +57,17 @@ fn main() -> ExitCode {
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Success, or the command's name and its error on stderr and failure.
+fn outcome(command: &str, result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{command}: {}", xtask::describe(&error));
+            ExitCode::FAILURE
         }
     }
 }
