@@ -78,6 +78,11 @@
 //! # }
 //! ```
 
+// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}
+
 mod action;
 mod agent;
 mod budget;
