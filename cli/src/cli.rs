@@ -264,7 +264,11 @@ async fn mcp_list(workspace: Option<PathBuf>, json: bool) -> Result<u8> {
     let statuses = mcp.statuses();
     let tools = mcp.tool_infos();
     let failed = statuses.iter().any(|status| {
-        matches!(status.state, mcp::ServerState::Failed { .. } | mcp::ServerState::Exited { .. })
+        matches!(
+            status.state,
+            skills_agent_mcp::ServerState::Failed { .. }
+                | skills_agent_mcp::ServerState::Exited { .. }
+        )
     });
     if json {
         let servers: Vec<serde_json::Value> =

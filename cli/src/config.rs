@@ -77,7 +77,7 @@ pub struct Settings {
     pub guard: Option<toml::Table>,
     /// The `safe` strategy's peers and collaboration timeout.
     pub safe: Option<toml::Table>,
-    /// MCP servers, `[mcp_servers.NAME]` (Codex's shape, see `mcp::ServerConfig`).
+    /// MCP servers, `[mcp_servers.NAME]` (Codex's shape, see `skills_agent_mcp::ServerConfig`).
     pub mcp_servers: Option<toml::Table>,
     /// How MCP tools are offered and called (`timeout_ms`, `catalog_max_tools`,
     /// `catalog_chars`).
@@ -105,7 +105,7 @@ struct Checked {
     context: Option<ContextConfig>,
     guard: Option<GuardConfig>,
     safe: Option<SafeConfig>,
-    mcp_servers: Option<BTreeMap<String, mcp::ServerConfig>>,
+    mcp_servers: Option<BTreeMap<String, skills_agent_mcp::ServerConfig>>,
     mcp: Option<ExternalToolSettings>,
 }
 
@@ -125,7 +125,7 @@ pub struct Resolved {
     /// The `safe` strategy's settings.
     pub safe: SafeConfig,
     /// The MCP servers, by name (validated).
-    pub mcp_servers: BTreeMap<String, mcp::ServerConfig>,
+    pub mcp_servers: BTreeMap<String, skills_agent_mcp::ServerConfig>,
     /// How their tools are offered and called.
     pub external_tools: ExternalToolSettings,
     /// Files read, in order of increasing precedence.
@@ -341,9 +341,10 @@ pub fn load(workspace: &Path, user: Option<&Path>, env: &[(String, String)]) -> 
         .map_err(|error| anyhow::anyhow!("invalid guard settings: {}", error.message()))?;
     let safe = SafeConfig::deserialize(nested(&settings.safe))
         .map_err(|error| anyhow::anyhow!("invalid safe settings: {}", error.message()))?;
-    let mcp_servers =
-        BTreeMap::<String, mcp::ServerConfig>::deserialize(nested(&settings.mcp_servers))
-            .map_err(|error| anyhow::anyhow!("invalid [mcp_servers]: {}", error.message()))?;
+    let mcp_servers = BTreeMap::<String, skills_agent_mcp::ServerConfig>::deserialize(nested(
+        &settings.mcp_servers,
+    ))
+    .map_err(|error| anyhow::anyhow!("invalid [mcp_servers]: {}", error.message()))?;
     for (name, server) in &mcp_servers {
         server.validate(name).map_err(|error| {
             anyhow::anyhow!(
@@ -477,7 +478,7 @@ mod tests {
         assert_eq!(files.command.as_deref(), Some("npx"));
         assert_eq!(files.args, vec!["-y".to_owned(), "server".to_owned()]);
         assert_eq!(files.tool_timeout_ms, Some(5000));
-        assert_eq!(files.tools["write_file"], mcp::ToolRule::Prompt);
+        assert_eq!(files.tools["write_file"], skills_agent_mcp::ToolRule::Prompt);
         assert_eq!(resolved.mcp_servers["docs"].url.as_deref(), Some("http://127.0.0.1:9/mcp"));
         assert_eq!(resolved.external_tools, ExternalToolSettings::default());
         write(dir.path(), WORKSPACE_FILE, "[mcp]\ncatalog_max_tools = 4\ntimeout_ms = 9000\n");
@@ -507,7 +508,7 @@ mod tests {
         let resolved = load(dir.path(), None, &[]).unwrap();
         let names: Vec<&str> = resolved.mcp_servers.keys().map(String::as_str).collect();
         assert_eq!(names, ["docs", "everything", "files"]);
-        assert_eq!(resolved.mcp_servers["docs"].approval, mcp::ToolRule::Prompt);
+        assert_eq!(resolved.mcp_servers["docs"].approval, skills_agent_mcp::ToolRule::Prompt);
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use agent_core::{ExternalBlob, ExternalOutcome, ExternalTool, ExternalTools};
 use async_trait::async_trait;
-use mcp::{Launch, McpHub, ServerConfig, ServerState, ServerStatus};
 use serde_json::{Value, json};
+use skills_agent_mcp::{Launch, McpHub, ServerConfig, ServerState, ServerStatus};
 use tools_runtime::{Runtime, RuntimeConfig};
 
 /// The hub of a run, as agent-core sees it.
@@ -62,7 +62,7 @@ impl McpTools {
     }
 
     /// The hub's tools.
-    pub(crate) fn tool_infos(&self) -> Vec<mcp::ToolInfo> {
+    pub(crate) fn tool_infos(&self) -> Vec<skills_agent_mcp::ToolInfo> {
         self.hub.tools()
     }
 }
@@ -144,7 +144,10 @@ impl ExternalTools for McpTools {
 }
 
 /// The text `mcp list` prints: each server with its state, then its tools and their rules.
-pub(crate) fn render_list(statuses: &[ServerStatus], tools: &[mcp::ToolInfo]) -> String {
+pub(crate) fn render_list(
+    statuses: &[ServerStatus],
+    tools: &[skills_agent_mcp::ToolInfo],
+) -> String {
     let mut text = String::new();
     for status in statuses {
         let state = match &status.state {
@@ -161,9 +164,9 @@ pub(crate) fn render_list(statuses: &[ServerStatus], tools: &[mcp::ToolInfo]) ->
         ));
         for tool in tools.iter().filter(|tool| tool.server == status.name) {
             let rule = match tool.rule {
-                mcp::ToolRule::Allow => "",
-                mcp::ToolRule::Prompt => " [prompt]",
-                mcp::ToolRule::Forbid => " [forbid]",
+                skills_agent_mcp::ToolRule::Allow => "",
+                skills_agent_mcp::ToolRule::Prompt => " [prompt]",
+                skills_agent_mcp::ToolRule::Forbid => " [forbid]",
             };
             let line = tool.description.lines().next().unwrap_or("").trim();
             let mut description: String = line.chars().take(100).collect();

@@ -27,7 +27,7 @@
 //! ```no_run
 //! use std::collections::BTreeMap;
 //! use std::sync::Arc;
-//! use mcp::{Launch, McpHub, ServerConfig};
+//! use skills_agent_mcp::{Launch, McpHub, ServerConfig};
 //! use tools_runtime::{Runtime, RuntimeConfig, SandboxHelper};
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {

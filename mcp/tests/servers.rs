@@ -17,8 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use mcp::{BlobKind, CallError, EnvSpec, Launch, McpHub, ServerConfig, ServerState, ToolRule};
 use serde_json::json;
+use skills_agent_mcp::{
+    BlobKind, CallError, EnvSpec, Launch, McpHub, ServerConfig, ServerState, ToolRule,
+};
 use tools_runtime::{ApprovalMode, LayerStatus, Runtime, RuntimeConfig, SandboxHelper};
 
 type TestFn = fn() -> Pin<Box<dyn Future<Output = Result<()>>>>;
