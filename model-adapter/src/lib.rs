@@ -83,6 +83,7 @@ mod provider;
 mod replay;
 pub mod retry;
 pub mod sse;
+#[cfg(feature = "structured")]
 pub mod structured;
 mod types;
 
@@ -100,6 +101,7 @@ pub use ordered::PROPERTY_ORDERING;
 pub use provider::{ModelProvider, collect_stream};
 pub use replay::{RecordedCall, RecordingModel, ReplayModel, read_recording, write_recording};
 pub use retry::RetryPolicy;
+#[cfg(feature = "structured")]
 pub use structured::{ActionEvent, ActionOutcome, StructuredAction, Watch};
 pub use types::{
     ChatRequest, ContentPart, Delta, FinishReason, InvalidToolCall, Message, ReasoningEffort,
