@@ -219,11 +219,16 @@ pub(crate) fn changed_skills(start: &RunStart, index: &SkillIndex) -> Vec<String
                 None => {
                     Some(format!("skill `{name}` ({place}) is not in the skill roots any more"))
                 }
-                Some(current) if current != hash => Some(format!(
-                    "skill `{name}` ({place}) changed since the run began (content sha256 {} → {})",
-                    &hash[..hash.len().min(12)],
-                    &current[..current.len().min(12)]
-                )),
+                Some(current) if current != hash => {
+                    // The recorded hash is untrusted text: cut by characters, never mid-char.
+                    let short = |hash: &str| hash.chars().take(12).collect::<String>();
+                    Some(format!(
+                        "skill `{name}` ({place}) changed since the run began (content sha256 \
+                         {} → {})",
+                        short(hash),
+                        short(current)
+                    ))
+                }
                 Some(_) => None,
             }
         })
