@@ -31,6 +31,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The exit code of the `skills-agent` CLI for a run that ended this way: 0 completed,
+    /// 1 error, 4 waiting for the user's answer, 3 the degraded endings (budgets, stuck,
+    /// cancelled).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Completed => 0,
+            Outcome::Error => 1,
+            Outcome::NeedsInput => 4,
+            _ => 3,
+        }
+    }
+
     /// The snake_case name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -41,6 +41,16 @@ pub enum Error {
     /// An event could not be serialised.
     #[error("cannot serialise an event: {0}")]
     Serialise(#[from] serde_json::Error),
+    /// An [`EventSink`](crate::EventSink) other than the run directory could not keep an
+    /// event (an engine that stores the record, a forwarder): the run stops, as when its own
+    /// file cannot be written, so nothing is lost silently.
+    #[error("event sink {sink}: {message}")]
+    Sink {
+        /// Which sink (its own short name, e.g. `nats`).
+        sink: String,
+        /// What failed and what to do.
+        message: String,
+    },
 }
 
 /// The crate's result type.

@@ -29,6 +29,11 @@ macro_rules! out {
     };
 }
 
+/// Prints one line on stdout (see `out!`).
+pub(crate) fn print(text: &str) {
+    print_line(format_args!("{text}"));
+}
+
 fn print_line(line: std::fmt::Arguments<'_>) {
     let mut stdout = std::io::stdout().lock();
     if let Err(error) = stdout.write_fmt(line).and_then(|()| stdout.write_all(b"\n")) {
@@ -98,6 +103,17 @@ enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// Take tasks from a fleet's work queue (NATS JetStream) and run each as `run` does.
+    Worker(crate::fleet::WorkerArgs),
+    /// Queue a task (or a file of tasks) for a fleet's workers; --wait follows it.
+    Submit(crate::fleet::SubmitArgs),
+    /// A fleet's workers, queue, outcomes and dead letters.
+    Fleet {
+        #[command(subcommand)]
+        command: crate::fleet::FleetCommand,
+    },
+    /// Write a fleet run's directory and the workspace files it wrote into a folder.
+    Fetch(crate::fleet::FetchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -230,6 +246,12 @@ async fn dispatch(command: Command) -> Result<u8> {
         Command::Mcp { command: McpCommand::List { workspace, json } } => {
             mcp_list(workspace, json).await
         }
+        Command::Worker(args) => crate::fleet::worker(args).await,
+        Command::Submit(args) => crate::fleet::submit(args).await,
+        Command::Fleet { command: crate::fleet::FleetCommand::Status { engine, json } } => {
+            crate::fleet::status(&engine, json).await
+        }
+        Command::Fetch(args) => crate::fleet::fetch(args).await,
     }
 }
 

@@ -45,6 +45,9 @@ pub(crate) struct CommonArgs {
     /// them).
     #[arg(skip)]
     pub(crate) answered: usize,
+    /// More sinks for the run's events (a fleet worker's engine sink).
+    #[arg(skip)]
+    pub(crate) sinks: Vec<Arc<dyn agent_core::EventSink>>,
 }
 
 #[derive(Debug, Args)]
@@ -200,6 +203,8 @@ pub(crate) struct Prepared {
 pub(crate) enum Interrupts {
     OneRun,
     Session(Arc<std::sync::Mutex<agent_core::CancellationToken>>),
+    /// A fleet worker's run: the worker handles the signals (stop taking tasks, hand back).
+    Worker,
 }
 
 pub(crate) async fn prepare(
@@ -269,15 +274,20 @@ pub(crate) async fn prepare(
     // puts its own handler in place while it reads and restores the one it found, so a handler
     // registered later (by a task's first poll) would be replaced by the default, and Ctrl-C
     // would kill the process instead of cancelling the task.
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("cannot install the Ctrl-C handler")?;
-    // SIGTERM (a service manager, `kill`, a CI timeout) stops a run as Ctrl-C does: the run is
-    // cancelled, its script and MCP servers are stopped, and the record ends `cancelled`; a
-    // process killed outright would leave the script's children running.
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot install the SIGTERM handler")?;
+    let signals = || -> Result<_> {
+        let interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .context("cannot install the Ctrl-C handler")?;
+        // SIGTERM (a service manager, `kill`, a CI timeout) stops a run as Ctrl-C does: the
+        // run is cancelled, its script and MCP servers are stopped, and the record ends
+        // `cancelled`; a process killed outright would leave the script's children running.
+        let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("cannot install the SIGTERM handler")?;
+        Ok((interrupt, terminate))
+    };
     match interrupts {
+        Interrupts::Worker => {}
         Interrupts::OneRun => {
+            let (mut interrupt, mut terminate) = signals()?;
             let cancel = cancel.clone();
             tokio::spawn(async move {
                 let interrupted = tokio::select! {
@@ -294,6 +304,7 @@ pub(crate) async fn prepare(
             });
         }
         Interrupts::Session(current) => {
+            let (mut interrupt, mut terminate) = signals()?;
             let cancel_current = |current: &std::sync::Mutex<agent_core::CancellationToken>| {
                 if let Ok(token) = current.lock() {
                     token.cancel();
@@ -340,6 +351,9 @@ pub(crate) async fn prepare(
     if let Some(mcp) = &mcp {
         builder = builder.external_tools(mcp.clone());
     }
+    for sink in &common.sinks {
+        builder = builder.sink(Arc::clone(sink));
+    }
     let agent = builder.build().map_err(usage)?;
     Ok(Prepared { agent, mcp, console, json: common.json, strategy, model: model_name })
 }
@@ -370,12 +384,7 @@ pub(crate) fn refuse_changed_skills(prepared: &Prepared, run_dir: &Path) -> Resu
 }
 
 pub(crate) fn exit_code(outcome: Outcome) -> u8 {
-    match outcome {
-        Outcome::Completed => 0,
-        Outcome::Error => 1,
-        Outcome::NeedsInput => 4,
-        _ => 3,
-    }
+    outcome.exit_code()
 }
 
 /// `prepare` for the chat session.

@@ -42,10 +42,13 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         "agent-core",
         &["stream-json", "skill-registry", "skill-loader", "tools-runtime", "model-adapter"],
     ),
+    // Runs across machines on NATS JetStream (issue 23): the engine side, over agent-core.
+    ("skills-agent-fleet", &["agent-core"]),
     (
         "skills-agent",
         &[
             "agent-core",
+            "skills-agent-fleet",
             "skills-agent-mcp",
             "skills-agent-models",
             "stream-json",

@@ -1,0 +1,629 @@
+//! The engine side of a fleet: connecting, the streams and buckets (created idempotently),
+//! submitting tasks with their workspaces, the runs bucket, a task's events (read whole or
+//! followed live), dead letters, the fleet's status, and fetching a run's files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_core::{Event, EventKind};
+use async_nats::jetstream::{self, consumer, kv, object_store, stream};
+use futures_util::{Stream, StreamExt};
+use tokio::io::AsyncReadExt;
+
+use crate::archive;
+use crate::config::{Credentials, FleetConfig, Names};
+use crate::error::{Error, Result};
+use crate::task::{
+    DeadLetter, FleetStatus, RunStatus, Task, TaskSpec, TaskState, WorkerInfo, is_task_id,
+    new_task_id, now,
+};
+
+/// How long a worker's heartbeat stays in the workers bucket without a newer one.
+pub(crate) const HEARTBEAT_TTL: Duration = Duration::from_secs(30);
+
+/// A connection to one fleet's streams and buckets.
+#[derive(Clone)]
+pub struct Fleet {
+    config: FleetConfig,
+    names: Names,
+    js: jetstream::Context,
+    runs: kv::Store,
+    workers: kv::Store,
+    files: object_store::ObjectStore,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Fleet")
+            .field("url", &self.config.url)
+            .field("prefix", &self.names.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Fleet::fetch`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The run directory (`<into>/run/<run_id>` or `<into>/run/<task_id>` before the run has
+    /// an id).
+    pub run_dir: PathBuf,
+    /// The folder with the files the run created or changed in its workspace (`<into>/workspace`).
+    pub workspace: PathBuf,
+    /// How many workspace files the run created or changed.
+    pub changed_files: usize,
+}
+
+impl Fleet {
+    /// Connects to the server and makes sure the fleet's streams, buckets and object store
+    /// exist (creating what is missing; existing ones are used as they are).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a bad prefix, [`Error::Connect`] when the server cannot be
+    /// reached or refuses the credentials, [`Error::Engine`] when JetStream is off (`-js`) or
+    /// a stream cannot be created.
+    pub async fn connect(config: FleetConfig) -> Result<Fleet> {
+        let names = config.names()?;
+        let connect_error = |message: String| Error::Connect { url: config.url.clone(), message };
+        let mut options = async_nats::ConnectOptions::new()
+            .name(format!("skills-agent-fleet {}", names.prefix))
+            .connection_timeout(Duration::from_secs(5));
+        options = match &config.credentials {
+            Credentials::None => options,
+            Credentials::UserPassword { user, password } => {
+                options.user_and_password(user.clone(), password.clone())
+            }
+            Credentials::Token(token) => options.token(token.clone()),
+            Credentials::CredsFile(path) => {
+                options.credentials_file(path).await.map_err(|error| {
+                    connect_error(format!("the credentials file {}: {error}", path.display()))
+                })?
+            }
+        };
+        let client = options
+            .connect(config.url.as_str())
+            .await
+            .map_err(|error| connect_error(error.to_string()))?;
+        let js = jetstream::new(client.clone());
+        let ensure_stream = |name: &String, subjects: Vec<String>, retention| {
+            let name = name.clone();
+            let config = stream::Config {
+                name: name.clone(),
+                subjects,
+                retention,
+                storage: stream::StorageType::File,
+                duplicate_window: Duration::from_secs(120),
+                ..Default::default()
+            };
+            let js = js.clone();
+            async move {
+                js.get_or_create_stream(config).await.map_err(|error| {
+                    Error::engine(
+                        format!("stream {name}"),
+                        format!("{error} (is JetStream on? start the server with `-js`)"),
+                    )
+                })
+            }
+        };
+        ensure_stream(
+            &names.tasks_stream,
+            vec![names.tasks_subject.clone()],
+            stream::RetentionPolicy::WorkQueue,
+        )
+        .await?;
+        ensure_stream(
+            &names.events_stream,
+            vec![format!("{}.events.*", names.prefix)],
+            stream::RetentionPolicy::Limits,
+        )
+        .await?;
+        ensure_stream(
+            &names.dead_stream,
+            vec![names.dead_subject.clone()],
+            stream::RetentionPolicy::Limits,
+        )
+        .await?;
+        let runs = key_value(&js, &names.runs_bucket, Duration::ZERO).await?;
+        let workers = key_value(&js, &names.workers_bucket, HEARTBEAT_TTL).await?;
+        let files = match js.get_object_store(&names.files_bucket).await {
+            Ok(store) => store,
+            Err(_) => js
+                .create_object_store(object_store::Config {
+                    bucket: names.files_bucket.clone(),
+                    storage: stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|error| {
+                    Error::engine(format!("object store {}", names.files_bucket), error)
+                })?,
+        };
+        Ok(Fleet { config, names, js, runs, workers, files })
+    }
+
+    /// The configuration it was connected with.
+    pub fn config(&self) -> &FleetConfig {
+        &self.config
+    }
+
+    /// The fleet's names.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    pub(crate) fn jetstream(&self) -> &jetstream::Context {
+        &self.js
+    }
+
+    /// Submits a task: its workspace (if any) goes to the object store (see
+    /// [`archive::pack`] for what is left out), its state to the runs bucket (`queued`), then
+    /// the task to the work queue. Returns the task as queued.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] past the workspace limit, [`Error::Io`] when the workspace cannot
+    /// be read, [`Error::Engine`] when the engine refuses.
+    pub async fn submit(&self, spec: TaskSpec, workspace: Option<&Path>) -> Result<Task> {
+        if spec.task.trim().is_empty() {
+            return Err(Error::Config("the task is empty".to_owned()));
+        }
+        let id = new_task_id();
+        let workspace = match workspace {
+            Some(folder) => {
+                let folder = folder.to_owned();
+                let limit = self.config.workspace_limit;
+                let bytes = tokio::task::spawn_blocking(move || archive::pack(&folder, limit))
+                    .await
+                    .map_err(|error| Error::engine("packing the workspace", error))??;
+                let name = format!("{id}/workspace.tar");
+                self.put_object(&name, bytes).await?;
+                Some(name)
+            }
+            None => None,
+        };
+        let task = Task { id: id.clone(), spec, workspace, submitted: now() };
+        let status = RunStatus {
+            task_id: id.clone(),
+            task: task.spec.task.clone(),
+            state: TaskState::Queued,
+            worker: None,
+            run_id: None,
+            attempts: 0,
+            outcome: None,
+            exit_code: None,
+            final_text: None,
+            error: None,
+            updated: now(),
+        };
+        self.put_status(&status).await?;
+        let payload = serde_json::to_vec(&task).map_err(|error| Error::engine("task", error))?;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+        self.js
+            .publish_with_headers(self.names.tasks_subject.clone(), headers, payload.into())
+            .await
+            .map_err(|error| Error::engine("queueing the task", error))?
+            .await
+            .map_err(|error| Error::engine("queueing the task", error))?;
+        Ok(task)
+    }
+
+    /// A task's state, if the fleet knows the task.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the bucket cannot be read, [`Error::Malformed`] for an entry
+    /// that is not a state.
+    pub async fn run_status(&self, task_id: &str) -> Result<Option<RunStatus>> {
+        if !is_task_id(task_id) {
+            return Ok(None);
+        }
+        let entry = self
+            .runs
+            .get(task_id)
+            .await
+            .map_err(|error| Error::engine(format!("reading the state of {task_id}"), error))?;
+        entry
+            .map(|bytes| {
+                serde_json::from_slice(&bytes).map_err(|error| Error::Malformed {
+                    what: format!("the state of {task_id}"),
+                    message: error.to_string(),
+                })
+            })
+            .transpose()
+    }
+
+    pub(crate) async fn put_status(&self, status: &RunStatus) -> Result<()> {
+        let bytes = serde_json::to_vec(status).map_err(|error| Error::engine("state", error))?;
+        self.runs.put(&status.task_id, bytes.into()).await.map_err(|error| {
+            Error::engine(format!("writing the state of {}", status.task_id), error)
+        })?;
+        Ok(())
+    }
+
+    /// Every task's state, oldest first (task ids sort by submission time).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the bucket cannot be read.
+    pub async fn runs(&self) -> Result<Vec<RunStatus>> {
+        let mut keys: Vec<String> = Vec::new();
+        let mut listing =
+            self.runs.keys().await.map_err(|error| Error::engine("listing the runs", error))?;
+        while let Some(key) = listing.next().await {
+            keys.push(key.map_err(|error| Error::engine("listing the runs", error))?);
+        }
+        keys.sort();
+        let mut statuses = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(status) = self.run_status(&key).await? {
+                statuses.push(status);
+            }
+        }
+        Ok(statuses)
+    }
+
+    /// The state of the task with this id, or of the task whose run has this id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] when no task or run has it.
+    pub async fn find(&self, id: &str) -> Result<RunStatus> {
+        if let Some(status) = self.run_status(id).await? {
+            return Ok(status);
+        }
+        self.runs()
+            .await?
+            .into_iter()
+            .find(|status| status.run_id.as_deref() == Some(id))
+            .ok_or_else(|| Error::NotFound(id.to_owned()))
+    }
+
+    /// The stream sequence of the last event of a task (0 when it has none).
+    pub(crate) async fn last_event_sequence(&self, task_id: &str) -> Result<u64> {
+        let stream = self.events_stream().await?;
+        match stream.get_last_raw_message_by_subject(&self.names.events_subject(task_id)).await {
+            Ok(message) => Ok(message.sequence),
+            Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
+            Err(error) => Err(Error::engine(format!("the events of {task_id}"), error)),
+        }
+    }
+
+    async fn events_stream(&self) -> Result<stream::Stream> {
+        self.js
+            .get_stream(&self.names.events_stream)
+            .await
+            .map_err(|error| Error::engine(format!("stream {}", self.names.events_stream), error))
+    }
+
+    /// The events of a task's run stored so far, in order, with the stream sequence of the
+    /// last one (0 when there is none).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the stream cannot be read, [`Error::Malformed`] for a message
+    /// that is not an event.
+    pub async fn events(&self, task_id: &str) -> Result<(Vec<Event>, u64)> {
+        let last = self.last_event_sequence(task_id).await?;
+        if last == 0 {
+            return Ok((Vec::new(), 0));
+        }
+        let mut events = Vec::new();
+        let mut live = self.follow(task_id).await?;
+        while let Some(item) = live.next().await {
+            let (event, sequence) = item?;
+            events.push(event);
+            if sequence >= last {
+                break;
+            }
+        }
+        Ok((events, last))
+    }
+
+    /// A task's events as they are stored: the ones so far, then each new one, with its
+    /// stream sequence. The stream never ends by itself; stop at `run_finished` (or when
+    /// [`Fleet::run_status`] says the task is dead).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the consumer cannot be created.
+    pub async fn follow(
+        &self,
+        task_id: &str,
+    ) -> Result<impl Stream<Item = Result<(Event, u64)>> + Send + Unpin + use<>> {
+        let stream = self.events_stream().await?;
+        let subject = self.names.events_subject(task_id);
+        let consumer = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: subject.clone(),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| Error::engine(format!("following {subject}"), error))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|error| Error::engine(format!("following {subject}"), error))?;
+        Ok(Box::pin(messages.map(move |message| {
+            let message =
+                message.map_err(|error| Error::engine(format!("reading {subject}"), error))?;
+            let sequence = message.info().map(|info| info.stream_sequence).unwrap_or(0);
+            let event: Event =
+                serde_json::from_slice(&message.payload).map_err(|error| Error::Malformed {
+                    what: format!("event {sequence} of {subject}"),
+                    message: error.to_string(),
+                })?;
+            Ok((event, sequence))
+        })))
+    }
+
+    pub(crate) async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        let mut reader = std::io::Cursor::new(bytes);
+        self.files
+            .put(name, &mut reader)
+            .await
+            .map_err(|error| Error::engine(format!("storing {name}"), error))?;
+        Ok(())
+    }
+
+    /// An object's bytes, or `None` when there is no such object.
+    pub(crate) async fn get_object(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let mut object = match self.files.get(name).await {
+            Ok(object) => object,
+            Err(error) if error.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(Error::engine(format!("reading {name}"), error)),
+        };
+        let mut bytes = Vec::new();
+        object
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|error| Error::engine(format!("reading {name}"), error))?;
+        Ok(Some(bytes))
+    }
+
+    /// The workers that sent a heartbeat within the last half minute.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the bucket cannot be read.
+    pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        let mut names = Vec::new();
+        let mut listing = self
+            .workers
+            .keys()
+            .await
+            .map_err(|error| Error::engine("listing the workers", error))?;
+        while let Some(key) = listing.next().await {
+            names.push(key.map_err(|error| Error::engine("listing the workers", error))?);
+        }
+        names.sort();
+        let mut workers = Vec::new();
+        for name in names {
+            let entry = self
+                .workers
+                .get(&name)
+                .await
+                .map_err(|error| Error::engine("reading a heartbeat", error))?;
+            if let Some(info) = entry.and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
+                workers.push(info);
+            }
+        }
+        Ok(workers)
+    }
+
+    pub(crate) async fn heartbeat(&self, info: &WorkerInfo) -> Result<()> {
+        let bytes = serde_json::to_vec(info).map_err(|error| Error::engine("heartbeat", error))?;
+        self.workers
+            .put(encode_key(&info.name), bytes.into())
+            .await
+            .map_err(|error| Error::engine("writing the heartbeat", error))?;
+        Ok(())
+    }
+
+    pub(crate) async fn forget_worker(&self, name: &str) {
+        let _ = self.workers.delete(encode_key(name)).await;
+    }
+
+    /// The tasks that failed every try.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the stream cannot be read.
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
+        let mut stream = self
+            .js
+            .get_stream(&self.names.dead_stream)
+            .await
+            .map_err(|error| Error::engine("the dead-letter stream", error))?;
+        let count = stream
+            .info()
+            .await
+            .map_err(|error| Error::engine("the dead-letter stream", error))?
+            .state
+            .messages;
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let consumer = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: self.names.dead_subject.clone(),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| Error::engine("the dead-letter stream", error))?;
+        let mut messages =
+            consumer.messages().await.map_err(|error| Error::engine("the dead letters", error))?;
+        let mut letters = Vec::new();
+        while let Some(message) = messages.next().await {
+            let message = message.map_err(|error| Error::engine("the dead letters", error))?;
+            let pending = message.info().map(|info| info.pending).unwrap_or(0);
+            if let Ok(letter) = serde_json::from_slice(&message.payload) {
+                letters.push(letter);
+            }
+            if pending == 0 {
+                break;
+            }
+        }
+        Ok(letters)
+    }
+
+    pub(crate) async fn dead_letter(&self, letter: &DeadLetter) -> Result<()> {
+        let payload =
+            serde_json::to_vec(letter).map_err(|error| Error::engine("dead letter", error))?;
+        self.js
+            .publish(self.names.dead_subject.clone(), payload.into())
+            .await
+            .map_err(|error| Error::engine("dead-lettering", error))?
+            .await
+            .map_err(|error| Error::engine("dead-lettering", error))?;
+        Ok(())
+    }
+
+    /// The fleet at a glance: workers, tasks waiting and held, finished runs by outcome, and
+    /// the dead letters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when a stream or bucket cannot be read.
+    pub async fn status(&self) -> Result<FleetStatus> {
+        let workers = self.workers().await?;
+        let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+        let (mut queued, mut running) = (0, 0);
+        for status in self.runs().await? {
+            match status.state {
+                TaskState::Queued => queued += 1,
+                TaskState::Running => running += 1,
+                TaskState::Finished => {
+                    *outcomes.entry(status.outcome.unwrap_or_default()).or_default() += 1;
+                }
+                TaskState::Dead => *outcomes.entry("dead".to_owned()).or_default() += 1,
+            }
+        }
+        let dead = self.dead_letters().await?;
+        Ok(FleetStatus { workers, queued, running, outcomes, dead })
+    }
+
+    /// Writes a task's run into `into`: the run directory (`run/<run_id>/`, its events from
+    /// the engine and its stored files) and the files the run created or changed in its
+    /// workspace (`workspace/`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for an unknown id, [`Error::Engine`], [`Error::Archive`] or
+    /// [`Error::Io`] when a part cannot be read or written.
+    pub async fn fetch(&self, id: &str, into: &Path) -> Result<Fetched> {
+        let status = self.find(id).await?;
+        let task_id = status.task_id.clone();
+        let (events, _) = self.events(&task_id).await?;
+        let run_id = events.first().map(|event| event.run_id.clone());
+        let run_name = run_id.clone().unwrap_or_else(|| task_id.clone());
+        if !agent_core::is_valid_run_id(&run_name) && run_id.is_some() {
+            return Err(Error::Malformed {
+                what: format!("the events of {task_id}"),
+                message: format!("run id `{run_name}` is not one agent-core writes"),
+            });
+        }
+        let run_dir = into.join("run").join(&run_name);
+        let workspace = into.join("workspace");
+        if let Some(bytes) = self.get_object(&format!("{task_id}/run.tar")).await? {
+            archive::apply(&format!("{task_id}/run.tar"), &bytes, &run_dir)?;
+        } else {
+            self.restore_stored(&task_id, &events, &run_dir).await?;
+        }
+        write_events(&run_dir, &events)?;
+        let changed_files = match self.get_object(&format!("{task_id}/changes.tar")).await? {
+            Some(bytes) => archive::apply(&format!("{task_id}/changes.tar"), &bytes, &workspace)?,
+            None => {
+                std::fs::create_dir_all(&workspace)
+                    .map_err(|error| Error::io(&workspace, error))?;
+                0
+            }
+        };
+        Ok(Fetched { run_dir, workspace, changed_files })
+    }
+
+    /// Writes the stored observation files the events name into `run_dir` (a run moved to
+    /// this worker needs them to resume).
+    pub(crate) async fn restore_stored(
+        &self,
+        task_id: &str,
+        events: &[Event],
+        run_dir: &Path,
+    ) -> Result<()> {
+        for event in events.iter().filter(|event| event.kind == EventKind::ObservationRecorded) {
+            let Some(path) = event.data.pointer("/stored/path").and_then(|path| path.as_str())
+            else {
+                continue;
+            };
+            let Some(sha) = event.data.pointer("/stored/sha256").and_then(|sha| sha.as_str())
+            else {
+                continue;
+            };
+            if !agent_core::is_sha256_hex(sha) || path != format!("observations/{sha}.txt") {
+                return Err(Error::Malformed {
+                    what: format!("event {} of {task_id}", event.seq),
+                    message: format!("stored path `{path}` is not observations/<sha256>.txt"),
+                });
+            }
+            if let Some(bytes) = self.get_object(&format!("{task_id}/run/{path}")).await? {
+                let target = run_dir.join(path);
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent).map_err(|error| Error::io(parent, error))?;
+                }
+                std::fs::write(&target, bytes).map_err(|error| Error::io(&target, error))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `events` as `run_dir/events.jsonl` (one line each, as agent-core writes them).
+pub(crate) fn write_events(run_dir: &Path, events: &[Event]) -> Result<()> {
+    std::fs::create_dir_all(run_dir).map_err(|error| Error::io(run_dir, error))?;
+    let mut text = String::new();
+    for event in events {
+        let line = serde_json::to_string(event).map_err(|error| Error::engine("event", error))?;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let path = run_dir.join("events.jsonl");
+    std::fs::write(&path, text).map_err(|error| Error::io(&path, error))
+}
+
+/// A KV bucket, created when missing. The bucket's stream is created here with the settings
+/// async-nats gives one (history 1, roll-ups, direct gets, discard new): its own
+/// `create_key_value` first reads the account's info, whose reply from a 2.9 server (Debian's)
+/// it cannot parse.
+async fn key_value(js: &jetstream::Context, bucket: &str, max_age: Duration) -> Result<kv::Store> {
+    if let Ok(store) = js.get_key_value(bucket).await {
+        return Ok(store);
+    }
+    js.get_or_create_stream(stream::Config {
+        name: format!("KV_{bucket}"),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age,
+        storage: stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        num_replicas: 1,
+        ..Default::default()
+    })
+    .await
+    .map_err(|error| Error::engine(format!("bucket {bucket}"), error))?;
+    js.get_key_value(bucket).await.map_err(|error| Error::engine(format!("bucket {bucket}"), error))
+}
+
+/// A worker name as a KV key (letters, digits, `-`, `_`, `=`, `.` and `/` are allowed; the rest
+/// becomes `_`).
+fn encode_key(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '=') { c } else { '_' })
+        .collect()
+}

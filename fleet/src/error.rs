@@ -1,0 +1,82 @@
+//! The crate's error type: what failed, on which input, and what to do about it.
+
+use std::path::PathBuf;
+
+/// What went wrong talking to the engine or moving a task's files.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The NATS server could not be reached (or refused the credentials).
+    #[error(
+        "cannot reach the NATS server at {url}: {message}; start one with `nats-server -js`, or \
+         pass the right --nats URL and credentials"
+    )]
+    Connect {
+        /// The URL tried.
+        url: String,
+        /// The client's error.
+        message: String,
+    },
+    /// A JetStream operation failed (a stream, bucket or object store call).
+    #[error("NATS JetStream: {what}: {message}")]
+    Engine {
+        /// What was being done.
+        what: String,
+        /// The server's or client's error.
+        message: String,
+    },
+    /// The configuration cannot be used (a prefix with characters a subject cannot hold, …).
+    #[error("fleet configuration: {0}")]
+    Config(String),
+    /// A workspace is larger than the limit a task may carry.
+    #[error(
+        "workspace {path} holds more than {limit} bytes (the task limit); leave large files out \
+         with a .gitignore or .ignore file, or raise the limit (`workspace_limit`)"
+    )]
+    TooLarge {
+        /// The workspace.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A file or folder could not be read or written.
+    #[error("{path}: {error}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The IO error.
+        error: std::io::Error,
+    },
+    /// An archive (a workspace or a run's files) is not one this crate wrote, or is damaged.
+    #[error("archive {name}: {message}")]
+    Archive {
+        /// The object's name.
+        name: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// No task or run has this id.
+    #[error("no task or run `{0}` in this fleet (`skills-agent runs list --nats URL` lists them)")]
+    NotFound(String),
+    /// A message in the engine is not what this crate expects (written by another version?).
+    #[error("{what}: {message}")]
+    Malformed {
+        /// Which message or entry.
+        what: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn engine(what: impl Into<String>, error: impl std::fmt::Display) -> Error {
+        Error::Engine { what: what.into(), message: error.to_string() }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Error {
+        Error::Io { path: path.into(), error }
+    }
+}
