@@ -249,6 +249,7 @@ impl Worker {
                 let ended = worker.take(Arc::clone(&message), runner, abort).await;
                 let task_id = task_id_of(&message);
                 log(&task_id, &ended);
+                let _ = worker.fleet.heartbeat(&worker.info()).await;
             });
         }
         tokio::select! {

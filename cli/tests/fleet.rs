@@ -1,0 +1,354 @@
+//! The fleet from the outside: a real `nats-server -js` on a free loopback port with a private
+//! store, real `skills-agent worker` processes, `submit`, `fleet status` and `fetch`, scripted
+//! (`mock:`) runs with real scripts in the sandbox. Without `nats-server` on PATH these tests
+//! skip with a printed reason; under CI (`CI` set) they fail instead (`.ci/run` installs
+//! Debian's `nats-server`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// A JetStream server for one test, killed on drop.
+struct Nats {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nats_server() -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+            .map(|dir| dir.join("nats-server"))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+impl Nats {
+    /// Starts a server, or `None` (skip) when `nats-server` is not installed outside CI.
+    fn start(store: &Path) -> Option<Nats> {
+        let Some(binary) = nats_server() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "nats-server is not installed (apt-get install nats-server); CI must run the \
+                 fleet tests"
+            );
+            eprintln!("skipping: nats-server is not installed (apt-get install nats-server)");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(binary)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let nats = Nats { child, url: format!("nats://127.0.0.1:{port}") };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(nats)
+    }
+}
+
+/// A workspace with a `counter` skill (`first.sh` and `second.sh` append to `side.log`), a
+/// private home, a work root for the workers, and a server.
+struct Fleet {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    workspace: PathBuf,
+    home: PathBuf,
+    nats: Nats,
+    workers: Vec<Child>,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for worker in &mut self.workers {
+            let _ = worker.kill();
+            let _ = worker.wait();
+        }
+    }
+}
+
+fn select() -> Value {
+    json!({"tool_calls": [{"name": "select_skills", "arguments": {"names": ["counter"]}}]})
+}
+
+fn script(name: &str, args: &[&str]) -> Value {
+    json!({"tool_calls": [{"name": "run_script", "arguments":
+        {"skill": "counter", "script": format!("scripts/{name}"), "args": args}}]})
+}
+
+fn answer(content: &str) -> Value {
+    json!({"tool_calls": [{"name": "final_answer", "arguments": {"content": content}}]})
+}
+
+impl Fleet {
+    fn new() -> Option<Fleet> {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let nats = Nats::start(&root.join("store"))?;
+        let workspace = root.join("workspace");
+        let home = root.join("home");
+        let skill = workspace.join(".agents/skills/counter");
+        std::fs::create_dir_all(skill.join("scripts")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: counter\ndescription: Notes its runs. Use to count.\n---\nRun \
+             `scripts/first.sh`, then `scripts/second.sh SECONDS`.\n",
+        )
+        .unwrap();
+        for (name, body) in [
+            ("first.sh", "#!/bin/sh\necho first >> side.log\necho done first\n"),
+            // Sleeps as itself (`exec`), so that the process dies with the worker that ran it.
+            ("second.sh", "#!/bin/sh\necho second >> side.log\nexec sleep \"$1\"\n"),
+        ] {
+            let path = skill.join("scripts").join(name);
+            std::fs::write(&path, body).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Some(Fleet { _dir: dir, root, workspace, home, nats, workers: Vec::new() })
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_skills-agent"));
+        command
+            .args(args)
+            .current_dir(&self.workspace)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("SKILLS_AGENT_CACHE", self.home.join("cache"))
+            .env("NATS_URL", &self.nats.url)
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn start_worker(&mut self, name: &str, extra: &[&str]) -> u32 {
+        let work_root = self.root.join("work");
+        let mut args = vec!["worker", "--name", name, "--work-root", work_root.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let log = std::fs::File::create(self.root.join(format!("{name}.log"))).unwrap();
+        let child = self.command(&args).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+        let pid = child.id();
+        self.workers.push(child);
+        pid
+    }
+
+    fn worker_log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.root.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    fn answers(&self, name: &str, answers: &Value) -> String {
+        std::fs::write(self.workspace.join(name), answers.to_string()).unwrap();
+        format!("mock:{name}")
+    }
+
+    fn status(&self) -> Value {
+        let output = self.run(&["fleet", "status", "--json"]);
+        assert_code(&output, 0);
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// Waits until `done` holds for the fleet's status (bounded).
+    fn wait_for(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let status = self.status();
+            if done(&status) {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "timed out waiting for {what}: {status:#}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn fetch(&self, id: &str) -> (PathBuf, PathBuf) {
+        let into = self.root.join("fetched").join(id);
+        let output = self.run(&["fetch", id, "--into", into.to_str().unwrap()]);
+        assert_code(&output, 0);
+        let run_dir = PathBuf::from(text(&output.stdout).trim());
+        (run_dir, into.join("workspace"))
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[track_caller]
+fn assert_code(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
+
+fn events(run_dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn outcome_count(status: &Value, outcome: &str) -> u64 {
+    status["outcomes"][outcome].as_u64().unwrap_or(0)
+}
+
+fn processes_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+            String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker)
+        })
+    })
+}
+
+#[test]
+fn three_workers_run_thirty_scripted_tasks_each_exactly_once() {
+    let Some(mut fleet) = Fleet::new() else { return };
+    let spec = fleet.answers(
+        "answers.json",
+        &json!([select(), script("first.sh", &[]), answer("Noted once.")]),
+    );
+    let lines: Vec<String> = (0..30)
+        .map(|index| json!({"task": format!("Note run {index}"), "model": spec}).to_string())
+        .collect();
+    std::fs::write(fleet.root.join("tasks.jsonl"), lines.join("\n")).unwrap();
+    let output = fleet.run(&["submit", "--file", fleet.root.join("tasks.jsonl").to_str().unwrap()]);
+    assert_code(&output, 0);
+    let ids: Vec<String> = text(&output.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(ids.len(), 30, "one task id per line");
+    for name in ["w1", "w2", "w3"] {
+        fleet.start_worker(name, &[]);
+    }
+    let status =
+        fleet.wait_for("30 completed runs", |status| outcome_count(status, "completed") == 30);
+    assert_eq!((status["queued"].as_u64(), status["running"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(status["dead"], json!([]));
+    for id in &ids {
+        let (run_dir, workspace) = fleet.fetch(id);
+        let events = events(&run_dir);
+        let finished = events.iter().filter(|event| event["type"] == "run_finished").count();
+        assert_eq!(finished, 1, "{id}: one run_finished");
+        let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "{id}: seq {seqs:?}");
+        assert_eq!(std::fs::read_to_string(workspace.join("side.log")).unwrap(), "first\n", "{id}");
+        let check = fleet.run(&["replay", "--check", run_dir.to_str().unwrap()]);
+        assert_code(&check, 0);
+        assert!(text(&check.stdout).contains("reproduced exactly"), "{}", text(&check.stdout));
+        let worker = events.iter().any(|event| event["type"] == "run_started");
+        assert!(worker, "{id}: the record starts with run_started");
+    }
+    // The workers' heartbeats count every run once.
+    let status = fleet.status();
+    let finished: Vec<u64> = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["finished"].as_u64().unwrap())
+        .collect();
+    assert_eq!(finished.iter().sum::<u64>(), 30, "{status:#}");
+    for name in ["w1", "w2", "w3"] {
+        let log = fleet.worker_log(name);
+        assert!(!log.contains("dead-lettered") && !log.contains("failed"), "{name}: {log}");
+    }
+}
+
+#[test]
+fn a_killed_workers_task_finishes_on_another_without_redoing_recorded_work() {
+    let Some(mut fleet) = Fleet::new() else { return };
+    // A distinct nap, to find the script's process.
+    let nap = format!("3.{:06}", std::process::id() % 1_000_000);
+    let spec = fleet.answers(
+        "answers.json",
+        &json!([
+            select(),
+            script("first.sh", &[]),
+            script("second.sh", &[&nap]),
+            answer("Both ran."),
+        ]),
+    );
+    let first = fleet.start_worker("doomed", &["--ack-wait", "2"]);
+    let output = fleet.run(&["submit", "--model", &spec, "Run both scripts"]);
+    assert_code(&output, 0);
+    let task_id = text(&output.stdout).trim().to_owned();
+    let marker = format!("sleep {nap}");
+    let started = Instant::now();
+    while !processes_with(&marker) {
+        assert!(started.elapsed() < Duration::from_secs(60), "second.sh never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = Command::new("kill").args(["-KILL", &first.to_string()]).status().unwrap();
+    assert!(killed.success());
+    fleet.start_worker("heir", &["--ack-wait", "2"]);
+    let status = fleet
+        .wait_for("the task to finish elsewhere", |status| outcome_count(status, "completed") == 1);
+    assert_eq!(status["dead"], json!([]));
+    let (run_dir, workspace) = fleet.fetch(&task_id);
+    let events = events(&run_dir);
+    assert_eq!(events.iter().filter(|event| event["type"] == "run_finished").count(), 1);
+    let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|pair| pair[1] > pair[0]), "seq strictly increasing: {seqs:?}");
+    // first.sh (recorded as done before the kill) ran once: its line came with the workspace's
+    // stored changes; second.sh (interrupted) ran again on the heir.
+    assert_eq!(std::fs::read_to_string(workspace.join("side.log")).unwrap(), "first\nsecond\n");
+    let executed: Vec<&str> = events
+        .iter()
+        .filter(|event| event["type"] == "action_executed")
+        .filter_map(|event| event["data"]["action"]["args"]["script"].as_str())
+        .collect();
+    assert_eq!(executed, ["scripts/first.sh", "scripts/second.sh"], "each script recorded once");
+    let check = fleet.run(&["replay", "--check", run_dir.to_str().unwrap()]);
+    assert_code(&check, 0);
+    let log = fleet.worker_log("heir");
+    assert!(log.contains(&format!("{task_id}: finished: completed")), "{log}");
+}
+
+#[test]
+fn a_poison_task_goes_to_dead_letter_with_its_reason() {
+    let Some(mut fleet) = Fleet::new() else { return };
+    fleet.start_worker("w1", &["--max-tries", "2"]);
+    let output = fleet.run(&["submit", "--wait", "--model", "mock:no-such-answers.json", "Doomed"]);
+    assert_code(&output, 1);
+    assert!(
+        text(&output.stderr).contains("dead-lettered after 2 tries"),
+        "{}",
+        text(&output.stderr)
+    );
+    let status = fleet.status();
+    let dead = &status["dead"][0];
+    assert_eq!(dead["attempts"], 2);
+    assert!(dead["reason"].as_str().unwrap().contains("no-such-answers.json"), "{dead}");
+    assert_eq!(outcome_count(&status, "dead"), 1);
+    // An engine that is not there is a clear error naming it.
+    let output = fleet.run(&["fleet", "status", "--nats", "nats://127.0.0.1:1"]);
+    assert_code(&output, 1);
+    assert!(text(&output.stderr).contains("cannot reach the NATS server at nats://127.0.0.1:1"));
+}
