@@ -3,7 +3,7 @@
 //! cancelled), 4 waiting for the user's answer (`needs_input`), 1 error, 2 usage or
 //! configuration error.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -25,24 +25,8 @@ use skills_agent_models::local_model::{LocalModel, ModelSize, cache_dir};
 /// head -1`), as a Unix tool killed by SIGPIPE would, instead of panicking.
 macro_rules! out {
     ($($argument:tt)*) => {
-        print_line(format_args!($($argument)*))
+        crate::launch::print_line(format_args!($($argument)*))
     };
-}
-
-/// Prints one line on stdout (see `out!`).
-pub(crate) fn print(text: &str) {
-    print_line(format_args!("{text}"));
-}
-
-fn print_line(line: std::fmt::Arguments<'_>) {
-    let mut stdout = std::io::stdout().lock();
-    if let Err(error) = stdout.write_fmt(line).and_then(|()| stdout.write_all(b"\n")) {
-        if error.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
-        }
-        eprintln!("skills-agent: cannot write to stdout: {error}");
-        std::process::exit(1);
-    }
 }
 
 /// Run LLM agents on Agent Skills: sandboxed scripts, budgets, run directories, replay.

@@ -20,7 +20,9 @@ use skills_agent_fleet::{
 };
 
 use crate::config::Approval;
-use crate::launch::{CommonArgs, Interrupts, RunFlags, environment, prepare, usage, workspace_of};
+use crate::launch::{
+    CommonArgs, Interrupts, RunFlags, environment, prepare, print, usage, workspace_of,
+};
 
 /// Where the fleet is: the server and the prefix of its names.
 #[derive(Debug, Args)]
@@ -399,9 +401,9 @@ pub(crate) async fn submit(args: SubmitArgs) -> Result<u8> {
             other => anyhow::Error::new(other),
         })?;
         if args.json && !args.wait {
-            crate::cli::print(&json!({"task_id": task.id, "task": task.spec.task}).to_string());
+            print(&json!({"task_id": task.id, "task": task.spec.task}).to_string());
         } else if !args.wait {
-            crate::cli::print(&task.id);
+            print(&task.id);
         }
         last = Some(task.id);
     }
@@ -445,7 +447,7 @@ async fn wait(fleet: &Fleet, task_id: &str, json: bool) -> Result<u8> {
                         status.error.unwrap_or_default()
                     );
                     if json {
-                        crate::cli::print(&json!({"task_id": task_id, "state": "dead"}).to_string());
+                        print(&json!({"task_id": task_id, "state": "dead"}).to_string());
                     }
                     return Ok(1);
                 }
@@ -464,9 +466,9 @@ async fn wait(fleet: &Fleet, task_id: &str, json: bool) -> Result<u8> {
     let status =
         status.ok_or_else(|| anyhow::anyhow!("task {task_id} has no state in the fleet"))?;
     if json {
-        crate::cli::print(&serde_json::to_string(&status)?);
+        print(&serde_json::to_string(&status)?);
     } else {
-        crate::cli::print(status.final_text.as_deref().unwrap_or_default());
+        print(status.final_text.as_deref().unwrap_or_default());
     }
     Ok(status.exit_code.unwrap_or(1))
 }
@@ -476,13 +478,13 @@ pub(crate) async fn status(engine: &EngineArgs, json: bool) -> Result<u8> {
     let fleet = engine.connect(engine.config()?).await?;
     let status = fleet.status().await.map_err(anyhow::Error::new)?;
     if json {
-        crate::cli::print(&serde_json::to_string(&status)?);
+        print(&serde_json::to_string(&status)?);
         return Ok(0);
     }
-    crate::cli::print(&format!("fleet {} at {}", fleet.names().prefix, fleet.config().url));
-    crate::cli::print(&format!("workers: {}", status.workers.len()));
+    print(&format!("fleet {} at {}", fleet.names().prefix, fleet.config().url));
+    print(&format!("workers: {}", status.workers.len()));
     for worker in &status.workers {
-        crate::cli::print(&format!(
+        print(&format!(
             "  {}  {}/{} running  {} finished  last heartbeat {}",
             worker.name,
             worker.current.len(),
@@ -491,15 +493,15 @@ pub(crate) async fn status(engine: &EngineArgs, json: bool) -> Result<u8> {
             worker.heartbeat
         ));
     }
-    crate::cli::print(&format!("tasks: {} queued, {} running", status.queued, status.running));
+    print(&format!("tasks: {} queued, {} running", status.queued, status.running));
     let outcomes: Vec<String> =
         status.outcomes.iter().map(|(outcome, count)| format!("{outcome} {count}")).collect();
-    crate::cli::print(&format!(
+    print(&format!(
         "runs by outcome: {}",
         if outcomes.is_empty() { "none yet".to_owned() } else { outcomes.join(", ") }
     ));
     for letter in &status.dead {
-        crate::cli::print(&format!(
+        print(&format!(
             "  dead: {} after {} tries: {}",
             letter.task_id, letter.attempts, letter.reason
         ));
@@ -520,6 +522,6 @@ pub(crate) async fn fetch(args: FetchArgs) -> Result<u8> {
         fetched.changed_files,
         fetched.workspace.display()
     );
-    crate::cli::print(&fetched.run_dir.display().to_string());
+    print(&fetched.run_dir.display().to_string());
     Ok(0)
 }

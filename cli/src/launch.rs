@@ -404,3 +404,19 @@ impl ChatArgs {
         self.common.json
     }
 }
+
+/// Prints one line on stdout (see `out!`).
+pub(crate) fn print(text: &str) {
+    print_line(format_args!("{text}"));
+}
+
+pub(crate) fn print_line(line: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout.write_fmt(line).and_then(|()| stdout.write_all(b"\n")) {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("skills-agent: cannot write to stdout: {error}");
+        std::process::exit(1);
+    }
+}

@@ -46,3 +46,8 @@ pub use task::{
     DeadLetter, FleetStatus, RunStatus, Task, TaskSpec, TaskState, WorkerInfo, is_task_id,
 };
 pub use worker::{Ended, Job, JobResult, Log, Runner, Worker, WorkerOptions, WorkerSummary};
+
+/// The README's Rust examples, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_doctest {}
