@@ -56,8 +56,10 @@ enum Command {
     },
     /// Print a recorded run's turns; with --check, re-run it from its record and compare.
     Replay {
-        /// The run directory.
+        /// The run directory (with --nats: a fleet's task id or run id).
         run_dir: PathBuf,
+        #[command(flatten)]
+        engine: crate::fleet::EngineArgs,
         /// Re-run against the recorded answers and results; exit 1 on any divergence.
         #[arg(long)]
         check: bool,
@@ -127,6 +129,9 @@ enum RunsCommand {
         /// One JSON array on stdout.
         #[arg(long)]
         json: bool,
+        /// List a fleet's tasks and runs instead (NATS JetStream).
+        #[command(flatten)]
+        engine: crate::fleet::EngineArgs,
     },
 }
 
@@ -220,8 +225,18 @@ async fn dispatch(command: Command) -> Result<u8> {
         Command::Run(args) => run(args).await,
         Command::Chat(args) => crate::chat::chat(args).await,
         Command::Resume { run_dir, answer, common } => resume(&run_dir, answer, common).await,
-        Command::Replay { run_dir, check, json } => replay(&run_dir, check, json).await,
-        Command::Runs { command: RunsCommand::List { runs_dir, workspace, json } } => {
+        Command::Replay { run_dir, engine, check, json } => {
+            if engine.nats.is_some() {
+                let id = run_dir.to_string_lossy().into_owned();
+                let (_folder, run_dir) = crate::fleet::fetch_run(&engine, &id).await?;
+                return replay(&run_dir, check, json).await;
+            }
+            replay(&run_dir, check, json).await
+        }
+        Command::Runs { command: RunsCommand::List { runs_dir, workspace, json, engine } } => {
+            if engine.nats.is_some() {
+                return crate::fleet::runs_list(&engine, json).await;
+            }
             runs_list(runs_dir, workspace, json)
         }
         Command::Skills { command } => skills(command),

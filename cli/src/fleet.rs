@@ -25,7 +25,7 @@ use crate::launch::{
 };
 
 /// Where the fleet is: the server and the prefix of its names.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub(crate) struct EngineArgs {
     /// The NATS server (JetStream on), e.g. nats://127.0.0.1:4222 (default: $NATS_URL).
     /// Credentials come from NATS_CREDS (a .creds file), NATS_TOKEN, or NATS_USER and
@@ -38,7 +38,7 @@ pub(crate) struct EngineArgs {
 }
 
 impl EngineArgs {
-    fn config(&self) -> Result<FleetConfig> {
+    pub(crate) fn config(&self) -> Result<FleetConfig> {
         let env = environment();
         let url = match &self.nats {
             Some(url) => url.clone(),
@@ -54,7 +54,7 @@ impl EngineArgs {
         Ok(config)
     }
 
-    async fn connect(&self, config: FleetConfig) -> Result<Fleet> {
+    pub(crate) async fn connect(&self, config: FleetConfig) -> Result<Fleet> {
         Fleet::connect(config).await.map_err(|error| match error {
             skills_agent_fleet::Error::Config(_) => usage(error),
             other => anyhow::Error::new(other),
@@ -524,4 +524,103 @@ pub(crate) async fn fetch(args: FetchArgs) -> Result<u8> {
     );
     print(&fetched.run_dir.display().to_string());
     Ok(0)
+}
+
+/// Keeps `runs_dir` a copy of the fleet's runs for `serve --nats`: a finished run is written
+/// once (its events and files), a running one followed event by event (appended as they are
+/// stored, so the page's live view works as for a local run). Runs forever.
+pub(crate) async fn mirror(fleet: Fleet, runs_dir: PathBuf) {
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        if let Ok(runs) = fleet.runs().await {
+            for status in runs {
+                let Some(run_id) = status.run_id.clone() else { continue };
+                if !agent_core::is_valid_run_id(&run_id) || seen.contains(&status.task_id) {
+                    continue;
+                }
+                seen.insert(status.task_id.clone());
+                let (fleet, run_dir) = (fleet.clone(), runs_dir.join(&run_id));
+                tokio::spawn(async move {
+                    let result = if status.state == TaskState::Running {
+                        follow_into(&fleet, &status.task_id, &run_dir).await
+                    } else {
+                        fleet.write_run(&status.task_id, &run_dir).await.map(|_| ())
+                    };
+                    if let Err(error) = result {
+                        eprintln!("skills-agent serve: run {run_id} ({}): {error}", status.task_id);
+                    }
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Appends a running task's events to `run_dir/events.jsonl` as they are stored, with the
+/// observation files they point at, until `run_finished`.
+async fn follow_into(
+    fleet: &Fleet,
+    task_id: &str,
+    run_dir: &std::path::Path,
+) -> skills_agent_fleet::Result<()> {
+    use std::io::Write;
+    let io =
+        |error: std::io::Error| skills_agent_fleet::Error::Io { path: run_dir.to_owned(), error };
+    std::fs::create_dir_all(run_dir).map_err(io)?;
+    let mut file = std::fs::File::create(run_dir.join("events.jsonl")).map_err(io)?;
+    let mut events = fleet.follow(task_id).await?;
+    while let Some(item) = events.next().await {
+        let (event, _) = item?;
+        fleet.restore_stored(task_id, std::slice::from_ref(&event), run_dir).await?;
+        let mut line =
+            serde_json::to_string(&event).map_err(|error| io(std::io::Error::other(error)))?;
+        line.push('\n');
+        file.write_all(line.as_bytes()).map_err(io)?;
+        if event.kind == EventKind::RunFinished {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// `skills-agent runs list --nats`: the fleet's tasks, oldest first.
+pub(crate) async fn runs_list(engine: &EngineArgs, json: bool) -> Result<u8> {
+    let fleet = engine.connect(engine.config()?).await?;
+    let runs = fleet.runs().await.map_err(anyhow::Error::new)?;
+    if json {
+        print(&serde_json::to_string(&runs)?);
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        eprintln!("no tasks in fleet {} yet", fleet.names().prefix);
+    }
+    for status in &runs {
+        print(&format!(
+            "{}  {:<8}  {:<20}  {:<16}  {:<12}  {}",
+            status.task_id,
+            status.state.as_str(),
+            status.run_id.as_deref().unwrap_or("-"),
+            status.outcome.as_deref().unwrap_or("-"),
+            status.worker.as_deref().unwrap_or("-"),
+            status.task.replace('\n', " ").chars().take(60).collect::<String>()
+        ));
+    }
+    Ok(0)
+}
+
+/// The run directory of a fleet run, written into a fresh temporary folder (for `replay
+/// --nats`); the folder lives as long as the returned guard.
+pub(crate) async fn fetch_run(
+    engine: &EngineArgs,
+    id: &str,
+) -> Result<(tempfile::TempDir, PathBuf)> {
+    let fleet = engine.connect(engine.config()?).await?;
+    let status = fleet.find(id).await.map_err(|error| match error {
+        skills_agent_fleet::Error::NotFound(_) => usage(error),
+        other => anyhow::Error::new(other),
+    })?;
+    let folder = tempfile::tempdir().context("cannot make a temporary folder")?;
+    let run_dir = folder.path().join(status.run_id.as_deref().unwrap_or(&status.task_id));
+    fleet.write_run(&status.task_id, &run_dir).await.map_err(anyhow::Error::new)?;
+    Ok((folder, run_dir))
 }

@@ -99,6 +99,10 @@ pub(crate) struct ServeArgs {
     /// Allow `POST /api/runs` to start runs (`skills-agent run` in the workspace).
     #[arg(long)]
     allow_start: bool,
+    /// Serve a fleet's runs (NATS JetStream), mirrored into the runs directory (default:
+    /// a folder in the cache) as they are stored.
+    #[command(flatten)]
+    engine: crate::fleet::EngineArgs,
 }
 
 #[derive(Debug)]
@@ -140,7 +144,39 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8> {
         Some(path) => path,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let runs_dir = args.runs_dir.unwrap_or_else(|| workspace.join(".agent").join("runs"));
+    let mirror = match &args.engine.nats {
+        Some(_) => {
+            if args.allow_start {
+                return Err(usage(
+                    "--allow-start starts local runs; with --nats, `skills-agent submit` queues them",
+                ));
+            }
+            let config = args.engine.config()?;
+            let fleet = args.engine.connect(config).await?;
+            Some(fleet)
+        }
+        None => None,
+    };
+    let runs_dir = match (&mirror, args.runs_dir) {
+        (_, Some(dir)) => dir,
+        (Some(fleet), None) => skills_agent_models::local_model::cache_dir()
+            .context("cannot find the cache directory for the fleet's mirror; pass --runs-dir")?
+            .join("fleet")
+            .join(&fleet.names().prefix)
+            .join("runs"),
+        (None, None) => workspace.join(".agent").join("runs"),
+    };
+    if let Some(fleet) = mirror {
+        std::fs::create_dir_all(&runs_dir)
+            .map_err(|error| usage(format!("runs directory {}: {error}", runs_dir.display())))?;
+        eprintln!(
+            "mirroring fleet {} at {} into {}",
+            fleet.names().prefix,
+            fleet.config().url,
+            runs_dir.display()
+        );
+        tokio::spawn(crate::fleet::mirror(fleet, runs_dir.clone()));
+    }
     let start = if args.allow_start {
         let workspace = workspace
             .canonicalize()

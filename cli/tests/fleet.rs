@@ -352,3 +352,64 @@ fn a_poison_task_goes_to_dead_letter_with_its_reason() {
     assert_code(&output, 1);
     assert!(text(&output.stderr).contains("cannot reach the NATS server at nats://127.0.0.1:1"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_lists_a_running_fleet_run_and_streams_its_events_live() {
+    use std::io::BufRead;
+    let Some(mut fleet) = Fleet::new() else { return };
+    let spec = fleet.answers(
+        "answers.json",
+        &json!([select(), script("first.sh", &[]), script("second.sh", &["2"]), answer("Done.")]),
+    );
+    fleet.start_worker("w1", &[]);
+    let mirror = fleet.root.join("mirror");
+    let mut serve = fleet
+        .command(&["serve", "--nats", &fleet.nats.url.clone(), "--runs-dir"])
+        .arg(&mirror)
+        .args(["--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(serve.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().strip_prefix("listening on ").unwrap().trim_end_matches('/').to_owned();
+    let port = url.rsplit(':').next().unwrap().to_owned();
+    let base = format!("http://127.0.0.1:{port}");
+    fleet.workers.push(serve);
+    let output = fleet.run(&["submit", "--model", &spec, "Run both, slowly"]);
+    assert_code(&output, 0);
+    let client = reqwest::Client::new();
+    // The run shows in the list while a worker runs it.
+    let started = Instant::now();
+    let run = loop {
+        let runs: Value =
+            client.get(format!("{base}/api/runs")).send().await.unwrap().json().await.unwrap();
+        let running = runs["runs"]
+            .as_array()
+            .or_else(|| runs.as_array())
+            .and_then(|runs| runs.first().cloned());
+        if let Some(run) = running {
+            break run;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the run never showed: {runs}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(run["status"], "running", "{run}");
+    let run_id = run["run_id"].as_str().or_else(|| run["id"].as_str()).unwrap().to_owned();
+    // Its events stream live, to the end.
+    let mut response = client.get(format!("{base}/api/runs/{run_id}/events")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut seen = String::new();
+    while !seen.contains("\"run_finished\"") {
+        let chunk = tokio::time::timeout(Duration::from_secs(60), response.chunk())
+            .await
+            .expect("no event before the deadline")
+            .unwrap()
+            .expect("the stream ended before run_finished");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    for kind in ["run_started", "action_executed", "observation_recorded"] {
+        assert!(seen.contains(&format!("\"{kind}\"")), "{kind} missing from the stream");
+    }
+}

@@ -518,23 +518,10 @@ impl Fleet {
     pub async fn fetch(&self, id: &str, into: &Path) -> Result<Fetched> {
         let status = self.find(id).await?;
         let task_id = status.task_id.clone();
-        let (events, _) = self.events(&task_id).await?;
-        let run_id = events.first().map(|event| event.run_id.clone());
-        let run_name = run_id.clone().unwrap_or_else(|| task_id.clone());
-        if !agent_core::is_valid_run_id(&run_name) && run_id.is_some() {
-            return Err(Error::Malformed {
-                what: format!("the events of {task_id}"),
-                message: format!("run id `{run_name}` is not one agent-core writes"),
-            });
-        }
+        let run_name = status.run_id.clone().unwrap_or_else(|| task_id.clone());
         let run_dir = into.join("run").join(&run_name);
+        self.write_run(&task_id, &run_dir).await?;
         let workspace = into.join("workspace");
-        if let Some(bytes) = self.get_object(&format!("{task_id}/run.tar")).await? {
-            archive::apply(&format!("{task_id}/run.tar"), &bytes, &run_dir)?;
-        } else {
-            self.restore_stored(&task_id, &events, &run_dir).await?;
-        }
-        write_events(&run_dir, &events)?;
         let changed_files = match self.get_object(&format!("{task_id}/changes.tar")).await? {
             Some(bytes) => archive::apply(&format!("{task_id}/changes.tar"), &bytes, &workspace)?,
             None => {
@@ -546,9 +533,43 @@ impl Fleet {
         Ok(Fetched { run_dir, workspace, changed_files })
     }
 
+    /// Writes the run directory of a task into `run_dir`: the files its worker stored at the
+    /// end (or, before that, the stored observations) and `events.jsonl` from the engine.
+    /// Returns the events written.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`], [`Error::Archive`] or [`Error::Io`] when a part cannot be read or
+    /// written, [`Error::Malformed`] for a record naming a run id agent-core does not write.
+    pub async fn write_run(&self, task_id: &str, run_dir: &Path) -> Result<Vec<Event>> {
+        let (events, _) = self.events(task_id).await?;
+        if let Some(first) = events.first()
+            && !agent_core::is_valid_run_id(&first.run_id)
+        {
+            return Err(Error::Malformed {
+                what: format!("the events of {task_id}"),
+                message: format!("run id `{}` is not one agent-core writes", first.run_id),
+            });
+        }
+        let name = format!("{task_id}/run.tar");
+        match self.get_object(&name).await? {
+            Some(bytes) => {
+                archive::apply(&name, &bytes, run_dir)?;
+            }
+            None => self.restore_stored(task_id, &events, run_dir).await?,
+        }
+        write_events(run_dir, &events)?;
+        Ok(events)
+    }
+
     /// Writes the stored observation files the events name into `run_dir` (a run moved to
-    /// this worker needs them to resume).
-    pub(crate) async fn restore_stored(
+    /// another worker needs them to resume; a mirror, to show them).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Malformed`] for a stored path that is not `observations/<sha256>.txt`,
+    /// [`Error::Engine`] or [`Error::Io`] when a file cannot be read or written.
+    pub async fn restore_stored(
         &self,
         task_id: &str,
         events: &[Event],
