@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 struct Nats {
     child: Child,
     url: String,
+    port: u16,
+    store: PathBuf,
 }
 
 impl Drop for Nats {
@@ -47,6 +49,11 @@ impl Nats {
             return None;
         };
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Nats::spawn(&binary, port, store);
+        Some(Nats { child, url: format!("nats://127.0.0.1:{port}"), port, store: store.to_owned() })
+    }
+
+    fn spawn(binary: &Path, port: u16, store: &Path) -> Child {
         let child = Command::new(binary)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store)
@@ -54,13 +61,20 @@ impl Nats {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let nats = Nats { child, url: format!("nats://127.0.0.1:{port}") };
         let started = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(started.elapsed() < Duration::from_secs(20), "nats-server did not start");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(nats)
+        child
+    }
+
+    /// Kills the server outright and starts it again on the same port and store.
+    fn restart(&mut self, down_for: Duration) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        std::thread::sleep(down_for);
+        self.child = Nats::spawn(&nats_server().unwrap(), self.port, &self.store);
     }
 }
 
@@ -412,4 +426,91 @@ async fn serve_lists_a_running_fleet_run_and_streams_its_events_live() {
     for kind in ["run_started", "action_executed", "observation_recorded"] {
         assert!(seen.contains(&format!("\"{kind}\"")), "{kind} missing from the stream");
     }
+}
+
+#[test]
+fn a_server_killed_and_restarted_mid_queue_loses_nothing_and_runs_nothing_twice() {
+    let Some(mut fleet) = Fleet::new() else { return };
+    let spec = fleet.answers(
+        "answers.json",
+        &json!([select(), script("first.sh", &[]), script("second.sh", &["0.2"]), answer("Ok.")]),
+    );
+    let lines: Vec<String> = (0..10)
+        .map(|index| json!({"task": format!("Task {index}"), "model": spec}).to_string())
+        .collect();
+    std::fs::write(fleet.root.join("tasks.jsonl"), lines.join("\n")).unwrap();
+    let output = fleet.run(&["submit", "--file", fleet.root.join("tasks.jsonl").to_str().unwrap()]);
+    assert_code(&output, 0);
+    let ids: Vec<String> = text(&output.stdout).lines().map(str::to_owned).collect();
+    fleet.start_worker("w1", &["--ack-wait", "5"]);
+    fleet.start_worker("w2", &["--ack-wait", "5"]);
+    fleet.wait_for("two runs done", |status| outcome_count(status, "completed") >= 2);
+    fleet.nats.restart(Duration::from_secs(1));
+    let status =
+        fleet.wait_for("every run done", |status| outcome_count(status, "completed") == 10);
+    assert_eq!(status["dead"], json!([]));
+    for id in &ids {
+        let (run_dir, workspace) = fleet.fetch(id);
+        let events = events(&run_dir);
+        assert_eq!(
+            events.iter().filter(|event| event["type"] == "run_finished").count(),
+            1,
+            "{id}: one run_finished"
+        );
+        let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "{id}: {seqs:?}");
+        // Each script recorded once; first.sh's line once (second.sh may have been redone by
+        // a resume, which the record shows as one execution).
+        let side = std::fs::read_to_string(workspace.join("side.log")).unwrap();
+        assert_eq!(side.matches("first").count(), 1, "{id}: {side}");
+        let check = fleet.run(&["replay", "--check", run_dir.to_str().unwrap()]);
+        assert_code(&check, 0);
+    }
+}
+
+#[test]
+fn a_stopped_worker_finishes_its_run_and_a_second_signal_hands_it_back() {
+    let Some(mut fleet) = Fleet::new() else { return };
+    let nap = format!("2.{:06}", std::process::id() % 1_000_000);
+    let spec = fleet.answers(
+        "answers.json",
+        &json!([select(), script("first.sh", &[]), script("second.sh", &[&nap]), answer("Ok.")]),
+    );
+    let marker = format!("sleep {nap}");
+    let wait_for_nap = || {
+        let started = Instant::now();
+        while !processes_with(&marker) {
+            assert!(started.elapsed() < Duration::from_secs(60), "second.sh never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // One SIGTERM: no new task is taken, the run in progress finishes, the worker leaves.
+    let pid = fleet.start_worker("gentle", &[]);
+    let output = fleet.run(&["submit", "--model", &spec, "Finish me"]);
+    assert_code(&output, 0);
+    wait_for_nap();
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let status = fleet.workers[0].wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", fleet.worker_log("gentle"));
+    assert_eq!(outcome_count(&fleet.status(), "completed"), 1, "{}", fleet.worker_log("gentle"));
+    assert!(fleet.worker_log("gentle").contains("finished: completed"));
+    // Two signals: the run is handed back at once and another worker finishes it.
+    let pid = fleet.start_worker("hasty", &[]);
+    let output = fleet.run(&["submit", "--model", &spec, "Hand me back"]);
+    assert_code(&output, 0);
+    let task_id = text(&output.stdout).trim().to_owned();
+    wait_for_nap();
+    for _ in 0..2 {
+        assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = fleet.workers[1].wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", fleet.worker_log("hasty"));
+    assert!(fleet.worker_log("hasty").contains("handed back"), "{}", fleet.worker_log("hasty"));
+    fleet.start_worker("heir", &[]);
+    fleet.wait_for("the handed-back task", |status| outcome_count(status, "completed") == 2);
+    let (run_dir, workspace) = fleet.fetch(&task_id);
+    assert_eq!(std::fs::read_to_string(workspace.join("side.log")).unwrap(), "first\nsecond\n");
+    let events = events(&run_dir);
+    assert_eq!(events.iter().filter(|event| event["type"] == "run_finished").count(), 1);
 }
