@@ -514,3 +514,72 @@ fn a_stopped_worker_finishes_its_run_and_a_second_signal_hands_it_back() {
     let events = events(&run_dir);
     assert_eq!(events.iter().filter(|event| event["type"] == "run_finished").count(), 1);
 }
+
+/// The repository's root.
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+#[test]
+fn two_live_tasks_on_the_local_model_through_one_worker() {
+    if std::env::var_os("SKILLS_AGENT_LOCAL_RUN").is_none() {
+        eprintln!(
+            "skipping: SKILLS_AGENT_LOCAL_RUN is not set (start the model with `cargo xtask \
+             local-llm start --size 1.5b` and set SKILLS_AGENT_LOCAL_RUN=1)"
+        );
+        return;
+    }
+    let Some(mut fleet) = Fleet::new() else { return };
+    let text_of = std::fs::read_to_string(repo().join("examples/task/TASK.md")).unwrap();
+    let line = |key: &str| {
+        text_of.lines().find_map(|line| line.strip_prefix(key)).unwrap().trim().to_owned()
+    };
+    let (task, expected) = (line("task:"), line("expected:"));
+    let workspace = fleet.root.join("task");
+    std::fs::create_dir(&workspace).unwrap();
+    for name in ["sales.csv", "TASK.md"] {
+        std::fs::copy(repo().join("examples/task").join(name), workspace.join(name)).unwrap();
+    }
+    // The worker finds the running local model as `run` does: through this user's cache.
+    let skills = repo().join("examples/skills");
+    let log = std::fs::File::create(fleet.root.join("live.log")).unwrap();
+    let worker = Command::new(env!("CARGO_BIN_EXE_skills-agent"))
+        .args(["worker", "--name", "live", "--model", "local", "--skills"])
+        .arg(&skills)
+        .arg("--work-root")
+        .arg(fleet.root.join("work"))
+        .env("NATS_URL", &fleet.nats.url)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    fleet.workers.push(worker);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let output = fleet.run(&["submit", "--workspace", workspace.to_str().unwrap(), &task]);
+        assert_code(&output, 0);
+        ids.push(text(&output.stdout).trim().to_owned());
+    }
+    let status = fleet.wait_for("two live runs", |status| {
+        status["outcomes"]
+            .as_object()
+            .is_some_and(|outcomes| outcomes.values().filter_map(Value::as_u64).sum::<u64>() == 2)
+    });
+    let log = std::fs::read_to_string(fleet.root.join("live.log")).unwrap_or_default();
+    assert_eq!(outcome_count(&status, "completed"), 2, "{status:#}\n{log}");
+    let output = fleet.run(&["runs", "list", "--nats", &fleet.nats.url.clone(), "--json"]);
+    assert_code(&output, 0);
+    let runs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    for run in runs.as_array().unwrap() {
+        let answer = run["final_text"].as_str().unwrap().replace(',', "");
+        assert!(answer.contains(&expected), "expected {expected} in: {answer}");
+    }
+    for id in &ids {
+        let (run_dir, _) = fleet.fetch(id);
+        let check = fleet.run(&["replay", "--check", run_dir.to_str().unwrap()]);
+        assert_code(&check, 0);
+    }
+}

@@ -46,10 +46,18 @@ fn walk(workspace: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>> {
         })
         .build();
     for entry in walker {
-        let entry = entry.map_err(|error| Error::Io {
-            path: workspace.to_owned(),
-            error: std::io::Error::other(error.to_string()),
-        })?;
+        let entry = match entry {
+            Ok(entry) => entry,
+            // A file that went away while the folder was walked (a script's temporary file)
+            // is simply not there.
+            Err(error) if vanished(error.io_error()) => continue,
+            Err(error) => {
+                return Err(Error::Io {
+                    path: workspace.to_owned(),
+                    error: std::io::Error::other(error.to_string()),
+                });
+            }
+        };
         if !entry.file_type().is_some_and(|kind| kind.is_file()) {
             continue;
         }
@@ -62,11 +70,20 @@ fn walk(workspace: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>> {
             ));
         };
         let name = name.to_owned();
-        let metadata = std::fs::symlink_metadata(&path).map_err(|error| Error::io(&path, error))?;
+        let metadata = match std::fs::symlink_metadata(&path) {
+            Ok(metadata) => metadata,
+            Err(error) if vanished(Some(&error)) => continue,
+            Err(error) => return Err(Error::io(&path, error)),
+        };
         files.push((name, path, metadata));
     }
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
+}
+
+/// Whether an IO error says the file is no longer there.
+fn vanished(error: Option<&std::io::Error>) -> bool {
+    error.is_some_and(|error| error.kind() == std::io::ErrorKind::NotFound)
 }
 
 fn seen(metadata: &std::fs::Metadata) -> Seen {
@@ -134,20 +151,26 @@ pub fn pack(workspace: &Path, limit: u64) -> Result<Vec<u8>> {
     builder.into_inner().map_err(|error| Error::io(workspace, error))
 }
 
+/// Appends one file; `false` when it went away since the walk saw it.
 fn append_file(
     builder: &mut tar::Builder<Vec<u8>>,
     name: &str,
     path: &Path,
     metadata: &std::fs::Metadata,
-) -> Result<()> {
-    let mut file = std::fs::File::open(path).map_err(|error| Error::io(path, error))?;
+) -> Result<bool> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if vanished(Some(&error)) => return Ok(false),
+        Err(error) => return Err(Error::io(path, error)),
+    };
     let mut content = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
     file.read_to_end(&mut content).map_err(|error| Error::io(path, error))?;
     let mut header =
         header(content.len() as u64, metadata.mode(), u64::try_from(metadata.mtime()).unwrap_or(0));
     builder
         .append_data(&mut header, name, content.as_slice())
-        .map_err(|error| Error::io(path, error))
+        .map_err(|error| Error::io(path, error))?;
+    Ok(true)
 }
 
 /// The files of `workspace` that are new or changed since `base`, and the ones deleted, as
@@ -166,7 +189,9 @@ pub fn changes(workspace: &Path, base: &Manifest, limit: u64) -> Result<Vec<u8>>
             if total > limit {
                 return Err(Error::TooLarge { path: workspace.to_owned(), limit });
             }
-            append_file(&mut builder, &name, &path, &metadata)?;
+            if !append_file(&mut builder, &name, &path, &metadata)? {
+                continue;
+            }
         }
         present.insert(name);
     }
