@@ -333,8 +333,7 @@ pub async fn run_one(
     let skills = base.path().join("skills");
     let workspace = base.path().join("workspace");
     copy_tree(&config.examples.join("skills"), &skills)?;
-    copy_tree(&config.examples.join("task"), &workspace)?;
-    set_mode(&workspace, 0o700)?;
+    example_workspace(config, &workspace)?;
     let runs_relative = format!("runs/{}/{strategy}", scenario.name);
     let runs = config.out.join(&runs_relative);
     if runs.exists() {
@@ -395,9 +394,28 @@ pub async fn run_one(
     let wall_ms = started.elapsed().as_millis() as u64;
     let run_dir =
         result.run_dir.ok_or_else(|| broken("the run wrote no run directory".to_owned()))?;
+    score_run(scenario, strategy, &run_dir, &workspace, runs_relative, wall_ms).await
+}
+
+/// Scores a finished run of `scenario` with `strategy` from its run directory and the
+/// workspace it ran in (the end of [`run_one`]; a run made elsewhere, by a fleet's worker, and
+/// fetched is scored alike). `runs_relative` is where the report says its runs are.
+///
+/// # Errors
+///
+/// A record that cannot be read or replayed.
+pub async fn score_run(
+    scenario: &Scenario,
+    strategy: &str,
+    run_dir: &Path,
+    workspace: &Path,
+    runs_relative: String,
+    wall_ms: u64,
+) -> Result<RunRecord> {
+    let agent_error = |source| Error::Agent { scenario: scenario.name.clone(), source };
     let events = read_events(&run_dir.join("events.jsonl")).map_err(agent_error)?;
-    let replay = replay_check(&run_dir).await.map_err(agent_error)?;
-    let failures = scenario.check.failures(&events, &workspace);
+    let replay = replay_check(run_dir).await.map_err(agent_error)?;
+    let failures = scenario.check.failures(&events, workspace);
     let record = score_events(&events);
     Ok(RunRecord {
         scenario: scenario.name.clone(),
@@ -410,6 +428,24 @@ pub async fn run_one(
         wall_ms,
         ..record
     })
+}
+
+/// The record of a run that never finished (a fleet's dead task): failed, with `why`.
+pub fn unfinished(
+    scenario: &Scenario,
+    strategy: &str,
+    runs_relative: String,
+    why: String,
+) -> RunRecord {
+    RunRecord {
+        scenario: scenario.name.clone(),
+        category: scenario.category,
+        strategy: strategy.to_owned(),
+        failures: vec![why],
+        outcome: "none".to_owned(),
+        runs_dir: runs_relative,
+        ..RunRecord::empty()
+    }
 }
 
 impl RunRecord {
@@ -484,6 +520,17 @@ pub fn score_events(events: &[Event]) -> RunRecord {
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|error| Error::io(path, error))
+}
+
+/// Writes a fresh copy of the example workspace (`examples/task/`, without `.agent/`) into
+/// `into`, as every scenario's run starts from.
+///
+/// # Errors
+///
+/// A file that cannot be read or written.
+pub fn example_workspace(config: &SuiteConfig, into: &Path) -> Result<()> {
+    copy_tree(&config.examples.join("task"), into)?;
+    set_mode(into, 0o700)
 }
 
 /// Copies a folder tree (files and folders only), folders 0755 and files 0644 so that the

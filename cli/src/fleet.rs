@@ -180,7 +180,7 @@ impl Runner for CliRunner {
             sinks: vec![Arc::clone(&job.sink)],
         };
         let flags = RunFlags {
-            ask_user: false,
+            ask_user: spec.ask_user,
             strategy: spec.strategy.clone(),
             max_turns: spec.max_turns,
             max_tool_calls: spec.max_tool_calls,
@@ -313,13 +313,11 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<u8> {
 
 /// `skills-agent submit`.
 pub(crate) async fn submit(args: SubmitArgs) -> Result<u8> {
-    if args.flags.ask_user {
-        return Err(usage("--ask-user: a fleet worker has no terminal to ask on"));
-    }
     let mut tasks: Vec<(TaskSpec, Option<PathBuf>)> = Vec::new();
     let base = TaskSpec {
         task: String::new(),
         strategy: args.flags.strategy.clone(),
+        ask_user: args.flags.ask_user,
         model: args.model.clone(),
         approval: args.approval.and_then(|approval| {
             approval.to_possible_value().map(|value| value.get_name().to_owned())
@@ -365,6 +363,7 @@ pub(crate) async fn submit(args: SubmitArgs) -> Result<u8> {
                 let spec = TaskSpec {
                     task: line_spec.task,
                     strategy: line_spec.strategy.or_else(|| base.strategy.clone()),
+                    ask_user: line_spec.ask_user || base.ask_user,
                     model: line_spec.model.or_else(|| base.model.clone()),
                     approval: line_spec.approval.or_else(|| base.approval.clone()),
                     max_turns: line_spec.max_turns.or(base.max_turns),

@@ -17,6 +17,11 @@ pub struct TaskSpec {
     /// the task's workspace first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Whether the model may ask a question (`ask_user`): a worker has no one to ask, so the
+    /// run then ends `needs_input` (exit 4) with the question in its record, as `run
+    /// --ask-user` does without a terminal.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ask_user: bool,
     /// When scripts need approval (`never`, `ask-for-risky`, `always`); a worker has no
     /// terminal, so a script that needs approval is refused with the reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,6 +7,9 @@
 //!   default, started when needed, as `skills-agent --model` reads it), each run cancelled
 //!   after SECS (default 600); the checks are the same, the scenarios that expect a budget or
 //!   a stuck loop are left out.
+//! * `--live --nats URL [--model SPEC]` has a fleet's workers make the live runs
+//!   (`skills-agent worker --nats URL --skills examples/skills`, here or on other machines)
+//!   and scores their records alike ([`crate::fleet_bench`]).
 //! * `cargo xtask bench --trajectories FILE [--format openai-chat]` scores other agents'
 //!   recorded runs and prints one JSON line on stdout.
 
@@ -16,7 +19,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use skills_agent_models::specs::{ModelSpec, connect};
 
-const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS]]
+const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS | --nats URL]]
        cargo xtask bench --trajectories FILE [--format openai-chat]";
 
 /// A live run's model and time limit.
@@ -24,6 +27,8 @@ const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [
 struct Live {
     spec: String,
     timeout_secs: u64,
+    /// A fleet whose workers make the runs.
+    nats: Option<String>,
 }
 
 /// What the command line asks for.
@@ -44,7 +49,10 @@ pub fn run(arguments: &[String]) -> Result<()> {
             config.filter = filter;
             let (results, written) = match &live {
                 None => bench::run_scripted_suite(&config)?,
-                Some(Live { spec, timeout_secs }) => {
+                Some(Live { spec, nats: Some(url), .. }) => {
+                    crate::fleet_bench::run_suite(&config, url, spec)?
+                }
+                Some(Live { spec, timeout_secs, nats: None }) => {
                     let parsed = ModelSpec::parse(spec)?;
                     let env: Vec<(String, String)> = std::env::vars().collect();
                     let connected = connect(&parsed, &env, &config.examples.join("task"))?;
@@ -99,6 +107,7 @@ fn parse(arguments: &[String]) -> Result<Command> {
     let mut live = false;
     let mut spec = None;
     let mut timeout = None;
+    let mut nats = None;
     let mut rest = arguments.iter();
     while let Some(argument) = rest.next() {
         match argument.as_str() {
@@ -109,6 +118,7 @@ fn parse(arguments: &[String]) -> Result<Command> {
             "--scenario" => filter = Some(rest.next().context(USAGE)?.clone()),
             "--live" => live = true,
             "--model" => spec = Some(rest.next().context(USAGE)?.clone()),
+            "--nats" => nats = Some(rest.next().context(USAGE)?.clone()),
             "--timeout" => {
                 let value = rest.next().context(USAGE)?;
                 timeout = Some(value.parse::<u64>().ok().filter(|secs| *secs > 0).with_context(
@@ -118,12 +128,19 @@ fn parse(arguments: &[String]) -> Result<Command> {
             other => bail!("unexpected argument `{other}`\n{USAGE}"),
         }
     }
-    if !live && (spec.is_some() || timeout.is_some()) {
-        bail!("--model and --timeout go with --live\n{USAGE}");
+    if !live && (spec.is_some() || timeout.is_some() || nats.is_some()) {
+        bail!("--model, --timeout and --nats go with --live\n{USAGE}");
+    }
+    if nats.is_some() && timeout.is_some() {
+        bail!(
+            "--timeout does not go with --nats: a fleet's runs end by the workers' budgets \
+             (max_duration_ms)\n{USAGE}"
+        );
     }
     let live = live.then(|| Live {
         spec: spec.unwrap_or_else(|| "local".to_owned()),
         timeout_secs: timeout.unwrap_or(600),
+        nats,
     });
     match trajectories {
         Some(file)
@@ -175,7 +192,9 @@ mod tests {
             })
         );
         assert!(parse(&args("--out")).is_err());
-        let live = |spec: &str, timeout_secs| Some(Live { spec: spec.to_owned(), timeout_secs });
+        let live = |spec: &str, timeout_secs| {
+            Some(Live { spec: spec.to_owned(), timeout_secs, nats: None })
+        };
         assert_eq!(
             parse(&args("--live")).ok(),
             Some(Command::Suite {
@@ -194,6 +213,21 @@ mod tests {
                 live: live("local:0.5b", 90)
             })
         );
+        assert_eq!(
+            parse(&args("--live --nats nats://127.0.0.1:4222")).ok(),
+            Some(Command::Suite {
+                out: crate::tidy::workspace_root().join("target/bench"),
+                strategies: Vec::new(),
+                filter: None,
+                live: Some(Live {
+                    spec: "local".to_owned(),
+                    timeout_secs: 600,
+                    nats: Some("nats://127.0.0.1:4222".to_owned())
+                }),
+            })
+        );
+        assert!(parse(&args("--nats nats://127.0.0.1:4222")).is_err());
+        assert!(parse(&args("--live --nats nats://127.0.0.1:4222 --timeout 60")).is_err());
         assert!(parse(&args("--model local")).is_err());
         assert!(parse(&args("--live --timeout 0")).is_err());
         assert!(parse(&args("--live --trajectories t.json")).is_err());

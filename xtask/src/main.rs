@@ -5,10 +5,11 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS]]
+  bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS | --nats URL]]
                                 run the scenarios per strategy (scripted, or on a real model,
-                                `local` by default); write results.json, report.md and
-                                report.html into DIR (default target/bench/)
+                                `local` by default; with --nats, by a fleet's workers); write
+                                results.json, report.md and report.html into DIR (default
+                                target/bench/)
   bench --trajectories FILE [--format openai-chat]
                                 score other agents' recorded runs (OpenAI chat messages): one JSON
                                 line with the silent-call rate, reasoned calls, success rate

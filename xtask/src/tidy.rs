@@ -80,6 +80,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "model-adapter",
             "bench",
             "skills-agent",
+            "skills-agent-fleet",
             "skills-agent-models",
         ],
     ),
