@@ -7,11 +7,20 @@
 //! binary that calls [`run_sandbox_helper_if_requested`] first thing in `main`), so it can
 //! allocate, read `/proc`, build BPF programs and report errors freely.
 //!
-//! Order matters: join the cgroups and unshare the network while still root, set rlimits, drop
-//! to the unprivileged uid/gid (which clears every capability), re-arm the parent-death signal
-//! (a credential change clears it), set `no_new_privs`, then Landlock, then seccomp last (it
-//! denies syscalls the earlier steps need). Everything goes through safe wrappers (`nix`,
-//! `landlock`, `seccompiler`), so this module needs no `unsafe`.
+//! Order matters: join the cgroups and unshare the network and the PID namespace while still
+//! root, set rlimits, drop to the unprivileged uid/gid (which clears every capability), re-arm
+//! the parent-death signal (a credential change clears it), set `no_new_privs`, then Landlock,
+//! then seccomp last (it denies syscalls the earlier steps need). Everything goes through safe
+//! wrappers (`nix`, `landlock`, `seccompiler`), so this module needs no `unsafe`.
+//!
+//! The direct backend runs in two processes, because the first child after
+//! `unshare(CLONE_NEWPID)` is the namespace's PID 1 and a fork without `unsafe` is an exec:
+//! the outer helper applies the namespace layers and starts the helper binary again as the
+//! init ([`Stage::InsidePidNamespace`]), which applies the rest, writes the report line,
+//! starts the command (PID 2) and reaps until it ends. The init cannot die by its own signal
+//! (PID 1 ignores it), so it writes how the command ended on a pipe and the outer helper ends
+//! the same way. Where no PID namespace can be made, the outer helper does it all and
+//! `execve`s the command itself, as before.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -72,21 +81,54 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
             None => return fail("missing sandbox plan argument"),
         };
     let backend = match plan.stage {
-        Stage::Everything => Backend::Direct,
+        Stage::Everything | Stage::InsidePidNamespace => Backend::Direct,
         Stage::OutsideBubblewrap | Stage::InsideBubblewrap => Backend::Bubblewrap,
     };
     let mut report = SandboxReport::new(backend);
-    match plan.stage {
-        Stage::Everything => {
-            apply_process_layers(&plan, &mut report);
+    let mut status_file: Option<std::fs::File> = None;
+    match (plan.stage, &plan.pid_namespace_init) {
+        (Stage::Everything, _) => {
+            apply_namespace_layers(&plan, &mut report);
+            if report.is_active(Layer::PidNamespace) {
+                return match start_pid_namespace_init(&plan, &report) {
+                    Ok(code) => code,
+                    Err(reason) => refuse(report, reason),
+                };
+            }
+            apply_credential_layers(&plan, &mut report);
             apply_self_confinement(&plan, &mut report);
         }
-        Stage::OutsideBubblewrap => apply_process_layers(&plan, &mut report),
-        Stage::InsideBubblewrap => {
+        (Stage::InsidePidNamespace, Some(init)) => {
+            report = init.report.clone();
+            arm_parent_death_signal(&plan, &mut report);
+            // Reopened through `/proc` (a new, close-on-exec descriptor this process owns); the
+            // inherited one goes with the other inherited descriptors.
+            let path = format!("/proc/self/fd/{}", init.status_descriptor);
+            match std::fs::OpenOptions::new().write(true).open(&path) {
+                Ok(file) => status_file = Some(file),
+                Err(error) => {
+                    let reason = format!("cannot open the pid namespace's status pipe: {error}");
+                    return refuse(report, reason);
+                }
+            }
+            apply_credential_layers(&plan, &mut report);
+            apply_self_confinement(&plan, &mut report);
+        }
+        (Stage::InsidePidNamespace, None) => {
+            return fail("the pid namespace's init needs its parent's report");
+        }
+        (Stage::OutsideBubblewrap, _) => {
+            apply_namespace_layers(&plan, &mut report);
+            apply_credential_layers(&plan, &mut report);
+        }
+        (Stage::InsideBubblewrap, _) => {
             report.set(Layer::Bubblewrap, LayerStatus::Active, None);
+            let note = "bubblewrap --unshare-pid --die-with-parent".to_owned();
+            report.set(Layer::PidNamespace, LayerStatus::Active, Some(note));
             apply_self_confinement(&plan, &mut report);
         }
     }
+    let status_descriptor = status_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     // Last step before the report: whatever descriptor the runtime's process inherited without
     // close-on-exec (a log file, a socket) must not reach the command, past every layer.
     let (refused, cause) = match fail_closed_reason(&plan, &report) {
@@ -95,7 +137,9 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
             Some(reason) => (Some(reason), RefusalCause::WorkingDirectory),
             None => match program_refusal(&plan) {
                 Some(reason) => (Some(reason), RefusalCause::Program),
-                None => (close_inherited_descriptors().err(), RefusalCause::Sandbox),
+                None => {
+                    (close_inherited_descriptors(status_descriptor).err(), RefusalCause::Sandbox)
+                }
             },
         },
     };
@@ -114,8 +158,148 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
             .current_dir(&plan.cwd)
             .exec(),
         Stage::OutsideBubblewrap => exec_bubblewrap(&plan),
+        Stage::InsidePidNamespace => match run_as_pid_namespace_init(&plan, status_file) {
+            Ok(code) => return code,
+            Err(error) => error,
+        },
     };
     fail(&format!("cannot execute {}: {error}", plan.program.display()))
+}
+
+/// Writes a report line that refuses to run the command, and fails.
+fn refuse(report: SandboxReport, reason: String) -> ExitCode {
+    let line = HelperReport { report, refused: Some(reason), cause: RefusalCause::Sandbox };
+    if let Err(error) = write_report_line(&line) {
+        return fail(&format!("cannot write the sandbox report: {error}"));
+    }
+    ExitCode::from(HELPER_FAILURE_EXIT)
+}
+
+/// The outer helper, once the PID namespace exists: starts the helper binary again as the
+/// namespace's init (its first child is PID 1), waits for it, and ends as the command ended —
+/// with its exit code, or killed by its signal (which the init, being PID 1, cannot do to
+/// itself). While it waits, its parent-death signal still ties it to the runtime, and the
+/// init's ties the init to it: when the runtime dies, the chain ends with the init, and the
+/// kernel kills everything left in the namespace.
+fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result<ExitCode, String> {
+    use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let (status_reader, status_writer) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .map_err(|error| format!("cannot make the pid namespace's status pipe: {error}"))?;
+    // The init inherits the writing end (and only it); the reading end stays close-on-exec.
+    fcntl(&status_writer, FcntlArg::F_SETFD(FdFlag::empty()))
+        .map_err(|error| format!("cannot pass the status pipe to the pid namespace: {error}"))?;
+    let mut init_plan = plan.clone();
+    init_plan.stage = Stage::InsidePidNamespace;
+    init_plan.parent_pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    init_plan.pid_namespace_init = Some(crate::spec::PidNamespaceInit {
+        report: report.clone(),
+        parent_pid: init_plan.parent_pid,
+        status_descriptor: status_writer.as_raw_fd(),
+    });
+    let plan_json = serde_json::to_string(&init_plan)
+        .map_err(|error| format!("cannot encode the pid namespace's plan: {error}"))?;
+    let mut init = std::process::Command::new(&plan.helper_program)
+        .arg(HELPER_MODE_ARGUMENT)
+        .arg(plan_json)
+        .env_clear()
+        .spawn()
+        .map_err(|error| {
+            format!(
+                "cannot start the pid namespace's init {}: {error}",
+                plan.helper_program.display()
+            )
+        })?;
+    drop(status_writer);
+    let mut status = String::new();
+    // End of file when the init exits (or dies): whatever it wrote before is the command's end.
+    let _ = std::fs::File::from(status_reader).read_to_string(&mut status);
+    let init_status = init.wait().map_err(|error| format!("cannot wait for the init: {error}"))?;
+    let signal = match CommandEnd::parse(&status) {
+        Some(CommandEnd::Exited(code)) => return Ok(ExitCode::from(code)),
+        Some(CommandEnd::Signalled(signal)) => signal,
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            match (init_status.code(), init_status.signal()) {
+                (Some(code), _) => return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1))),
+                (None, Some(signal)) => signal,
+                (None, None) => return Ok(ExitCode::from(HELPER_FAILURE_EXIT)),
+            }
+        }
+    };
+    // Core dumps stay off for this root process too.
+    let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+    if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
+        let _ = nix::sys::signal::raise(signal);
+    }
+    // A signal whose default is to be ignored: the shell's convention.
+    Ok(ExitCode::from(u8::try_from(128 + signal).unwrap_or(HELPER_FAILURE_EXIT)))
+}
+
+/// How the command ended, as the init tells the outer helper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CommandEnd {
+    Exited(u8),
+    Signalled(i32),
+}
+
+impl CommandEnd {
+    fn parse(text: &str) -> Option<CommandEnd> {
+        let (kind, number) = text.trim().split_once(' ')?;
+        match kind {
+            "exit" => number.parse().ok().map(CommandEnd::Exited),
+            "signal" => number.parse().ok().map(CommandEnd::Signalled),
+            _ => None,
+        }
+    }
+
+    fn render(self) -> String {
+        match self {
+            CommandEnd::Exited(code) => format!("exit {code}\n"),
+            CommandEnd::Signalled(signal) => format!("signal {signal}\n"),
+        }
+    }
+}
+
+/// The PID namespace's init, every layer in place: starts the command as its only child (PID
+/// 2), reaps it and every orphan re-parented to it, and when the command has ended, writes how
+/// on the status descriptor and exits — the kernel then kills whatever the command left
+/// behind. Returns an error only when the command could not be started.
+fn run_as_pid_namespace_init(
+    plan: &HelperPlan,
+    status_file: Option<std::fs::File>,
+) -> Result<ExitCode, std::io::Error> {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    let command = std::process::Command::new(&plan.program)
+        .args(&plan.args)
+        .env_clear()
+        .envs(&plan.environment)
+        .current_dir(&plan.cwd)
+        .spawn()?;
+    let command_pid = nix::unistd::Pid::from_raw(i32::try_from(command.id()).unwrap_or(i32::MAX));
+    let end = loop {
+        match waitpid(None, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == command_pid => {
+                break CommandEnd::Exited(u8::try_from(code).unwrap_or(u8::MAX));
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == command_pid => {
+                break CommandEnd::Signalled(signal as i32);
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            // No child left without having seen the command's end: nothing to report.
+            Err(_) => break CommandEnd::Exited(HELPER_FAILURE_EXIT),
+        }
+    };
+    if let Some(mut file) = status_file {
+        // Nobody to tell if this fails: the outer helper then ends as this process does.
+        let _ = file.write_all(end.render().as_bytes());
+    }
+    let code = match end {
+        CommandEnd::Exited(code) => code,
+        CommandEnd::Signalled(signal) => u8::try_from(128 + signal).unwrap_or(HELPER_FAILURE_EXIT),
+    };
+    Ok(ExitCode::from(code))
 }
 
 /// Why the command's user (the helper, after every layer) cannot enter `cwd`: which directory
@@ -199,9 +383,10 @@ fn program_refusal(plan: &HelperPlan) -> Option<String> {
     })
 }
 
-/// Closes every descriptor above stderr. `/proc/self/fd` lists them, including any numbered
-/// above the lowered `RLIMIT_NOFILE`; an unreadable list is a refusal, not a guess.
-fn close_inherited_descriptors() -> Result<(), String> {
+/// Closes every descriptor above stderr but `keep` (the PID namespace init's status pipe, which
+/// is close-on-exec). `/proc/self/fd` lists them, including any numbered above the lowered
+/// `RLIMIT_NOFILE`; an unreadable list is a refusal, not a guess.
+fn close_inherited_descriptors(keep: Option<i32>) -> Result<(), String> {
     let descriptors: Vec<i32> = std::fs::read_dir("/proc/self/fd")
         .and_then(|entries| {
             entries
@@ -211,7 +396,7 @@ fn close_inherited_descriptors() -> Result<(), String> {
         .map_err(|error| format!("cannot list inherited file descriptors: {error}"))?
         .into_iter()
         .flatten()
-        .filter(|descriptor| *descriptor > 2)
+        .filter(|descriptor| *descriptor > 2 && Some(*descriptor) != keep)
         .collect();
     for descriptor in descriptors {
         match nix::unistd::close(descriptor) {
@@ -265,7 +450,9 @@ fn exec_bubblewrap(plan: &HelperPlan) -> std::io::Error {
 /// policy demands has no active layer.
 fn fail_closed_reason(plan: &HelperPlan, report: &SandboxReport) -> Option<String> {
     let drops_privileges = match plan.stage {
-        Stage::Everything | Stage::OutsideBubblewrap => plan.run_as.is_some(),
+        Stage::Everything | Stage::OutsideBubblewrap | Stage::InsidePidNamespace => {
+            plan.run_as.is_some()
+        }
         Stage::InsideBubblewrap => false,
     };
     if drops_privileges && !report.is_active(Layer::DropPrivileges) {
@@ -321,8 +508,10 @@ fn fail_closed_reason(plan: &HelperPlan, report: &SandboxReport) -> Option<Strin
     None
 }
 
-/// Parent-death signal, cgroups, network namespace (direct backend), rlimits, privilege drop.
-fn apply_process_layers(plan: &HelperPlan, report: &mut SandboxReport) {
+/// Parent-death signal, cgroups, network and PID namespaces (direct backend), and for uid-0 runs
+/// the mount and IPC namespaces: what the outer helper does before its PID namespace's init
+/// (which inherits all of it) starts.
+fn apply_namespace_layers(plan: &HelperPlan, report: &mut SandboxReport) {
     arm_parent_death_signal(plan, report);
     for (layer, join) in
         [(Layer::CgroupPids, &plan.cgroup_pids), (Layer::CgroupMemory, &plan.cgroup_memory)]
@@ -354,9 +543,16 @@ fn apply_process_layers(plan: &HelperPlan, report: &mut SandboxReport) {
     if plan.deny_network && plan.stage == Stage::Everything {
         unshare_network(report);
     }
+    if plan.stage == Stage::Everything {
+        unshare_pids(report);
+    }
     if plan.root_without_capabilities && nix::unistd::geteuid().is_root() {
         root_mode::isolate_mounts_and_ipc(&plan.landlock.writable, &plan.read_only_binds, report);
     }
+}
+
+/// Rlimits, privilege drop, and the parent-death signal again (a credential change clears it).
+fn apply_credential_layers(plan: &HelperPlan, report: &mut SandboxReport) {
     apply_rlimits(plan, report);
     drop_privileges(plan, report);
     // A credential change clears the parent-death signal: arm it again.
@@ -365,7 +561,7 @@ fn apply_process_layers(plan: &HelperPlan, report: &mut SandboxReport) {
 
 fn arm_parent_death_signal(plan: &HelperPlan, report: &mut SandboxReport) {
     match nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
-        Ok(()) if nix::unistd::getppid().as_raw() == plan.parent_pid => {
+        Ok(()) if parent_pid(plan) == Some(plan.parent_pid) => {
             report.set(Layer::ParentDeathSignal, LayerStatus::Active, None);
         }
         Ok(()) => {
@@ -380,22 +576,56 @@ fn arm_parent_death_signal(plan: &HelperPlan, report: &mut SandboxReport) {
     }
 }
 
-fn unshare_network(report: &mut SandboxReport) {
+/// The parent's pid as the runtime sees it. Inside a PID namespace `getppid` says 0 (the
+/// parent is outside), but `/proc` — the host's, mounted in the host's namespace — still
+/// names it.
+fn parent_pid(plan: &HelperPlan) -> Option<i32> {
+    if plan.stage != Stage::InsidePidNamespace {
+        return Some(nix::unistd::getppid().as_raw());
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("PPid:"))?;
+    line.trim().parse().ok()
+}
+
+/// A new PID namespace for the helper's next child, the command's init. As root directly;
+/// otherwise inside the user namespace made for the network namespace, or a new one.
+fn unshare_pids(report: &mut SandboxReport) {
+    use nix::sched::{CloneFlags, unshare};
+    let in_own_user_namespace = report.is_active(Layer::NetworkNamespace);
+    let result = if nix::unistd::geteuid().is_root() || in_own_user_namespace {
+        unshare(CloneFlags::CLONE_NEWPID).map_err(|error| format!("unshare(CLONE_NEWPID): {error}"))
+    } else {
+        enter_user_namespace(CloneFlags::CLONE_NEWPID, "CLONE_NEWPID")
+    };
+    match result {
+        Ok(()) => report.set(Layer::PidNamespace, LayerStatus::Active, None),
+        Err(reason) => report.set(Layer::PidNamespace, LayerStatus::Unavailable, Some(reason)),
+    }
+}
+
+/// Unprivileged: a user namespace (mapping only this uid and gid) gives the right to create
+/// the other namespaces in `flags`.
+fn enter_user_namespace(flags: nix::sched::CloneFlags, name: &str) -> Result<(), String> {
     use nix::sched::{CloneFlags, unshare};
     let euid = nix::unistd::geteuid();
     let egid = nix::unistd::getegid();
-    let result = if euid.is_root() {
+    unshare(CloneFlags::CLONE_NEWUSER | flags)
+        .map_err(|error| format!("unshare(CLONE_NEWUSER | {name}): {error}"))
+        .and_then(|()| {
+            std::fs::write("/proc/self/setgroups", "deny")
+                .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{euid} {euid} 1")))
+                .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{egid} {egid} 1")))
+                .map_err(|error| format!("user namespace id maps: {error}"))
+        })
+}
+
+fn unshare_network(report: &mut SandboxReport) {
+    use nix::sched::{CloneFlags, unshare};
+    let result = if nix::unistd::geteuid().is_root() {
         unshare(CloneFlags::CLONE_NEWNET).map_err(|error| format!("unshare(CLONE_NEWNET): {error}"))
     } else {
-        // Unprivileged: a user namespace gives the right to create the network namespace.
-        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
-            .map_err(|error| format!("unshare(CLONE_NEWUSER | CLONE_NEWNET): {error}"))
-            .and_then(|()| {
-                std::fs::write("/proc/self/setgroups", "deny")
-                    .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{euid} {euid} 1")))
-                    .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{egid} {egid} 1")))
-                    .map_err(|error| format!("user namespace id maps: {error}"))
-            })
+        enter_user_namespace(CloneFlags::CLONE_NEWNET, "CLONE_NEWNET")
     };
     match result {
         Ok(()) => record_network_namespace(report),
@@ -874,6 +1104,7 @@ mod tests {
             check_program: false,
             bubblewrap_argv: Vec::new(),
             helper_program: "helper".into(),
+            pid_namespace_init: None,
         }
     }
 

@@ -30,7 +30,13 @@
 //!    needed, write only the workspace and a private tmp; TCP and signals scoped) and seccomp
 //!    (ptrace, `process_vm_*`, io_uring, mount, bpf, kexec, modules, namespaces, x32 syscall
 //!    numbers, and non-Unix sockets when the network is off), closes every inherited file
-//!    descriptor above stderr, then `execve`s the command. With protected paths (skill folder,
+//!    descriptor above stderr, then `execve`s the command. The direct helper also unshares a
+//!    PID namespace and starts itself again as its init (PID 1), which takes the privilege
+//!    drop and the self-confinement, starts the command as its child and reaps every orphan;
+//!    the outer helper waits and ends as the command ended (exit code or signal). Each of
+//!    helper and init dies with its parent (`PR_SET_PDEATHSIG`), and the kernel kills every
+//!    process left in the namespace when its init ends: a SIGKILLed runtime leaves no
+//!    descendant of the command behind, daemons in sessions of their own included. With protected paths (skill folder,
 //!    `.git/hooks`) the bubblewrap backend builds the filesystem view instead (`--cap-drop
 //!    ALL`, user namespace, read-only binds, each parent directory its own mount point so it
 //!    cannot be renamed aside) and the helper runs again inside it.

@@ -30,6 +30,10 @@ pub enum Layer {
     NoNewPrivileges,
     /// A fresh network namespace with no route to the host's network.
     NetworkNamespace,
+    /// A fresh PID namespace whose init is the helper's reaper: when the command exits, or the
+    /// runtime dies (parent-death signals down the chain), the kernel kills every process left
+    /// in it, daemons that left the process group included.
+    PidNamespace,
     /// A private mount namespace in which every mount outside the workspace and the private tmp
     /// is read-only (uid-0 runs): `chmod`, `chown`, `utimes` and xattrs, which Landlock does not
     /// govern, cannot touch a root-owned host file; links and renames out of the workspace
@@ -55,7 +59,7 @@ pub enum Layer {
 
 impl Layer {
     /// Every layer, in report order.
-    pub const ALL: [Layer; 16] = [
+    pub const ALL: [Layer; 17] = [
         Layer::ProcessGroup,
         Layer::CleanEnvironment,
         Layer::ParentDeathSignal,
@@ -65,6 +69,7 @@ impl Layer {
         Layer::DropPrivileges,
         Layer::NoNewPrivileges,
         Layer::NetworkNamespace,
+        Layer::PidNamespace,
         Layer::ReadOnlyMounts,
         Layer::IpcNamespace,
         Layer::Landlock,
@@ -86,6 +91,7 @@ impl Layer {
             Layer::DropPrivileges => "drop_privileges",
             Layer::NoNewPrivileges => "no_new_privileges",
             Layer::NetworkNamespace => "network_namespace",
+            Layer::PidNamespace => "pid_namespace",
             Layer::ReadOnlyMounts => "read_only_mounts",
             Layer::IpcNamespace => "ipc_namespace",
             Layer::Landlock => "landlock",
@@ -202,6 +208,7 @@ impl CgroupVersions {
             | Layer::DropPrivileges
             | Layer::NoNewPrivileges
             | Layer::NetworkNamespace
+            | Layer::PidNamespace
             | Layer::ReadOnlyMounts
             | Layer::IpcNamespace
             | Layer::Landlock

@@ -549,6 +549,7 @@ impl Runtime {
             check_program: false,
             bubblewrap_argv: Vec::new(),
             helper_program: self.config.helper.program.clone(),
+            pid_namespace_init: None,
         };
         if let Some(bwrap) = &bubblewrap {
             plan.stage = Stage::OutsideBubblewrap;

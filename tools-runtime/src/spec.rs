@@ -60,6 +60,24 @@ pub(crate) enum Stage {
     OutsideBubblewrap,
     /// Bubblewrap backend, inside bwrap: Landlock and seccomp, then `execve` of the command.
     InsideBubblewrap,
+    /// Direct backend, the init (PID 1) of the command's PID namespace, started by the
+    /// `Everything` stage once the namespace exists: rlimits, privilege drop and the
+    /// self-confinement, then the command as its child, reaped with every orphan until it exits.
+    InsidePidNamespace,
+}
+
+/// What the outer helper hands its PID namespace's init ([`Stage::InsidePidNamespace`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PidNamespaceInit {
+    /// The layers the outer helper applied (cgroups, namespaces), continued by the init.
+    pub(crate) report: SandboxReport,
+    /// The outer helper's pid as the runtime sees it: the init's parent, checked through
+    /// `/proc` (inside the namespace `getppid` says 0) after `PR_SET_PDEATHSIG`.
+    pub(crate) parent_pid: i32,
+    /// The inherited descriptor on which the init writes how the command ended (`exit N` or
+    /// `signal N`), so the outer helper can end the same way (an init cannot die by its own
+    /// signal).
+    pub(crate) status_descriptor: i32,
 }
 
 /// Everything the helper needs, serialised as its second argument.
@@ -106,8 +124,12 @@ pub(crate) struct HelperPlan {
     pub(crate) check_program: bool,
     /// Bubblewrap backend: the bwrap argv (program first) that precedes `-- helper ...`.
     pub(crate) bubblewrap_argv: Vec<String>,
-    /// The helper's own path, re-executed by bwrap for the inner stage.
+    /// The helper's own path, re-executed by bwrap for the inner stage and by the direct
+    /// helper as its PID namespace's init.
     pub(crate) helper_program: PathBuf,
+    /// Set only for [`Stage::InsidePidNamespace`].
+    #[serde(default)]
+    pub(crate) pid_namespace_init: Option<PidNamespaceInit>,
 }
 
 /// The line the helper writes before `execve`: its layers, or why it refused to run the command.

@@ -44,6 +44,7 @@ async fn every_layer_this_machine_offers_is_active(owner: Owner) {
         (Layer::DropPrivileges, active),
         (Layer::NoNewPrivileges, active),
         (Layer::NetworkNamespace, MachineLayers::status(machine.network_namespace)),
+        (Layer::PidNamespace, MachineLayers::status(machine.pid_namespace)),
         (Layer::ReadOnlyMounts, uid0_only),
         (Layer::IpcNamespace, uid0_only),
         (Layer::Landlock, MachineLayers::status(machine.landlock)),
@@ -417,8 +418,13 @@ async fn invalid_utf8_and_output_without_newline_survive(owner: Owner) {
 
 async fn a_timeout_kills_grandchildren_holding_the_pipe_and_keeps_partial_output(owner: Owner) {
     let fixture = Fixture::owned_by(owner);
-    let script = "echo started; (sleep 30; echo late) & setsid sleep 30 & echo $! > detached.pid; \
-                  echo $! ; sleep 30";
+    // The command has a PID namespace of its own, where `$!` is not the host's pid: the
+    // detached grandchild reads its host pid from `/proc` (the host's) before it sleeps, and
+    // the command waits for that before it sleeps too.
+    let script = "echo started; (sleep 30; echo late) & \
+                  setsid sh -c 'read -r pid rest < /proc/self/stat; echo $pid > detached.pid; \
+                  exec sleep 30' & \
+                  while [ ! -s detached.pid ]; do sleep 0.01; done; echo $! ; sleep 30";
     let mut request = fixture.request("timeout", &["sh", "-c", script]);
     request.timeout = Duration::from_millis(2000);
     let result = ran(fixture.runtime().run(&request).await.unwrap());

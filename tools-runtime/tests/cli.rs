@@ -1,12 +1,18 @@
 //! The `run` example's stable command-line interface: one JSON line, exit 0 whatever the
 //! command did, 2 on usage errors.
 
+// The descendants test's steps are helpers called by a `#[test]`, so clippy does not see them
+// as tests: a failed setup step should stop them loudly all the same.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use support::{Fixture, MachineLayers, run_example};
+use support::{Fixture, MachineLayers, Owner, run_example};
 
 #[test]
 fn the_run_example_prints_one_json_line_with_the_stable_fields() {
@@ -125,7 +131,13 @@ fn a_command_dies_with_the_runtime_process() {
         .arg("--workspace")
         .arg(&fixture.workspace)
         .args(["--timeout-ms", "600000", "--"])
-        .args(["sh", "-c", "echo $$ > started.tmp && mv started.tmp started; exec sleep 1000"])
+        // `$$` would be the pid inside the command's PID namespace: read the host's.
+        .args([
+            "sh",
+            "-c",
+            "read -r pid rest < /proc/self/stat; echo $pid > started.tmp && mv started.tmp \
+             started; exec sleep 1000",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -148,5 +160,103 @@ fn a_command_dies_with_the_runtime_process() {
     while !gone() {
         assert!(std::time::Instant::now() < deadline, "the command {pid} outlived the runtime");
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// How long the kernel gets to finish the processes off (or a command to start): a bound,
+/// polled, never slept through.
+const DESCENDANTS_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Every live process whose command line contains `marker`, but this test's own, as
+/// `(pid, arguments)`. Zombies (an empty command line) are dead already.
+fn processes_mentioning(marker: &str) -> Vec<(u32, Vec<String>)> {
+    let own = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        // A process may end between the listing and the read.
+        let Ok(raw) = std::fs::read(Path::new("/proc").join(pid.to_string()).join("cmdline"))
+        else {
+            continue;
+        };
+        let arguments: Vec<String> = raw
+            .split(|byte| *byte == 0)
+            .filter(|argument| !argument.is_empty())
+            .map(|argument| String::from_utf8_lossy(argument).into_owned())
+            .collect();
+        if pid != own && arguments.iter().any(|argument| argument.contains(marker)) {
+            found.push((pid, arguments));
+        }
+    }
+    found
+}
+
+/// Polls `condition` until it holds or the deadline passes; returns whether it held.
+fn poll_until(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + DESCENDANTS_DEADLINE;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    condition()
+}
+
+fn kill_and_die_with_the_runtime(owner: Owner) {
+    let machine = MachineLayers::probe();
+    if !machine.can_confine_for(owner) {
+        eprintln!("skipped: this machine cannot confine a command for {owner:?}: {machine:?}");
+        return;
+    }
+    let fixture = Fixture::owned_by(owner);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let marker = format!("faults-{}-{nanos}-{owner:?}", std::process::id());
+    let grandchild = format!("{marker}-grandchild");
+    // The child starts a grandchild in a session of its own (out of the process group the
+    // runtime kills), then both wait far longer than the test.
+    let script = format!("setsid sh -c 'sleep 1000; :' {grandchild} & sleep 1000; :");
+    let mut runtime = Command::new(run_example())
+        .arg("--workspace")
+        .arg(&fixture.workspace)
+        .args(["--timeout-ms", "600000", "--", "sh", "-c", &script, &marker])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let grandchild_started = poll_until(|| {
+        processes_mentioning(&grandchild).iter().any(|(_, arguments)| {
+            arguments.first().map(String::as_str) == Some("sh")
+                && arguments.last() == Some(&grandchild)
+        })
+    });
+    assert!(grandchild_started, "the command's grandchild never started");
+    let before = processes_mentioning(&marker);
+    runtime.kill().unwrap();
+    runtime.wait().unwrap();
+    let all_gone = poll_until(|| processes_mentioning(&marker).is_empty());
+    let survivors = processes_mentioning(&marker);
+    for (pid, _) in &survivors {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    assert!(
+        all_gone,
+        "survived the runtime's SIGKILL: {survivors:?}\n(running before it: {before:?})"
+    );
+}
+
+/// SIGKILL of the runtime process (nothing of it runs afterwards: no cgroup kill, no process
+/// group kill) leaves none of the command's processes behind, not even a grandchild in a
+/// session of its own: the helper dies with the runtime, the command's PID namespace init with
+/// the helper, and the kernel kills every process left in that namespace. Checked in `/proc`,
+/// for a uid-0 and a `nobody` command.
+#[test]
+fn a_command_and_its_descendants_die_with_the_runtime() {
+    for owner in [Owner::User, Owner::Root] {
+        kill_and_die_with_the_runtime(owner);
     }
 }

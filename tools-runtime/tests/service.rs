@@ -103,6 +103,27 @@ fn is_gone(pid: u32) -> bool {
     }
 }
 
+/// The host's pid of the process numbered `inner` in the PID namespace of the service whose
+/// helper is `service`: the command runs in a namespace of its own, where `$!` and
+/// `process.pid` count from 1.
+fn host_pid(service: u32, inner: u32) -> u32 {
+    let namespace = std::fs::read_link(format!("/proc/{service}/ns/pid_for_children")).unwrap();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() != Some(&namespace) {
+            continue;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let nspid = status.lines().find_map(|line| line.strip_prefix("NSpid:")).unwrap_or("");
+        if nspid.split_whitespace().last() == Some(inner.to_string().as_str()) {
+            return pid;
+        }
+    }
+    panic!("no process {inner} in the pid namespace of service {service}")
+}
+
 async fn wait_until_gone(pids: &[u32]) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !pids.iter().all(|pid| is_gone(*pid)) {
@@ -269,11 +290,12 @@ async fn service_with_grandchildren(fixture: &Fixture) -> (Service, Vec<u32>, Pa
     stdout.read_line(&mut tmp).await.unwrap();
     let tmp = PathBuf::from(tmp.trim());
     assert!(tmp.is_dir(), "{tmp:?}");
-    let mut pids = vec![service.id().unwrap()];
+    let helper = service.id().unwrap();
+    let mut pids = vec![helper];
     for _ in 0..2 {
         let mut line = String::new();
         stdout.read_line(&mut line).await.unwrap();
-        pids.push(line.trim().parse().unwrap());
+        pids.push(host_pid(helper, line.trim().parse().unwrap()));
     }
     assert!(pids.iter().all(|pid| !is_gone(*pid)), "all running: {pids:?}");
     (service, pids, tmp)
@@ -324,30 +346,33 @@ async fn shutdown_after_a_grace_period(owner: Owner) {
     assert_eq!((stopped.exit_code, stopped.signal), (None, Some(9)), "killed after the grace");
 }
 
-/// A service that ended by itself (and was reaped) may leave a grandchild behind: shutdown
-/// still kills it, through the cgroups rather than the process group, whose id the kernel
-/// may hand out again once its last member is gone.
+/// A service that ended by itself leaves nothing behind, even before shutdown: its PID
+/// namespace ends with it, and with it the grandchild it left running (shutdown's cgroup kill
+/// would catch one too; the process group's id the kernel may hand out again).
 async fn a_service_that_ended_leaves_nothing_behind(owner: Owner) {
     if !can_confine(owner) {
         return;
     }
     let fixture = Fixture::owned_by(owner);
-    let script = "sleep 1000 & echo $!; exit 0";
+    let script = "sleep 1000 & echo $!; read -r go; exit 0";
     let request =
         ServiceRequest::new("leaver", "sh", vec!["-c".into(), script.into()], &fixture.workspace);
     let mut service = fixture.runtime().spawn_service(&request).await.unwrap();
+    let mut stdin = service.take_stdin().unwrap();
     let mut stdout = BufReader::new(service.take_stdout().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).await.unwrap();
-    let grandchild: u32 = line.trim().parse().unwrap();
+    let grandchild = host_pid(service.id().unwrap(), line.trim().parse().unwrap());
+    assert!(!is_gone(grandchild), "the grandchild runs while the service does");
+    stdin.write_all(b"go\n").await.unwrap();
+    stdin.flush().await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while service.try_exit().await.is_none() {
         assert!(tokio::time::Instant::now() < deadline, "the service did not exit");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!is_gone(grandchild), "the grandchild outlives the service until shutdown");
-    service.shutdown().await;
     wait_until_gone(&[grandchild]).await;
+    service.shutdown().await;
     let stopped = fixture.audit_records().pop().unwrap();
     assert_eq!((stopped.outcome.as_str(), stopped.exit_code), ("service_stopped", Some(0)));
 }
@@ -398,7 +423,9 @@ async fn node_runs_as_a_service(owner: Owner) {
         let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
         assert_eq!(answer["id"], id);
         assert_eq!(answer["result"]["echo"]["n"], id);
-        assert_eq!(answer["result"]["pid"], service.id().unwrap());
+        // node runs in the service's own PID namespace.
+        let inner = u32::try_from(answer["result"]["pid"].as_u64().unwrap()).unwrap();
+        host_pid(service.id().unwrap(), inner);
     }
     assert!(service.stderr_tail().contains("node service ready"), "{}", service.stderr_tail());
 

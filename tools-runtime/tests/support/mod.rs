@@ -235,6 +235,7 @@ pub struct MachineLayers {
     pub landlock: bool,
     pub seccomp: bool,
     pub network_namespace: bool,
+    pub pid_namespace: bool,
     pub cgroup_pids: bool,
     pub cgroup_memory: bool,
     pub bubblewrap: bool,
@@ -256,6 +257,11 @@ impl MachineLayers {
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|status| status.success());
+        let pid_namespace = std::process::Command::new("unshare")
+            .args(["-Urpf", "true"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
         let root = is_root();
         let cgroup = |controller: &str| {
             root && Path::new("/sys/fs/cgroup").join(controller).join("cgroup.procs").exists()
@@ -270,6 +276,7 @@ impl MachineLayers {
             landlock,
             seccomp,
             network_namespace,
+            pid_namespace: root || pid_namespace,
             cgroup_pids: cgroup("pids"),
             cgroup_memory: cgroup("memory"),
             bubblewrap,
