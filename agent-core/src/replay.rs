@@ -21,7 +21,7 @@ use crate::exec::{Execution, Executor, RecordedExecution};
 use crate::run::{
     ExternalRecord, ModelSource, RecordedCall, RecordedDeadline, RecordedEnding, RecordedToolChange,
 };
-use crate::rundir::{Redactor, RunDir};
+use crate::rundir::{LastExecution, Redactor, RunDir};
 use crate::session::{RunParts, RunStart, UserInput, finish_run, new_run};
 use crate::state::{Counters, ObservationStatus};
 
@@ -69,14 +69,23 @@ impl Recording {
         };
         let start = *start;
         // An action whose result was recorded without its observation (killed in between) is
-        // redone: its `action_executed` is not part of the record, and a resume cuts it from
-        // the file so the redone one takes its place (the observation's text was never kept).
-        if events.last().is_some_and(|event| event.kind == EventKind::ActionExecuted) {
-            events.pop();
-            valid_bytes = last_start;
+        // completed from `last_execution.json`, written before its `action_executed` with the
+        // whole observation text: the re-run takes that result instead of executing the
+        // action again. Without a matching file (a record from before it, or an action that
+        // never writes one) the event is cut, and a resume redoes the action in its place.
+        let run_dir = path.parent().map(Path::to_owned).unwrap_or_default();
+        let mut interrupted: Option<LastExecution> = None;
+        if let Some(last) = events.last().filter(|event| event.kind == EventKind::ActionExecuted) {
+            interrupted = RunDir::open(&run_dir)
+                .ok()
+                .and_then(|dir| dir.read_last_execution())
+                .filter(|execution| is_recorded_as(execution, last));
+            if interrupted.is_none() {
+                events.pop();
+                valid_bytes = last_start;
+            }
         }
         let last_seq = events.last().map_or(0, |event| event.seq);
-        let run_dir = path.parent().map(Path::to_owned).unwrap_or_default();
         let mut calls = Vec::new();
         let mut executions = Vec::new();
         let mut pending_request: Option<(String, String)> = None;
@@ -166,6 +175,13 @@ impl Recording {
                 _ => {}
             }
         }
+        if let (Some((action, status, result)), Some(interrupted)) = (executed, interrupted) {
+            executions.push(RecordedExecution {
+                action,
+                execution: Execution { status, content: interrupted.content, result },
+                side_events,
+            });
+        }
         let finished = events.last().is_some_and(|event| event.kind == EventKind::RunFinished);
         Ok(Recording {
             run_id,
@@ -217,6 +233,25 @@ impl Recording {
         }
         Ok(())
     }
+}
+
+/// Whether `execution` is the one `event` (an `action_executed`) recorded: same `seq`, action,
+/// status and result (durations aside).
+fn is_recorded_as(execution: &LastExecution, event: &Event) -> bool {
+    let Ok(Payload::ActionExecuted(executed)) = event.payload() else {
+        return false;
+    };
+    let without_duration = |value: &Value| {
+        let mut value = value.clone();
+        if let Value::Object(map) = &mut value {
+            map.remove("duration_ms");
+        }
+        value
+    };
+    event.seq == execution.seq
+        && executed.action == execution.action
+        && executed.status == execution.status
+        && without_duration(&executed.result) == without_duration(&execution.result)
 }
 
 /// Where a replay first departed from the record.

@@ -29,7 +29,7 @@ use crate::event::{
 use crate::exec::{Divergence, Executor};
 use crate::guard;
 use crate::metrics::TurnReasoning;
-use crate::rundir::{RunDir, StoredText, sha256_hex};
+use crate::rundir::{LastExecution, RunDir, StoredText, sha256_hex};
 use crate::space::ActionSpace;
 use crate::state::{ActionRecord, ObservationStatus, RunState, SelectedSkill};
 
@@ -597,6 +597,7 @@ impl Run {
             return Ok(Some(Stop::cancelled()));
         }
         let started = Instant::now();
+        let live = self.executor.recorded.is_empty();
         let executed = tokio::select! {
             executed = self.executor.execute(action, &call_id, &self.state.tools) => executed,
             () = self.cancel.cancelled() => return Ok(Some(Stop::cancelled())),
@@ -608,6 +609,17 @@ impl Run {
         }
         let mut result = execution.result.clone();
         self.bus.redactor().redact_value(&mut result);
+        // Before the event: if the process dies between it and the observation, a resume
+        // finds the whole result here and does not execute the action again.
+        if let (true, Some(run_dir)) = (live, &self.run_dir) {
+            run_dir.write_last_execution(&LastExecution {
+                seq: self.bus.next_seq(),
+                action: action.clone(),
+                status: execution.status,
+                result: result.clone(),
+                content: self.bus.redactor().redact(&execution.content).into_owned(),
+            })?;
+        }
         self.emit(ActionExecuted {
             action: action.clone(),
             status: execution.status,
@@ -624,6 +636,10 @@ impl Run {
             }
         }
         self.observe(Some(action), execution.status, &execution.content, tool_call_id)?;
+        // Recorded now (live, or the interrupted action a resume completed from the file).
+        if let (true, Some(run_dir)) = (live || !self.bus.catching_up(), &self.run_dir) {
+            run_dir.remove_last_execution();
+        }
         Ok(None)
     }
 

@@ -8,6 +8,8 @@
 //!   inputs/request.txt
 //!   artifacts/
 //!   observations/     texts over the inline cap, named by SHA-256 (events hold the reference)
+//!   last_execution.json  only between an action's `action_executed` and its observation:
+//!                     the whole result, so a resume completes the action without redoing it
 //! ```
 //!
 //! Secrets (provider keys, values of variables with secret-looking names, values the caller
@@ -130,6 +132,25 @@ pub struct StoredText {
     pub bytes: u64,
 }
 
+/// The last action executed live, with its whole observation text (redacted), written to
+/// `last_execution.json` before its `action_executed` event. A record that ends with that
+/// event (the process died before the observation was recorded) is completed from it on
+/// resume instead of executing the action a second time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LastExecution {
+    /// The `seq` of the `action_executed` event that follows.
+    pub(crate) seq: u64,
+    /// The action, its status and its result as that event holds them.
+    pub(crate) action: crate::action::Action,
+    pub(crate) status: crate::state::ObservationStatus,
+    pub(crate) result: Value,
+    /// The observation text, redacted, before the inline cap.
+    pub(crate) content: String,
+}
+
+/// `last_execution.json`, relative to the run directory.
+const LAST_EXECUTION: &str = "last_execution.json";
+
 /// One run's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunDir {
@@ -183,6 +204,29 @@ impl RunDir {
                 Error::io(&path, error)
             },
         )
+    }
+
+    /// Writes `last_execution.json` (atomically).
+    pub(crate) fn write_last_execution(&self, execution: &LastExecution) -> Result<()> {
+        let bytes = serde_json::to_vec(execution).map_err(|error| Error::Recording {
+            path: self.path.join(LAST_EXECUTION),
+            message: format!("cannot encode the last execution: {error}"),
+        })?;
+        self.write_file(Path::new(LAST_EXECUTION), &bytes)
+    }
+
+    /// Removes `last_execution.json` once its observation is recorded: a finished run
+    /// directory holds the record alone. A file left behind (this failed, or the process died
+    /// first) is harmless: it names the `seq` of its `action_executed`, which is then no longer
+    /// the record's last event.
+    pub(crate) fn remove_last_execution(&self) {
+        let _ = std::fs::remove_file(self.path.join(LAST_EXECUTION));
+    }
+
+    /// `last_execution.json`, when there is one that can be read.
+    pub(crate) fn read_last_execution(&self) -> Option<LastExecution> {
+        let bytes = std::fs::read(self.path.join(LAST_EXECUTION)).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Stores `text` under `observations/<sha256>.txt` (once per content).

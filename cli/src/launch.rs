@@ -354,6 +354,9 @@ pub(crate) async fn prepare(
     for sink in &common.sinks {
         builder = builder.sink(Arc::clone(sink));
     }
+    if let Some(fault) = crate::faults::KillAfterSeq::from_env(&env).map_err(usage)? {
+        builder = builder.sink(Arc::new(fault));
+    }
     let agent = builder.build().map_err(usage)?;
     Ok(Prepared { agent, mcp, console, json: common.json, strategy, model: model_name })
 }

@@ -5,6 +5,7 @@
 mod chat;
 pub mod cli;
 pub mod config;
+mod faults;
 mod fleet;
 mod launch;
 mod mcp_tools;

@@ -625,6 +625,112 @@ fn sigterm_stops_the_run_and_leaves_no_script_process_behind() {
     );
 }
 
+/// Polls `condition` until it holds or `seconds` pass; returns whether it held.
+fn poll_for(seconds: u64, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while std::time::Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    condition()
+}
+
+/// SIGKILL gives the CLI no chance to clean up: the script, its child and a grandchild in a
+/// session of its own still die (the sandbox's PID namespace ends with the helper, which dies
+/// with the CLI), checked in `/proc`.
+#[test]
+fn sigkill_of_the_cli_leaves_no_script_process_behind() {
+    let fixture = Fixture::new();
+    let skill = fixture.workspace.join(".agents/skills/counter/scripts/nap.sh");
+    std::fs::write(&skill, "#!/bin/sh\nsetsid sleep \"$2\" &\nsleep \"$1\"\necho slept\n").unwrap();
+    std::fs::set_permissions(&skill, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let seconds = format!("{}", 400_000 + std::process::id() % 100_000);
+    let detached = format!("{}", 500_000 + std::process::id() % 100_000);
+    let nap = json!({"tool_calls": [{"name": "run_script", "arguments":
+        {"skill": "counter", "script": "scripts/nap.sh", "args": [seconds, detached]}}]});
+    let spec = fixture.answers("nap.json", &json!([select(&["counter"]), nap, answer("Rested.")]));
+    let mut child = fixture
+        .command(&["run", "--json", "--model", &spec, "Take a nap"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (marker, detached_marker) = (format!("sleep {seconds}"), format!("sleep {detached}"));
+    assert!(
+        poll_for(30, || !processes_with(&marker).is_empty()
+            && !processes_with(&detached_marker).is_empty()),
+        "the script never started"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone = poll_for(20, || {
+        processes_with(&marker).is_empty() && processes_with(&detached_marker).is_empty()
+    });
+    let left: Vec<String> =
+        processes_with(&marker).into_iter().chain(processes_with(&detached_marker)).collect();
+    for line in &left {
+        let pid = line.split(':').next().unwrap_or_default();
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
+    }
+    assert!(gone, "outlived the SIGKILLed CLI: {left:?}");
+}
+
+/// A scripted run with two scripts whose effects are lines in `effects.log`, killed with
+/// SIGKILL right after each event in turn (`SKILLS_AGENT_FAULT_KILL_AFTER_SEQ`), then resumed:
+/// every resume completes the run with one `run_finished`, each script's effect is there
+/// exactly once (a script recorded as executed is never run again, even when the process died
+/// before its observation was recorded), and `replay --check` passes on the completed record.
+#[test]
+fn sigkill_after_every_event_then_resume_completes_the_run_once() {
+    let scripted = |fixture: &Fixture| {
+        let script = fixture.workspace.join(".agents/skills/counter/scripts/count.sh");
+        std::fs::write(&script, "#!/bin/sh\necho \"count: $#\"\necho \"$*\" >> effects.log\n")
+            .unwrap();
+        fixture.answers(
+            "answers.json",
+            &json!([
+                select(&["counter"]),
+                count(&["a", "b", "c"]),
+                count(&["d"]),
+                answer("Counted 3 and 1.")
+            ]),
+        )
+    };
+    let effects = |fixture: &Fixture| {
+        std::fs::read_to_string(fixture.workspace.join("effects.log")).unwrap_or_default()
+    };
+    let run_finished = |run_dir: &Path| {
+        events(run_dir).iter().filter(|event| event["type"] == "run_finished").count()
+    };
+    let clean = Fixture::new();
+    let spec = scripted(&clean);
+    assert_code(&clean.run(&["run", "--quiet", "--model", &spec, "Count twice"]), 0);
+    assert_eq!(effects(&clean), "a b c\nd\n");
+    let last_seq = events(&clean.run_dir()).last().unwrap()["seq"].as_u64().unwrap();
+    for kill_after in 1..last_seq {
+        let mut fixture = Fixture::new();
+        let spec = scripted(&fixture);
+        fixture.set_env("SKILLS_AGENT_FAULT_KILL_AFTER_SEQ", &kill_after.to_string());
+        let killed = fixture.run(&["run", "--quiet", "--model", &spec, "Count twice"]);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(killed.status.signal(), Some(9), "killed after seq {kill_after}");
+        let run_dir = fixture.run_dir();
+        let recorded = events(&run_dir);
+        assert_eq!(recorded.last().unwrap()["seq"], kill_after, "the record ends at the kill");
+        fixture.env.clear();
+        let run_dir_arg = run_dir.to_str().unwrap();
+        let resumed = fixture.run(&["resume", "--json", run_dir_arg]);
+        assert_code(&resumed, 0);
+        assert_eq!(json_line(&resumed)["final_text"], "Counted 3 and 1.", "seq {kill_after}");
+        assert_eq!(run_finished(&run_dir), 1, "killed after seq {kill_after}");
+        assert_eq!(effects(&fixture), "a b c\nd\n", "killed after seq {kill_after}");
+        assert!(!run_dir.join("last_execution.json").exists(), "seq {kill_after}");
+        assert_code(&fixture.run(&["replay", "--check", run_dir_arg]), 0);
+    }
+}
+
 #[test]
 fn approval_without_a_terminal_is_denied_with_a_clear_message() {
     let fixture = Fixture::new();

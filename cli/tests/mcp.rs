@@ -78,7 +78,12 @@ impl Fixture {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_skills-agent"))
+        self.command(args).output().unwrap()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_skills-agent"));
+        command
             .args(args)
             .current_dir(&self.workspace)
             .env_clear()
@@ -86,9 +91,8 @@ impl Fixture {
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("SKILLS_AGENT_CACHE", self.home.join("cache"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .stdin(Stdio::null());
+        command
     }
 }
 
@@ -194,4 +198,116 @@ fn a_run_mixing_a_skill_script_and_mcp_tools_replays_exactly() {
     // The record alone reproduces the run: no server, no script.
     let output = fixture.run(&["replay", "--check", "--json", run_dir.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(0), "{}{}", text(&output.stdout), text(&output.stderr));
+}
+
+/// A live process as `/proc` shows it: pid, start time (so a reused pid is not mistaken for
+/// it), parent, command line.
+#[derive(Debug, Clone)]
+struct Process {
+    pid: u32,
+    start: String,
+    parent: u32,
+    cmdline: String,
+}
+
+/// Every live (not zombie) process.
+fn processes() -> Vec<Process> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() < 20 || fields[0] == "Z" || fields[0] == "X" {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        found.push(Process {
+            pid,
+            start: fields[19].to_owned(),
+            parent: fields[1].parse().unwrap_or(0),
+            cmdline: String::from_utf8_lossy(&cmdline).replace('\0', " "),
+        });
+    }
+    found
+}
+
+/// The live descendants of `root`.
+fn descendants(root: u32) -> Vec<Process> {
+    let all = processes();
+    let mut found: Vec<Process> = Vec::new();
+    let mut parents = vec![root];
+    while let Some(parent) = parents.pop() {
+        for process in all.iter().filter(|process| process.parent == parent) {
+            parents.push(process.pid);
+            found.push(process.clone());
+        }
+    }
+    found
+}
+
+/// SIGKILL of the CLI while its MCP servers run and a script (with a child, and a grandchild in
+/// a session of its own) sleeps: every one of those processes dies — the servers and the
+/// script run in PID namespaces whose init dies with the sandbox helper, which dies with the
+/// CLI. Checked in `/proc` by pid and start time.
+#[test]
+fn sigkill_of_the_cli_leaves_no_mcp_server_or_script_behind() {
+    let Some(prefix) = servers_prefix() else { return };
+    let fixture = Fixture::new(&prefix);
+    let nap = fixture.workspace.join(".agents/skills/counter/scripts/nap.sh");
+    std::fs::write(&nap, "#!/bin/sh\nsetsid sleep \"$2\" &\nsleep \"$1\"\n").unwrap();
+    std::fs::set_permissions(&nap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let seconds = format!("{}", 400_000 + std::process::id() % 100_000);
+    let detached = format!("{}", 500_000 + std::process::id() % 100_000);
+    let answers = json!([
+        call("select_skills", json!({"names": ["counter"]})),
+        call(
+            "run_script",
+            json!({"skill": "counter", "script": "scripts/nap.sh", "args": [seconds, detached]})
+        ),
+        call("final_answer", json!({"content": "Rested."})),
+    ]);
+    std::fs::write(fixture.workspace.join("answers.json"), answers.to_string()).unwrap();
+    let mut cli = fixture
+        .command(&["run", "--model", "mock:answers.json", "--json", "Take a nap"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let ready = |tree: &[Process]| {
+        let has = |text: &str| tree.iter().any(|process| process.cmdline.contains(text));
+        let servers = tree.iter().filter(|process| process.cmdline.contains("dist/index.js"));
+        has(&format!("sleep {seconds}"))
+            && has(&format!("sleep {detached}"))
+            && servers.count() >= 2
+    };
+    let mut tree = descendants(cli.id());
+    while !ready(&tree) {
+        assert!(std::time::Instant::now() < deadline, "never all running: {tree:#?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        tree = descendants(cli.id());
+    }
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    let alive = |tree: &[Process]| -> Vec<Process> {
+        let now = processes();
+        tree.iter()
+            .filter(|old| {
+                now.iter().any(|process| process.pid == old.pid && process.start == old.start)
+            })
+            .cloned()
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !alive(&tree).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left = alive(&tree);
+    for process in &left {
+        let _ = Command::new("kill").args(["-KILL", &process.pid.to_string()]).status();
+    }
+    assert!(left.is_empty(), "outlived the SIGKILLed CLI: {left:#?}");
 }

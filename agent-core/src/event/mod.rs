@@ -226,6 +226,15 @@ impl EventBus {
         !lock(&self.inner).expected.is_empty()
     }
 
+    /// The `seq` the next event emitted live will have.
+    pub(crate) fn next_seq(&self) -> u64 {
+        let inner = lock(&self.inner);
+        match inner.expected.front() {
+            Some(recorded) => recorded.seq,
+            None => inner.seq.max(inner.resume_last_seq) + 1,
+        }
+    }
+
     pub(crate) fn set_turn(&self, turn: u32) {
         lock(&self.inner).turn = turn;
     }
