@@ -387,6 +387,11 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
                 run_dir.display()
             )));
         }
+    } else if finished && crate::runs::ended_in_error(run_dir) {
+        eprintln!(
+            "{} ended with an error; continuing it with a new piece of work",
+            run_dir.display()
+        );
     } else if finished {
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
             let args =
@@ -412,10 +417,16 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
     }
     let result = match answer {
         Some(answer) => prepared.agent.send(run_dir, &answer).await,
+        None if finished => prepared.agent.send(run_dir, CONTINUE_AFTER_ERROR).await,
         None => prepared.agent.resume(run_dir).await,
     };
     conclude(result, prepared).await
 }
+
+/// The user message with which `resume` continues a run that ended with an error.
+const CONTINUE_AFTER_ERROR: &str = "Continue the task from where it stopped: the last attempt \
+     ended with an error before it was done. Steps whose results are above are done; do not \
+     repeat them.";
 
 async fn replay(run_dir: &Path, check: bool, json: bool) -> Result<u8> {
     let events = crate::runs::run_events(run_dir).map_err(usage)?;

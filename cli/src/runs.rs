@@ -34,6 +34,15 @@ pub(crate) fn finished(run_dir: &Path) -> std::result::Result<bool, String> {
     Ok(events.last().is_some_and(|event| event.kind == EventKind::RunFinished))
 }
 
+/// Whether the run in `run_dir` finished its last piece of work with outcome `error` (the
+/// model server died, the model calls kept failing): `resume` continues such a run.
+pub(crate) fn ended_in_error(run_dir: &Path) -> bool {
+    let Ok(events) = run_events(run_dir) else { return false };
+    events.last().is_some_and(|event| event.kind == EventKind::RunFinished)
+        && agent_core::last_finished(&events)
+            .is_some_and(|finished| finished.outcome == agent_core::Outcome::Error)
+}
+
 /// The question the run in `run_dir` waits to have answered (from `state.json`).
 pub(crate) fn pending_question(run_dir: &Path) -> Option<String> {
     let state: Value =

@@ -731,6 +731,133 @@ fn sigkill_after_every_event_then_resume_completes_the_run_once() {
     }
 }
 
+/// One streamed Chat Completions answer of a scripted loopback server: a whole event stream,
+/// or the start of one after which the server dies (the connection is cut and the port stops
+/// listening).
+enum Answer {
+    Whole(String),
+    DiesMidStream(String),
+}
+
+/// An OpenAI-compatible server on `127.0.0.1:port` (0: any free port) that answers one request
+/// per scripted answer, in order, and stops listening after the last one or when it dies.
+/// Returns the port and the thread, which ends when the server does.
+fn model_server(port: u16, answers: Vec<Answer>) -> (u16, std::thread::JoinHandle<()>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let thread = std::thread::spawn(move || {
+        for answer in answers {
+            let (socket, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(socket.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap();
+                }
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let mut socket = socket;
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            match answer {
+                Answer::Whole(events) => {
+                    let _ = socket.write_all(format!("{head}{events}").as_bytes());
+                }
+                Answer::DiesMidStream(events) => {
+                    let _ = socket.write_all(format!("{head}{events}").as_bytes());
+                    let _ = socket.flush();
+                    let _ = socket.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+            }
+        }
+    });
+    (port, thread)
+}
+
+/// The event stream of one streamed tool call, the arguments in two pieces.
+fn tool_call_stream(name: &str, arguments: &Value) -> String {
+    let arguments = arguments.to_string();
+    let (first, second) = arguments.split_at(arguments.len() / 2);
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": "scripted",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    [
+        chunk(
+            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call-1",
+                "type": "function", "function": {"name": name, "arguments": first}}]}),
+            Value::Null,
+        ),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": second}}]}),
+            Value::Null,
+        ),
+        chunk(json!({}), json!("tool_calls")),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat()
+}
+
+/// The model server dies in the middle of an answer (after the run selected its skill and ran
+/// its script): the call fails (nothing is retried once part of the answer arrived), later
+/// calls find no server, and the run ends with outcome `error`, exit 1, and a complete record.
+/// With the server back, `resume` continues the run with a new piece of work and completes it
+/// without running the script again; `replay --check` passes on the whole record.
+#[test]
+fn a_model_server_killed_mid_stream_ends_the_run_and_resume_completes_it() {
+    let mut fixture = Fixture::new();
+    let answer_stream = tool_call_stream("final_answer", &json!({"content": "There are 3 words."}));
+    let (port, first_server) = model_server(
+        0,
+        vec![
+            Answer::Whole(tool_call_stream("select_skills", &json!({"names": ["counter"]}))),
+            Answer::Whole(tool_call_stream(
+                "run_script",
+                &json!({"skill": "counter", "script": "scripts/count.sh", "args": ["a", "b", "c"]}),
+            )),
+            Answer::DiesMidStream(answer_stream[..answer_stream.len() / 3].to_owned()),
+        ],
+    );
+    fixture.set_env("OPENAI_BASE_URL", &format!("http://127.0.0.1:{port}/v1"));
+    let run = fixture.run(&["run", "--json", "--model", "openai:scripted", "Count a b c"]);
+    first_server.join().unwrap();
+    assert_code(&run, 1);
+    assert_eq!(json_line(&run)["outcome"], "error");
+    let run_dir = fixture.run_dir();
+    let recorded = events(&run_dir);
+    assert_eq!(recorded.last().unwrap()["type"], "run_finished");
+    assert_eq!(std::fs::read_to_string(fixture.workspace.join("runs.log")).unwrap(), "run\n");
+
+    let (_, second_server) = model_server(port, vec![Answer::Whole(answer_stream)]);
+    let run_dir_arg = run_dir.to_str().unwrap();
+    let resumed = fixture.run(&["resume", "--json", run_dir_arg]);
+    second_server.join().unwrap();
+    assert_code(&resumed, 0);
+    assert_eq!(json_line(&resumed)["final_text"], "There are 3 words.");
+    assert!(text(&resumed.stderr).contains("ended with an error"), "{}", text(&resumed.stderr));
+    let finished: Vec<Value> = events(&run_dir)
+        .into_iter()
+        .filter(|event| event["type"] == "run_finished")
+        .map(|event| event["data"]["outcome"].clone())
+        .collect();
+    assert_eq!(finished, vec![json!("error"), json!("completed")]);
+    assert_eq!(
+        std::fs::read_to_string(fixture.workspace.join("runs.log")).unwrap(),
+        "run\n",
+        "the script ran once"
+    );
+    assert_code(&fixture.run(&["replay", "--check", run_dir_arg]), 0);
+}
+
 #[test]
 fn approval_without_a_terminal_is_denied_with_a_clear_message() {
     let fixture = Fixture::new();
