@@ -195,7 +195,6 @@ fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result
     init_plan.parent_pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
     init_plan.pid_namespace_init = Some(crate::spec::PidNamespaceInit {
         report: report.clone(),
-        parent_pid: init_plan.parent_pid,
         status_descriptor: status_writer.as_raw_fd(),
     });
     let plan_json = serde_json::to_string(&init_plan)
@@ -1193,6 +1192,17 @@ mod tests {
                 other => format!("needs the {} layer", other.name()),
             };
             assert!(reason.contains(&expected), "{reason}");
+        }
+    }
+
+    #[test]
+    fn the_init_tells_the_outer_helper_how_the_command_ended() {
+        for end in [CommandEnd::Exited(0), CommandEnd::Exited(255), CommandEnd::Signalled(9)] {
+            assert_eq!(CommandEnd::parse(&end.render()), Some(end));
+        }
+        // Nothing written (the init died first) or garbage: the init's own status decides.
+        for text in ["", "exit", "exit 256", "signal x", "done 1"] {
+            assert_eq!(CommandEnd::parse(text), None, "{text:?}");
         }
     }
 

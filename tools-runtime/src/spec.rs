@@ -71,9 +71,6 @@ pub(crate) enum Stage {
 pub(crate) struct PidNamespaceInit {
     /// The layers the outer helper applied (cgroups, namespaces), continued by the init.
     pub(crate) report: SandboxReport,
-    /// The outer helper's pid as the runtime sees it: the init's parent, checked through
-    /// `/proc` (inside the namespace `getppid` says 0) after `PR_SET_PDEATHSIG`.
-    pub(crate) parent_pid: i32,
     /// The inherited descriptor on which the init writes how the command ended (`exit N` or
     /// `signal N`), so the outer helper can end the same way (an init cannot die by its own
     /// signal).
@@ -91,7 +88,9 @@ pub(crate) struct HelperPlan {
     /// `LD_LIBRARY_PATH` meant for the command before `main`.
     pub(crate) environment: BTreeMap<String, String>,
     pub(crate) cwd: PathBuf,
-    /// The runtime's pid: the helper checks it is still the parent after `PR_SET_PDEATHSIG`.
+    /// The runtime's pid (for the PID namespace's init, the outer helper's, read through
+    /// `/proc` since `getppid` says 0 there): the helper checks it is still the parent after
+    /// `PR_SET_PDEATHSIG`.
     pub(crate) parent_pid: i32,
     /// The per-run cgroups that carry the `pids` and `memory` limits, to join (one and the
     /// same directory for both under cgroup v2).
