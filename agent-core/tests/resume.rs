@@ -1,6 +1,8 @@
 //! Resume: a run killed with SIGKILL — a real child process running the agent — goes on from
-//! its run directory. The interrupted turn is redone, nothing the record shows done is done
-//! again, and the finished record replays like one that never stopped.
+//! its run directory. The interrupted turn is redone (but an action whose result was recorded
+//! without its observation is completed from `last_execution.json`, not run again), nothing the
+//! record shows done is done again, and the finished record replays like one that never
+//! stopped.
 
 // A harness = false test binary: unwrap and expect are how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,10 +24,15 @@ fn main() -> std::process::ExitCode {
         tests![
             a_run_killed_while_the_model_answers_resumes_without_redoing_anything,
             a_run_killed_inside_a_script_redoes_that_turn_only,
+            a_run_killed_between_a_result_and_its_observation_does_not_run_the_script_again,
             a_run_resumes_from_any_point_of_its_record,
             only_an_unfinished_run_is_resumed,
         ],
-        tests![child_blocked_in_the_model, child_blocked_in_a_script],
+        tests![
+            child_blocked_in_the_model,
+            child_blocked_in_a_script,
+            child_stalled_after_a_script_result
+        ],
     )
 }
 
@@ -81,6 +88,37 @@ async fn child_blocked_in_a_script() -> anyhow::Result<()> {
     ]));
     fixture.agent(&model, AgentConfig::default()).build()?.run(TASK).await?;
     anyhow::bail!("the run was meant to block, not finish")
+}
+
+/// A sink after the run directory's that never returns from the `action_executed` of a
+/// `log two` script: the event is in the file, its observation never will be.
+#[derive(Debug)]
+struct StallAfterLogTwo;
+
+impl agent_core::EventSink for StallAfterLogTwo {
+    fn record(&self, event: &Event) -> agent_core::Result<()> {
+        if event.kind == EventKind::ActionExecuted
+            && event.data["action"]["args"]["args"] == json!(["two"])
+        {
+            loop {
+                std::thread::park();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Child: select, log one, log two — and stall right after log two's result is recorded.
+async fn child_stalled_after_a_script_result() -> anyhow::Result<()> {
+    let fixture = Fixture::of_parent();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("log", &["one"]),
+        tool("log", &["two"]),
+    ]));
+    let agent = fixture.agent(&model, AgentConfig::default()).sink(Arc::new(StallAfterLogTwo));
+    agent.build()?.run(TASK).await?;
+    anyhow::bail!("the run was meant to stall, not finish")
 }
 
 /// The text of `run_dir`'s `events.jsonl` (empty before it exists).
@@ -218,6 +256,42 @@ async fn a_run_killed_inside_a_script_redoes_that_turn_only() -> anyhow::Result<
         .collect();
     assert_eq!(observations[2], (&json!("exit code 0\nstdout:\nthrough"), 3));
     assert_eq!(count(&events, EventKind::ActionExecuted), 3);
+    Ok(())
+}
+
+/// Killed after a script's `action_executed` was written but before its observation: the
+/// resume takes the result from `last_execution.json` (written before the event) and records
+/// the observation, instead of running the script a second time.
+async fn a_run_killed_between_a_result_and_its_observation_does_not_run_the_script_again()
+-> anyhow::Result<()> {
+    let fixture = toolbox();
+    let run_dir = run_and_kill(&fixture, "child_stalled_after_a_script_result", |events| {
+        events.lines().last().is_some_and(|line| {
+            line.contains(r#""type":"action_executed""#) && line.contains(r#"["two"]"#)
+        })
+    })
+    .await;
+    let killed = well_formed(&run_dir);
+    assert_eq!(killed.last().unwrap().kind, EventKind::ActionExecuted);
+    assert!(run_dir.join("last_execution.json").is_file());
+    assert_eq!(fixture.workspace_text("log.txt"), "one\ntwo\n");
+
+    let model = Arc::new(MockModel::new(vec![answer("Logged one and two.")]));
+    let agent = fixture.agent(&model, AgentConfig::default()).build()?;
+    let result = agent.resume(&run_dir).await?;
+    assert_eq!(result.outcome, Outcome::Completed);
+    assert_eq!((result.turns, result.model_calls, result.script_runs), (4, 4, 2));
+    assert_eq!(fixture.workspace_text("log.txt"), "one\ntwo\n", "log two ran once");
+    assert!(!run_dir.join("last_execution.json").exists(), "removed once recorded");
+    let events = check_resumed(&run_dir, &result).await;
+    assert_eq!(events[..killed.len()], killed[..], "the record is kept as it was");
+    assert_eq!(count(&events, EventKind::ActionExecuted), 3);
+    let observation = events
+        .iter()
+        .filter(|event| event.kind == EventKind::ObservationRecorded)
+        .nth(2)
+        .map(|event| (event.turn, event.seq, event.data["content"].clone()));
+    assert_eq!(observation.map(|(turn, seq, _)| (turn, seq)), Some((3, killed.len() as u64 + 1)));
     Ok(())
 }
 
