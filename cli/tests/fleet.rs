@@ -159,11 +159,18 @@ impl Fleet {
     }
 
     fn start_worker(&mut self, name: &str, extra: &[&str]) -> u32 {
+        self.start_worker_with(name, extra, &[])
+    }
+
+    /// A worker with `env` added to its environment.
+    fn start_worker_with(&mut self, name: &str, extra: &[&str], env: &[(&str, &str)]) -> u32 {
         let work_root = self.root.join("work");
         let mut args = vec!["worker", "--name", name, "--work-root", work_root.to_str().unwrap()];
         args.extend_from_slice(extra);
         let log = std::fs::File::create(self.root.join(format!("{name}.log"))).unwrap();
-        let child = self.command(&args).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+        let mut command = self.command(&args);
+        command.envs(env.iter().copied());
+        let child = command.stdout(Stdio::null()).stderr(log).spawn().unwrap();
         let pid = child.id();
         self.workers.push(child);
         pid
@@ -345,6 +352,72 @@ fn a_killed_workers_task_finishes_on_another_without_redoing_recorded_work() {
     assert_code(&check, 0);
     let log = fleet.worker_log("heir");
     assert!(log.contains(&format!("{task_id}: finished: completed")), "{log}");
+}
+
+/// A worker SIGKILLed right after a script's `action_executed` was stored, before its
+/// observation: the heir completes the action from the stored `last_execution.json` instead of
+/// running the script again, so each script's line is in `side.log` once.
+#[test]
+fn a_worker_killed_between_a_script_result_and_its_observation_does_not_run_it_again() {
+    let Some(mut fleet) = Fleet::new() else { return };
+    let answers =
+        json!([select(), script("first.sh", &[]), script("second.sh", &[]), answer("Both ran.")]);
+    // Where to kill: the seq of second.sh's `action_executed` in a local run of the same task,
+    // in a copy of the workspace.
+    let reference = fleet.root.join("reference");
+    let copied = Command::new("cp").arg("-a").arg(&fleet.workspace).arg(&reference).status();
+    assert!(copied.unwrap().success());
+    std::fs::write(reference.join("answers.json"), answers.to_string()).unwrap();
+    let local = fleet
+        .command(&["run", "--quiet", "--model", "mock:answers.json", "Run both scripts"])
+        .current_dir(&reference)
+        .output()
+        .unwrap();
+    assert_code(&local, 0);
+    let runs: Vec<PathBuf> = std::fs::read_dir(reference.join(".agent/runs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    let kill_after = events(&runs[0])
+        .iter()
+        .find(|event| {
+            event["type"] == "action_executed"
+                && event["data"]["action"]["args"]["script"] == "scripts/second.sh"
+        })
+        .map(|event| event["seq"].as_u64().unwrap())
+        .unwrap();
+
+    let spec = fleet.answers("answers.json", &answers);
+    let kill_after = kill_after.to_string();
+    fleet.start_worker_with(
+        "doomed",
+        &["--ack-wait", "2"],
+        &[("SKILLS_AGENT_FAULT_KILL_AFTER_SEQ", &kill_after)],
+    );
+    let output = fleet.run(&["submit", "--model", &spec, "Run both scripts"]);
+    assert_code(&output, 0);
+    let task_id = text(&output.stdout).trim().to_owned();
+    let started = Instant::now();
+    while fleet.workers[0].try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the doomed worker never died");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fleet.start_worker("heir", &["--ack-wait", "2"]);
+    let status = fleet
+        .wait_for("the task to finish elsewhere", |status| outcome_count(status, "completed") == 1);
+    assert_eq!(status["dead"], json!([]));
+    let (run_dir, workspace) = fleet.fetch(&task_id);
+    let events = events(&run_dir);
+    assert_eq!(events.iter().filter(|event| event["type"] == "run_finished").count(), 1);
+    assert_eq!(std::fs::read_to_string(workspace.join("side.log")).unwrap(), "first\nsecond\n");
+    let executed: Vec<&str> = events
+        .iter()
+        .filter(|event| event["type"] == "action_executed")
+        .filter_map(|event| event["data"]["action"]["args"]["script"].as_str())
+        .collect();
+    assert_eq!(executed, ["scripts/first.sh", "scripts/second.sh"], "each script recorded once");
+    let check = fleet.run(&["replay", "--check", run_dir.to_str().unwrap()]);
+    assert_code(&check, 0);
 }
 
 #[test]

@@ -563,7 +563,8 @@ impl Fleet {
     }
 
     /// Writes the stored observation files the events name into `run_dir` (a run moved to
-    /// another worker needs them to resume; a mirror, to show them).
+    /// another worker needs them to resume; a mirror, to show them), and `last_execution.json`
+    /// when the events end with an action's result.
     ///
     /// # Errors
     ///
@@ -597,6 +598,16 @@ impl Fleet {
                 }
                 std::fs::write(&target, bytes).map_err(|error| Error::io(&target, error))?;
             }
+        }
+        // A record that ends with an action's result: that result in full, if it was stored,
+        // so the resume records its observation instead of running the action again.
+        if events.last().is_some_and(|event| event.kind == EventKind::ActionExecuted)
+            && let Some(bytes) =
+                self.get_object(&format!("{task_id}/run/last_execution.json")).await?
+        {
+            let target = run_dir.join("last_execution.json");
+            std::fs::create_dir_all(run_dir).map_err(|error| Error::io(run_dir, error))?;
+            std::fs::write(&target, bytes).map_err(|error| Error::io(&target, error))?;
         }
         Ok(())
     }

@@ -118,9 +118,19 @@ impl EngineSink {
                 }
                 Ok(())
             }
-            EventKind::ActionExecuted | EventKind::CommandExecuted | EventKind::RunFinished => {
-                self.store_changes().await
+            EventKind::ActionExecuted => {
+                self.store_changes().await?;
+                // The action's whole result, which a resume elsewhere completes the action from
+                // if this worker dies before the observation (agent-core writes the file before
+                // the event; an older one is told apart by its `seq`).
+                let file = checkpoint.runs_dir.join(&event.run_id).join("last_execution.json");
+                if let Ok(bytes) = std::fs::read(&file) {
+                    let name = format!("{}/run/last_execution.json", self.task_id);
+                    self.fleet.put_object(&name, bytes).await?;
+                }
+                Ok(())
             }
+            EventKind::CommandExecuted | EventKind::RunFinished => self.store_changes().await,
             _ => Ok(()),
         }
     }
