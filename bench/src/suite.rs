@@ -394,12 +394,14 @@ pub async fn run_one(
     let wall_ms = started.elapsed().as_millis() as u64;
     let run_dir =
         result.run_dir.ok_or_else(|| broken("the run wrote no run directory".to_owned()))?;
-    score_run(scenario, strategy, &run_dir, &workspace, runs_relative, wall_ms).await
+    score_run(scenario, strategy, &run_dir, &workspace, runs_relative, Some(wall_ms)).await
 }
 
 /// Scores a finished run of `scenario` with `strategy` from its run directory and the
 /// workspace it ran in (the end of [`run_one`]; a run made elsewhere, by a fleet's worker, and
-/// fetched is scored alike). `runs_relative` is where the report says its runs are.
+/// fetched is scored alike). `runs_relative` is where the report says its runs are; `wall_ms`
+/// the run's wall time, or `None` for the time from its first event to its last (a fleet's
+/// run: its time on the worker, without the wait in the queue).
 ///
 /// # Errors
 ///
@@ -410,10 +412,11 @@ pub async fn score_run(
     run_dir: &Path,
     workspace: &Path,
     runs_relative: String,
-    wall_ms: u64,
+    wall_ms: Option<u64>,
 ) -> Result<RunRecord> {
     let agent_error = |source| Error::Agent { scenario: scenario.name.clone(), source };
     let events = read_events(&run_dir.join("events.jsonl")).map_err(agent_error)?;
+    let wall_ms = wall_ms.unwrap_or_else(|| recorded_wall_ms(&events));
     let replay = replay_check(run_dir).await.map_err(agent_error)?;
     let failures = scenario.check.failures(&events, workspace);
     let record = score_events(&events);
@@ -428,6 +431,35 @@ pub async fn score_run(
         wall_ms,
         ..record
     })
+}
+
+/// The time from a record's first event to its last, from their `ts` (0 when unreadable).
+fn recorded_wall_ms(events: &[Event]) -> u64 {
+    let (Some(first), Some(last)) = (events.first(), events.last()) else { return 0 };
+    match (millis(&first.ts), millis(&last.ts)) {
+        (Some(first), Some(last)) => u64::try_from(last - first).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Milliseconds since the epoch of an RFC 3339 UTC time as agent-core writes it
+/// (`2026-11-26T23:59:00.123Z`).
+fn millis(ts: &str) -> Option<i64> {
+    let (date, time) = ts.strip_suffix('Z')?.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let (clock, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    let mut clock = clock.splitn(3, ':').map(str::parse::<i64>);
+    let (hour, minute, second) = (clock.next()?.ok()?, clock.next()?.ok()?, clock.next()?.ok()?);
+    let millis: i64 = format!("{fraction:0<3}").get(..3)?.parse().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
 }
 
 /// The record of a run that never finished (a fleet's dead task): failed, with `why`.
@@ -559,4 +591,42 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_read_as_agent_core_writes_them() {
+        assert_eq!(millis("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(millis("1970-01-02T00:00:01.5Z"), Some(86_401_500));
+        // Across midnight, a month end and a leap day.
+        let before = millis("2028-02-29T23:59:59.900Z").unwrap();
+        assert_eq!(millis("2028-03-01T00:00:00.100Z").unwrap() - before, 200);
+        assert_eq!(millis("2026-11-26T23:59:00.123Z"), Some(1_795_737_540_123));
+        assert_eq!(millis("2026-11-26 23:59:00Z"), None);
+        assert_eq!(millis("garbage"), None);
+    }
+
+    #[test]
+    fn a_record_s_wall_time_runs_from_its_first_event_to_its_last() {
+        let event = |seq: u64, ts: &str| Event {
+            ts: ts.to_owned(),
+            run_id: "run".to_owned(),
+            seq,
+            turn: 0,
+            kind: EventKind::RunStarted,
+            data: serde_json::Value::Null,
+        };
+        let events = [
+            event(1, "2026-11-26T10:00:00.000Z"),
+            event(2, "2026-11-26T10:00:01.000Z"),
+            event(3, "2026-11-26T10:00:02.250Z"),
+        ];
+        assert_eq!(recorded_wall_ms(&events), 2250);
+        assert_eq!(recorded_wall_ms(&events[..1]), 0);
+        assert_eq!(recorded_wall_ms(&[]), 0);
+        assert_eq!(recorded_wall_ms(&[event(1, "late"), event(2, "2026-11-26T10:00:00Z")]), 0);
+    }
 }

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "common/live.rs"]
+mod live;
+
 /// A JetStream server for one test, killed on drop.
 struct Nats {
     child: Child,
@@ -590,33 +593,16 @@ fn a_stopped_worker_finishes_its_run_and_a_second_signal_hands_it_back() {
     assert_eq!(events.iter().filter(|event| event["type"] == "run_finished").count(), 1);
 }
 
-/// The repository's root.
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
-
 #[test]
 fn two_live_tasks_on_the_local_model_through_one_worker() {
-    if std::env::var_os("SKILLS_AGENT_LOCAL_RUN").is_none() {
-        eprintln!(
-            "skipping: SKILLS_AGENT_LOCAL_RUN is not set (start the model with `cargo xtask \
-             local-llm start --size 1.5b` and set SKILLS_AGENT_LOCAL_RUN=1)"
-        );
+    if !live::local_model_enabled() {
         return;
     }
     let Some(mut fleet) = Fleet::new() else { return };
-    let text_of = std::fs::read_to_string(repo().join("examples/task/TASK.md")).unwrap();
-    let line = |key: &str| {
-        text_of.lines().find_map(|line| line.strip_prefix(key)).unwrap().trim().to_owned()
-    };
-    let (task, expected) = (line("task:"), line("expected:"));
-    let workspace = fleet.root.join("task");
-    std::fs::create_dir(&workspace).unwrap();
-    for name in ["sales.csv", "TASK.md"] {
-        std::fs::copy(repo().join("examples/task").join(name), workspace.join(name)).unwrap();
-    }
+    let (task, expected) = live::example_task();
+    let workspace = live::example_workspace(&fleet.root);
     // The worker finds the running local model as `run` does: through this user's cache.
-    let skills = repo().join("examples/skills");
+    let skills = live::repo().join("examples/skills");
     let log = std::fs::File::create(fleet.root.join("live.log")).unwrap();
     let worker = Command::new(env!("CARGO_BIN_EXE_skills-agent"))
         .args(["worker", "--name", "live", "--model", "local", "--skills"])

@@ -10,26 +10,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
-
-/// The `task:` and `expected:` lines of TASK.md.
-fn task() -> (String, String) {
-    let text = std::fs::read_to_string(repo().join("examples/task/TASK.md")).unwrap();
-    let line = |key: &str| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(key))
-            .map(|value| value.trim().to_owned())
-            .unwrap_or_else(|| panic!("TASK.md has no `{key}` line"))
-    };
-    (line("task:"), line("expected:"))
-}
+#[path = "common/live.rs"]
+mod live;
 
 fn skills_agent(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skills-agent"))
@@ -43,17 +30,13 @@ fn skills_agent(args: &[&str]) -> Output {
 
 #[test]
 fn the_example_task_is_answered_on_the_local_model() {
-    if std::env::var_os("SKILLS_AGENT_LOCAL_RUN").is_none() {
-        eprintln!(
-            "skipping: SKILLS_AGENT_LOCAL_RUN is not set (start the model with `cargo xtask \
-             local-llm start --size 1.5b` and set SKILLS_AGENT_LOCAL_RUN=1)"
-        );
+    if !live::local_model_enabled() {
         return;
     }
-    let (task, expected) = task();
+    let (task, expected) = live::example_task();
     let dir = tempfile::tempdir().unwrap();
-    let workspace = example_workspace(dir.path());
-    let skills = repo().join("examples/skills");
+    let workspace = live::example_workspace(dir.path());
+    let skills = live::repo().join("examples/skills");
     let output = skills_agent(&[
         "run",
         "--model",
@@ -98,28 +81,17 @@ fn well_formed_and_replayed(result: &Value) {
     assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
 }
 
-/// Enough of a workspace copy of the example task to run it elsewhere.
-fn example_workspace(dir: &Path) -> PathBuf {
-    let workspace = dir.join("task");
-    std::fs::create_dir(&workspace).unwrap();
-    for name in ["sales.csv", "TASK.md"] {
-        std::fs::copy(repo().join("examples/task").join(name), workspace.join(name)).unwrap();
-    }
-    workspace
-}
-
 /// Runs the example task with `strategy` and checks the structure, not the wording: it ends
 /// (answered or degraded) with a text for the user, after model calls, with a well-formed
 /// record that replays exactly.
 fn strategy_completes_a_run(strategy: &str) {
-    if std::env::var_os("SKILLS_AGENT_LOCAL_RUN").is_none() {
-        eprintln!("skipping: SKILLS_AGENT_LOCAL_RUN is not set");
+    if !live::local_model_enabled() {
         return;
     }
-    let (task, _) = task();
+    let (task, _) = live::example_task();
     let dir = tempfile::tempdir().unwrap();
-    let workspace = example_workspace(dir.path());
-    let skills = repo().join("examples/skills");
+    let workspace = live::example_workspace(dir.path());
+    let skills = live::repo().join("examples/skills");
     let output = skills_agent(&[
         "run",
         "--model",
