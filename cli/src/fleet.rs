@@ -35,6 +35,10 @@ pub(crate) struct EngineArgs {
     /// The prefix of the fleet's subjects, streams and buckets.
     #[arg(long, default_value = skills_agent_fleet::DEFAULT_PREFIX)]
     pub(crate) prefix: String,
+    /// Servers that keep each stream and bucket, when the fleet's are first created (3 on a
+    /// 3-node cluster; existing ones keep theirs).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(crate) replicas: usize,
 }
 
 impl EngineArgs {
@@ -50,6 +54,7 @@ impl EngineArgs {
         };
         let mut config = FleetConfig::new(url);
         config.prefix = self.prefix.clone();
+        config.replicas = self.replicas;
         config.credentials = Credentials::from_env(&env);
         Ok(config)
     }

@@ -89,6 +89,8 @@ struct Fleet {
     workspace: PathBuf,
     home: PathBuf,
     nats: Nats,
+    /// The servers the commands are given (`NATS_URL`): `nats`'s, or a cluster's.
+    nats_url: String,
     workers: Vec<Child>,
 }
 
@@ -139,7 +141,8 @@ impl Fleet {
             std::fs::write(&path, body).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        Some(Fleet { _dir: dir, root, workspace, home, nats, workers: Vec::new() })
+        let nats_url = nats.url.clone();
+        Some(Fleet { _dir: dir, root, workspace, home, nats, nats_url, workers: Vec::new() })
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -152,7 +155,7 @@ impl Fleet {
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("SKILLS_AGENT_CACHE", self.home.join("cache"))
-            .env("NATS_URL", &self.nats.url)
+            .env("NATS_URL", &self.nats_url)
             .stdin(Stdio::null());
         command
     }
@@ -199,12 +202,17 @@ impl Fleet {
         self.wait_within(what, Duration::from_secs(180), done)
     }
 
-    /// Waits until `done` holds for the fleet's status, at most `limit`.
+    /// Waits until `done` holds for the fleet's status, at most `limit`. A status that cannot
+    /// be read (a cluster electing a new leader) is read again.
     fn wait_within(&self, what: &str, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
         loop {
-            let status = self.status();
-            if done(&status) {
+            let output = self.run(&["fleet", "status", "--json"]);
+            let status = match output.status.code() {
+                Some(0) => serde_json::from_slice(&output.stdout).unwrap(),
+                _ => Value::String(text(&output.stderr)),
+            };
+            if status.is_object() && done(&status) {
                 return status;
             }
             assert!(started.elapsed() < limit, "timed out waiting for {what}: {status:#}");
@@ -460,12 +468,16 @@ async fn serve_lists_a_running_fleet_run_and_streams_its_events_live() {
         .arg(&mirror)
         .args(["--addr", "127.0.0.1:0"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(fleet.root.join("serve.log")).unwrap())
         .spawn()
         .unwrap();
     let mut line = String::new();
     std::io::BufReader::new(serve.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.trim().strip_prefix("listening on ").unwrap().trim_end_matches('/').to_owned();
+    let Some(url) = line.trim().strip_prefix("listening on ") else {
+        let log = std::fs::read_to_string(fleet.root.join("serve.log")).unwrap_or_default();
+        panic!("serve did not start: {line:?}\n{log}");
+    };
+    let url = url.trim_end_matches('/').to_owned();
     let port = url.rsplit(':').next().unwrap().to_owned();
     let base = format!("http://127.0.0.1:{port}");
     fleet.workers.push(serve);
@@ -509,6 +521,14 @@ async fn serve_lists_a_running_fleet_run_and_streams_its_events_live() {
 #[test]
 fn a_server_killed_and_restarted_mid_queue_loses_nothing_and_runs_nothing_twice() {
     let Some(mut fleet) = Fleet::new() else { return };
+    ten_tasks_through(&mut fleet, |fleet| fleet.nats.restart(Duration::from_secs(1)));
+}
+
+/// Ten tasks (select, `first.sh`, `second.sh 0.2`, answer) on two workers with a 5 s ack wait;
+/// `disrupt` strikes once two are done. Then every task ends once: completed, one
+/// `run_finished`, seq without a gap, `first.sh`'s line once (`second.sh` may have been redone
+/// by a resume, which the record shows as one execution), and the record replays.
+fn ten_tasks_through(fleet: &mut Fleet, disrupt: impl FnOnce(&mut Fleet)) {
     let spec = fleet.answers(
         "answers.json",
         &json!([select(), script("first.sh", &[]), script("second.sh", &["0.2"]), answer("Ok.")]),
@@ -523,7 +543,7 @@ fn a_server_killed_and_restarted_mid_queue_loses_nothing_and_runs_nothing_twice(
     fleet.start_worker("w1", &["--ack-wait", "5"]);
     fleet.start_worker("w2", &["--ack-wait", "5"]);
     fleet.wait_for("two runs done", |status| outcome_count(status, "completed") >= 2);
-    fleet.nats.restart(Duration::from_secs(1));
+    disrupt(fleet);
     let status =
         fleet.wait_for("every run done", |status| outcome_count(status, "completed") == 10);
     assert_eq!(status["dead"], json!([]));
@@ -537,13 +557,99 @@ fn a_server_killed_and_restarted_mid_queue_loses_nothing_and_runs_nothing_twice(
         );
         let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
         assert!(seqs.windows(2).all(|pair| pair[1] == pair[0] + 1), "{id}: {seqs:?}");
-        // Each script recorded once; first.sh's line once (second.sh may have been redone by
-        // a resume, which the record shows as one execution).
         let side = std::fs::read_to_string(workspace.join("side.log")).unwrap();
         assert_eq!(side.matches("first").count(), 1, "{id}: {side}");
         let check = fleet.run(&["replay", "--check", run_dir.to_str().unwrap()]);
         assert_code(&check, 0);
     }
+}
+
+/// Three JetStream servers routed into one cluster on loopback, killed on drop.
+struct Cluster {
+    nodes: Vec<Child>,
+    url: String,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.kill();
+            let _ = node.wait();
+        }
+    }
+}
+
+impl Cluster {
+    /// The README's 3-node configuration, on free loopback ports with stores under `root`.
+    fn start(root: &Path) -> Cluster {
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let listeners: Vec<_> = (0..6).map(|_| free()).collect();
+        let ports: Vec<u16> =
+            listeners.iter().map(|listener| listener.local_addr().unwrap().port()).collect();
+        drop(listeners);
+        let (clients, routes) = ports.split_at(3);
+        let route_list: Vec<String> =
+            routes.iter().map(|port| format!("nats-route://127.0.0.1:{port}")).collect();
+        let mut nodes = Vec::new();
+        for index in 0..3 {
+            let config = root.join(format!("n{index}.conf"));
+            std::fs::write(
+                &config,
+                format!(
+                    "server_name: n{index}\nlisten: 127.0.0.1:{}\njetstream {{ store_dir: \"{}\" \
+                     }}\ncluster {{\n  name: skills\n  listen: 127.0.0.1:{}\n  routes: [ {} ]\n}}\n",
+                    clients[index],
+                    root.join(format!("n{index}")).display(),
+                    routes[index],
+                    route_list.join(", ")
+                ),
+            )
+            .unwrap();
+            let log = std::fs::File::create(root.join(format!("n{index}.log"))).unwrap();
+            nodes.push(
+                Command::new(nats_server().unwrap())
+                    .arg("-c")
+                    .arg(&config)
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .unwrap(),
+            );
+        }
+        let url = clients
+            .iter()
+            .map(|port| format!("nats://127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        Cluster { nodes, url }
+    }
+}
+
+#[test]
+fn a_three_node_cluster_keeps_the_fleet_through_the_loss_of_a_node() {
+    let Some(mut fleet) = Fleet::new() else { return };
+    let mut cluster = Cluster::start(&fleet.root);
+    fleet.nats_url = cluster.url.clone();
+    // The cluster elects its JetStream leader in a moment; the fleet's streams and buckets are
+    // made with three replicas by the first command that reaches it.
+    let started = Instant::now();
+    loop {
+        let output = fleet.run(&["fleet", "status", "--replicas", "3"]);
+        if output.status.code() == Some(0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no cluster: {}",
+            text(&output.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // A node dies for good: the others hold every stream and bucket, and elect new leaders.
+    ten_tasks_through(&mut fleet, |_| {
+        cluster.nodes[0].kill().unwrap();
+        cluster.nodes[0].wait().unwrap();
+    });
 }
 
 #[test]

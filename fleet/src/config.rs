@@ -85,13 +85,18 @@ pub struct FleetConfig {
     pub max_tries: u32,
     /// The largest workspace a task may carry, in bytes.
     pub workspace_limit: u64,
+    /// How many servers of a cluster keep each stream, bucket and the object store (1 to 5;
+    /// 3 on a 3-node cluster keeps the fleet through the loss of a node). It applies when they
+    /// are first created; existing ones keep theirs.
+    pub replicas: usize,
 }
 
 /// The default prefix of a fleet's names.
 pub const DEFAULT_PREFIX: &str = "skills-agent";
 
 impl FleetConfig {
-    /// A fleet at `url` with the default prefix, a 30 s ack wait, 3 tries and a 64 MiB limit.
+    /// A fleet at `url` with the default prefix, a 30 s ack wait, 3 tries, a 64 MiB limit and
+    /// one replica.
     pub fn new(url: impl Into<String>) -> FleetConfig {
         FleetConfig {
             url: url.into(),
@@ -100,6 +105,7 @@ impl FleetConfig {
             ack_wait: Duration::from_secs(30),
             max_tries: 3,
             workspace_limit: 64 * 1024 * 1024,
+            replicas: 1,
         }
     }
 

@@ -9,7 +9,6 @@ use std::time::Duration;
 use agent_core::{Event, EventKind};
 use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 use futures_util::{Stream, StreamExt};
-use tokio::io::AsyncReadExt;
 
 use crate::archive;
 use crate::config::{Credentials, FleetConfig, Names};
@@ -66,6 +65,13 @@ impl Fleet {
     /// a stream cannot be created.
     pub async fn connect(config: FleetConfig) -> Result<Fleet> {
         let names = config.names()?;
+        if !(1..=5).contains(&config.replicas) {
+            return Err(Error::Config(format!(
+                "{} replicas: JetStream keeps 1 to 5 (3 on a 3-node cluster)",
+                config.replicas
+            )));
+        }
+        let replicas = config.replicas;
         let connect_error = |message: String| Error::Connect { url: config.url.clone(), message };
         let mut options = async_nats::ConnectOptions::new()
             .name(format!("skills-agent-fleet {}", names.prefix))
@@ -82,10 +88,14 @@ impl Fleet {
                 })?
             }
         };
-        let client = options
-            .connect(config.url.as_str())
-            .await
-            .map_err(|error| connect_error(error.to_string()))?;
+        // A cluster's servers, comma-separated (as `NATS_URL` lists them for the `nats` tool).
+        let servers: Vec<&str> =
+            config.url.split(',').map(str::trim).filter(|url| !url.is_empty()).collect();
+        if servers.is_empty() {
+            return Err(connect_error("no server in the URL (e.g. nats://127.0.0.1:4222)".into()));
+        }
+        let client =
+            options.connect(servers).await.map_err(|error| connect_error(error.to_string()))?;
         let js = jetstream::new(client.clone());
         let ensure_stream = |name: &String, subjects: Vec<String>, retention| {
             let name = name.clone();
@@ -95,6 +105,7 @@ impl Fleet {
                 retention,
                 storage: stream::StorageType::File,
                 duplicate_window: Duration::from_secs(120),
+                num_replicas: replicas,
                 ..Default::default()
             };
             let js = js.clone();
@@ -125,14 +136,15 @@ impl Fleet {
             stream::RetentionPolicy::Limits,
         )
         .await?;
-        let runs = key_value(&js, &names.runs_bucket, Duration::ZERO).await?;
-        let workers = key_value(&js, &names.workers_bucket, HEARTBEAT_TTL).await?;
+        let runs = key_value(&js, &names.runs_bucket, Duration::ZERO, replicas).await?;
+        let workers = key_value(&js, &names.workers_bucket, HEARTBEAT_TTL, replicas).await?;
         let files = match js.get_object_store(&names.files_bucket).await {
             Ok(store) => store,
             Err(_) => js
                 .create_object_store(object_store::Config {
                     bucket: names.files_bucket.clone(),
                     storage: stream::StorageType::File,
+                    num_replicas: replicas,
                     ..Default::default()
                 })
                 .await
@@ -236,10 +248,15 @@ impl Fleet {
     }
 
     pub(crate) async fn put_status(&self, status: &RunStatus) -> Result<()> {
-        let bytes = serde_json::to_vec(status).map_err(|error| Error::engine("state", error))?;
-        self.runs.put(&status.task_id, bytes.into()).await.map_err(|error| {
-            Error::engine(format!("writing the state of {}", status.task_id), error)
-        })?;
+        let bytes = bytes::Bytes::from(
+            serde_json::to_vec(status).map_err(|error| Error::engine("state", error))?,
+        );
+        write_with_retries(|| async {
+            self.runs.put(&status.task_id, bytes.clone()).await.map_err(|error| {
+                Error::engine(format!("writing the state of {}", status.task_id), error)
+            })
+        })
+        .await?;
         Ok(())
     }
 
@@ -249,13 +266,11 @@ impl Fleet {
     ///
     /// [`Error::Engine`] when the bucket cannot be read.
     pub async fn runs(&self) -> Result<Vec<RunStatus>> {
-        let mut keys: Vec<String> = Vec::new();
-        let mut listing =
-            self.runs.keys().await.map_err(|error| Error::engine("listing the runs", error))?;
-        while let Some(key) = listing.next().await {
-            keys.push(key.map_err(|error| Error::engine("listing the runs", error))?);
-        }
-        keys.sort();
+        read_with_retries(|| self.runs_once()).await
+    }
+
+    async fn runs_once(&self) -> Result<Vec<RunStatus>> {
+        let keys = keys_of(&self.runs, "listing the runs").await?;
         let mut statuses = Vec::with_capacity(keys.len());
         for key in keys {
             if let Some(status) = self.run_status(&key).await? {
@@ -306,18 +321,35 @@ impl Fleet {
     /// [`Error::Engine`] when the stream cannot be read, [`Error::Malformed`] for a message
     /// that is not an event.
     pub async fn events(&self, task_id: &str) -> Result<(Vec<Event>, u64)> {
+        read_with_retries(|| self.events_once(task_id)).await
+    }
+
+    /// One message get per event (the stream's leader answers), rather than an ephemeral
+    /// consumer, which a cluster that lost a node may place on the lost node.
+    async fn events_once(&self, task_id: &str) -> Result<(Vec<Event>, u64)> {
         let last = self.last_event_sequence(task_id).await?;
         if last == 0 {
             return Ok((Vec::new(), 0));
         }
+        let stream = self.events_stream().await?;
+        let subject = self.names.events_subject(task_id);
         let mut events = Vec::new();
-        let mut live = self.follow(task_id).await?;
-        while let Some(item) = live.next().await {
-            let (event, sequence) = item?;
+        let mut next = 1;
+        while next <= last {
+            let message = stream
+                .raw_message_builder()
+                .sequence(next)
+                .next_by_subject(subject.clone())
+                .send()
+                .await
+                .map_err(|error| Error::engine(format!("reading {subject}"), error))?;
+            let event: Event =
+                serde_json::from_slice(&message.payload).map_err(|error| Error::Malformed {
+                    what: format!("event {} of {subject}", message.sequence),
+                    message: error.to_string(),
+                })?;
             events.push(event);
-            if sequence >= last {
-                break;
-            }
+            next = message.sequence + 1;
         }
         Ok((events, last))
     }
@@ -361,26 +393,68 @@ impl Fleet {
     }
 
     pub(crate) async fn put_object(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
-        let mut reader = std::io::Cursor::new(bytes);
-        self.files
-            .put(name, &mut reader)
-            .await
-            .map_err(|error| Error::engine(format!("storing {name}"), error))?;
+        write_with_retries(|| async {
+            let mut reader = std::io::Cursor::new(bytes.as_slice());
+            self.files
+                .put(name, &mut reader)
+                .await
+                .map_err(|error| Error::engine(format!("storing {name}"), error))
+        })
+        .await?;
         Ok(())
     }
 
     /// An object's bytes, or `None` when there is no such object.
     pub(crate) async fn get_object(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        let mut object = match self.files.get(name).await {
-            Ok(object) => object,
-            Err(error) if error.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(Error::engine(format!("reading {name}"), error)),
+        read_with_retries(|| self.get_object_once(name)).await
+    }
+
+    /// An object read chunk by chunk with the stream's message gets, which the stream's leader
+    /// answers, rather than through an ephemeral consumer (`ObjectStore::get`), which a cluster
+    /// that lost a node may place on the lost node; its SHA-256 digest is checked as
+    /// `ObjectStore::get` checks it.
+    async fn get_object_once(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let failed =
+            |error: &dyn std::fmt::Display| Error::engine(format!("reading {name}"), error);
+        let info = match self.files.info(name).await {
+            Ok(info) if !info.deleted => info,
+            Ok(_) => return Ok(None),
+            Err(error) if error.kind() == object_store::InfoErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(failed(&error)),
         };
-        let mut bytes = Vec::new();
-        object
-            .read_to_end(&mut bytes)
+        let stream = self
+            .js
+            .get_stream_no_info(format!("OBJ_{}", self.names.files_bucket))
             .await
-            .map_err(|error| Error::engine(format!("reading {name}"), error))?;
+            .map_err(|error| failed(&error))?;
+        let subject = format!("$O.{}.C.{}", self.names.files_bucket, info.nuid);
+        let mut bytes = Vec::with_capacity(info.size);
+        let mut next = 1;
+        for _ in 0..info.chunks {
+            let chunk = stream
+                .raw_message_builder()
+                .sequence(next)
+                .next_by_subject(subject.clone())
+                .send()
+                .await
+                .map_err(|error| failed(&error))?;
+            bytes.extend_from_slice(&chunk.payload);
+            next = chunk.sequence + 1;
+        }
+        let digest = format!(
+            "SHA-256={}",
+            base64::engine::general_purpose::URL_SAFE.encode(sha2::Sha256::digest(&bytes))
+        );
+        if bytes.len() != info.size || info.digest.as_deref().is_some_and(|want| want != digest) {
+            return Err(failed(&format!(
+                "{} bytes in {} chunks do not match the object's size ({}) or digest",
+                bytes.len(),
+                info.chunks,
+                info.size
+            )));
+        }
         Ok(Some(bytes))
     }
 
@@ -390,16 +464,11 @@ impl Fleet {
     ///
     /// [`Error::Engine`] when the bucket cannot be read.
     pub async fn workers(&self) -> Result<Vec<WorkerInfo>> {
-        let mut names = Vec::new();
-        let mut listing = self
-            .workers
-            .keys()
-            .await
-            .map_err(|error| Error::engine("listing the workers", error))?;
-        while let Some(key) = listing.next().await {
-            names.push(key.map_err(|error| Error::engine("listing the workers", error))?);
-        }
-        names.sort();
+        read_with_retries(|| self.workers_once()).await
+    }
+
+    async fn workers_once(&self) -> Result<Vec<WorkerInfo>> {
+        let names = keys_of(&self.workers, "listing the workers").await?;
         let mut workers = Vec::new();
         for name in names {
             let entry = self
@@ -433,40 +502,33 @@ impl Fleet {
     ///
     /// [`Error::Engine`] when the stream cannot be read.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
-        let mut stream = self
-            .js
-            .get_stream(&self.names.dead_stream)
-            .await
-            .map_err(|error| Error::engine("the dead-letter stream", error))?;
-        let count = stream
-            .info()
-            .await
-            .map_err(|error| Error::engine("the dead-letter stream", error))?
-            .state
-            .messages;
-        if count == 0 {
-            return Ok(Vec::new());
-        }
-        let consumer = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: self.names.dead_subject.clone(),
-                deliver_policy: consumer::DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .map_err(|error| Error::engine("the dead-letter stream", error))?;
-        let mut messages =
-            consumer.messages().await.map_err(|error| Error::engine("the dead letters", error))?;
+        read_with_retries(|| self.dead_letters_once()).await
+    }
+
+    /// Read with message gets (no consumer, see [`Fleet::events`]).
+    async fn dead_letters_once(&self) -> Result<Vec<DeadLetter>> {
+        let failed = |error: &dyn std::fmt::Display| Error::engine("the dead letters", error);
+        let mut stream =
+            self.js.get_stream(&self.names.dead_stream).await.map_err(|error| failed(&error))?;
+        let state = stream.info().await.map_err(|error| failed(&error))?.state.clone();
         let mut letters = Vec::new();
-        while let Some(message) = messages.next().await {
-            let message = message.map_err(|error| Error::engine("the dead letters", error))?;
-            let pending = message.info().map(|info| info.pending).unwrap_or(0);
+        let mut next = state.first_sequence.max(1);
+        while state.messages > 0 && next <= state.last_sequence {
+            let message = match stream
+                .raw_message_builder()
+                .sequence(next)
+                .next_by_subject(self.names.dead_subject.clone())
+                .send()
+                .await
+            {
+                Ok(message) => message,
+                Err(error) if error.kind() == stream::RawMessageErrorKind::NoMessageFound => break,
+                Err(error) => return Err(failed(&error)),
+            };
             if let Ok(letter) = serde_json::from_slice(&message.payload) {
                 letters.push(letter);
             }
-            if pending == 0 {
-                break;
-            }
+            next = message.sequence + 1;
         }
         Ok(letters)
     }
@@ -626,11 +688,81 @@ pub(crate) fn write_events(run_dir: &Path, events: &[Event]) -> Result<()> {
     std::fs::write(&path, text).map_err(|error| Error::io(&path, error))
 }
 
+/// How many times a read is tried when the engine does not answer in time: in a cluster, while
+/// a stream elects a new leader after losing a node, or when a key listing's ephemeral consumer
+/// is placed on the lost node (Debian's 2.9 server was seen doing so for about one read in four)
+/// or waits for an entry that is gone ([`LISTING_WAIT`]). Events, objects and dead letters are
+/// read with message gets, which the stream's leader answers.
+const READ_TRIES: u32 = 4;
+
+/// `read`, tried again while it times out (at most [`READ_TRIES`] times).
+async fn read_with_retries<T, F>(mut read: impl FnMut() -> F) -> Result<T>
+where
+    F: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 1;
+    loop {
+        match read().await {
+            Err(error) if error.is_timeout() && tries < READ_TRIES => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+/// How long a write (a state, an object) is tried again before it fails: a cluster electing a
+/// stream's new leader answers "no stream found" or nothing for a few seconds. Writes are
+/// idempotent (the same state, the same object under the same name).
+const WRITE_WAIT: Duration = Duration::from_secs(30);
+
+/// `write`, tried again with a growing pause (0.1 s to 2 s) while it fails, for [`WRITE_WAIT`].
+async fn write_with_retries<T, F>(mut write: impl FnMut() -> F) -> Result<T>
+where
+    F: std::future::Future<Output = Result<T>>,
+{
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match write().await {
+            Err(_) if started.elapsed() + pause < WRITE_WAIT => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            done => return done,
+        }
+    }
+}
+
+/// How long listing a bucket's keys may take before it counts as timed out (and is tried
+/// again): the listing's consumer announces how many entries it will deliver, and waits for
+/// them forever if one expires first (a heartbeat past its 30 s) or is lost with a node.
+const LISTING_WAIT: Duration = Duration::from_secs(10);
+
+/// A bucket's keys, sorted.
+async fn keys_of(store: &kv::Store, what: &str) -> Result<Vec<String>> {
+    let listing = async {
+        let mut keys = Vec::new();
+        let mut listing = store.keys().await.map_err(|error| Error::engine(what, error))?;
+        while let Some(key) = listing.next().await {
+            keys.push(key.map_err(|error| Error::engine(what, error))?);
+        }
+        keys.sort();
+        Ok(keys)
+    };
+    tokio::time::timeout(LISTING_WAIT, listing)
+        .await
+        .unwrap_or_else(|_| Err(Error::engine(what, format!("timed out after {LISTING_WAIT:?}"))))
+}
+
 /// A KV bucket, created when missing. The bucket's stream is created here with the settings
 /// async-nats gives one (history 1, roll-ups, direct gets, discard new): its own
 /// `create_key_value` first reads the account's info, whose reply from a 2.9 server (Debian's)
 /// it cannot parse.
-async fn key_value(js: &jetstream::Context, bucket: &str, max_age: Duration) -> Result<kv::Store> {
+async fn key_value(
+    js: &jetstream::Context,
+    bucket: &str,
+    max_age: Duration,
+    replicas: usize,
+) -> Result<kv::Store> {
     if let Ok(store) = js.get_key_value(bucket).await {
         return Ok(store);
     }
@@ -644,7 +776,7 @@ async fn key_value(js: &jetstream::Context, bucket: &str, max_age: Duration) -> 
         deny_delete: true,
         allow_direct: true,
         discard: stream::DiscardPolicy::New,
-        num_replicas: 1,
+        num_replicas: replicas,
         ..Default::default()
     })
     .await

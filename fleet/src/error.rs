@@ -76,6 +76,12 @@ impl Error {
         Error::Engine { what: what.into(), message: error.to_string() }
     }
 
+    /// Whether the engine did not answer in time (the client's request timeout), as opposed to
+    /// answering with an error.
+    pub(crate) fn is_timeout(&self) -> bool {
+        matches!(self, Error::Engine { message, .. } if message.contains("timed out"))
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Error {
         Error::Io { path: path.into(), error }
     }
