@@ -254,6 +254,19 @@ fn descendants(root: u32) -> Vec<Process> {
 /// CLI. Checked in `/proc` by pid and start time.
 #[test]
 fn sigkill_of_the_cli_leaves_no_mcp_server_or_script_behind() {
+    signalled_cli_leaves_nothing_behind("KILL");
+}
+
+/// The same with SIGTERM, which the CLI handles: the run ends `cancelled` (exit 3), and on its
+/// way out the CLI stops the script and its MCP servers.
+#[test]
+fn sigterm_of_the_cli_leaves_no_mcp_server_or_script_behind() {
+    signalled_cli_leaves_nothing_behind("TERM");
+}
+
+/// Sends `signal` (`KILL` or `TERM`) to a CLI whose MCP servers run and whose script sleeps,
+/// and checks that none of its processes outlives it.
+fn signalled_cli_leaves_nothing_behind(signal: &str) {
     let Some(prefix) = servers_prefix() else { return };
     let fixture = Fixture::new(&prefix);
     let nap = fixture.workspace.join(".agents/skills/counter/scripts/nap.sh");
@@ -290,8 +303,22 @@ fn sigkill_of_the_cli_leaves_no_mcp_server_or_script_behind() {
         std::thread::sleep(std::time::Duration::from_millis(50));
         tree = descendants(cli.id());
     }
-    cli.kill().unwrap();
-    cli.wait().unwrap();
+    let sent = Command::new("kill").args([&format!("-{signal}"), &cli.id().to_string()]).status();
+    assert!(sent.unwrap().success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = cli.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = cli.kill();
+            panic!("the CLI did not end within 60 s of SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    if signal == "TERM" {
+        assert_eq!(status.code(), Some(3), "a SIGTERMed run ends cancelled");
+    }
     let alive = |tree: &[Process]| -> Vec<Process> {
         let now = processes();
         tree.iter()
@@ -309,5 +336,5 @@ fn sigkill_of_the_cli_leaves_no_mcp_server_or_script_behind() {
     for process in &left {
         let _ = Command::new("kill").args(["-KILL", &process.pid.to_string()]).status();
     }
-    assert!(left.is_empty(), "outlived the SIGKILLed CLI: {left:#?}");
+    assert!(left.is_empty(), "outlived the CLI (SIG{signal}): {left:#?}");
 }
