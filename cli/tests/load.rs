@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+#[path = "common/sse.rs"]
+mod sse;
+use sse::SseReader;
+
 /// How long any one wait (a process, a stream's next bytes, a condition) may take before the
 /// test fails: a bound against hanging, not a measurement.
 const DEADLINE: Duration = Duration::from_secs(180);
@@ -258,66 +262,13 @@ fn twenty_concurrent_runs_in_one_workspace_keep_apart_and_all_replay() {
     }
 }
 
-/// One SSE message.
-#[derive(Debug)]
-struct Message {
-    id: Option<String>,
-    event: Option<String>,
-    data: String,
-}
-
-/// Reads SSE messages from a streaming response.
-struct SseReader {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl SseReader {
-    async fn open(request: reqwest::RequestBuilder) -> SseReader {
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        SseReader { response, buffer: Vec::new() }
-    }
-
-    /// The next message (comments skipped), or `None` when the stream ends.
-    async fn next(&mut self) -> Option<Message> {
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
-                let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
-                let block = String::from_utf8(block).unwrap();
-                let mut message = Message { id: None, event: None, data: String::new() };
-                let mut any = false;
-                for field in block.lines() {
-                    if let Some(value) = field.strip_prefix("data:") {
-                        message.data.push_str(value.strip_prefix(' ').unwrap_or(value));
-                        any = true;
-                    } else if let Some(value) = field.strip_prefix("id:") {
-                        message.id = Some(value.trim().to_owned());
-                    } else if let Some(value) = field.strip_prefix("event:") {
-                        message.event = Some(value.trim().to_owned());
-                    }
-                }
-                if any {
-                    return Some(message);
-                }
-                continue;
-            }
-            let chunk = tokio::time::timeout(DEADLINE, self.response.chunk())
-                .await
-                .expect("no SSE data before the deadline")
-                .unwrap()?;
-            self.buffer.extend_from_slice(&chunk);
-        }
-    }
-}
-
 /// One SSE client: every event of the run up to `run_finished`, telling `caught_up` when the
 /// recorded part has been replayed to it.
 async fn follow(
     request: reqwest::RequestBuilder,
     caught_up: tokio::sync::mpsc::Sender<()>,
 ) -> Vec<Value> {
-    let mut reader = SseReader::open(request).await;
+    let mut reader = SseReader::open(request, DEADLINE).await;
     let mut received = Vec::new();
     loop {
         let message = reader.next().await.expect("the stream ended before run_finished");

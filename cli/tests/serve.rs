@@ -14,6 +14,10 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+#[path = "common/sse.rs"]
+mod sse;
+use sse::{Message, SseReader};
+
 /// How long any wait for the server may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -141,72 +145,6 @@ fn append(path: &Path, text: &str) {
     file.flush().unwrap();
 }
 
-/// One SSE message.
-#[derive(Debug, Clone, PartialEq)]
-struct Message {
-    id: Option<String>,
-    event: Option<String>,
-    data: String,
-}
-
-/// Reads SSE messages from a streaming response.
-struct SseReader {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl SseReader {
-    async fn open(request: reqwest::RequestBuilder) -> SseReader {
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        assert_eq!(
-            response.headers().get("content-type").unwrap().to_str().unwrap(),
-            "text/event-stream"
-        );
-        SseReader { response, buffer: Vec::new() }
-    }
-
-    /// The next message (comments skipped), or `None` when the stream ends.
-    async fn next(&mut self) -> Option<Message> {
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
-                let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
-                let block = String::from_utf8(block).unwrap();
-                let mut message = Message { id: None, event: None, data: String::new() };
-                let mut any = false;
-                for field in block.lines() {
-                    if let Some(value) = field.strip_prefix("data:") {
-                        message.data.push_str(value.strip_prefix(' ').unwrap_or(value));
-                        any = true;
-                    } else if let Some(value) = field.strip_prefix("id:") {
-                        message.id = Some(value.trim().to_owned());
-                    } else if let Some(value) = field.strip_prefix("event:") {
-                        message.event = Some(value.trim().to_owned());
-                    }
-                }
-                if any {
-                    return Some(message);
-                }
-                continue;
-            }
-            let chunk = tokio::time::timeout(DEADLINE, self.response.chunk())
-                .await
-                .expect("no SSE data before the deadline")
-                .unwrap()?;
-            self.buffer.extend_from_slice(&chunk);
-        }
-    }
-
-    /// All messages up to the end of the stream.
-    async fn rest(mut self) -> Vec<Message> {
-        let mut messages = Vec::new();
-        while let Some(message) = self.next().await {
-            messages.push(message);
-        }
-        messages
-    }
-}
-
 fn seqs(messages: &[Message]) -> Vec<u64> {
     messages
         .iter()
@@ -282,17 +220,19 @@ async fn replays_recorded_events_in_order_and_resumes_after_last_event_id() {
     write_run(runs.path(), run_id, &events);
     let server = Server::start(runs.path(), &[]);
     let url = server.url(&format!("/api/runs/{run_id}/events?follow=false"));
-    let messages = SseReader::open(client().get(&url)).await.rest().await;
+    let messages = SseReader::open(client().get(&url), DEADLINE).await.rest().await;
     assert_eq!(seqs(&messages), vec![1, 2, 3, 4, 5, 6]);
     for (message, event) in messages.iter().zip(&events) {
         assert_eq!(message.id.as_deref(), Some(event["seq"].to_string().as_str()));
         assert_eq!(serde_json::from_str::<Value>(&message.data).unwrap(), *event);
     }
-    let resumed =
-        SseReader::open(client().get(&url).header("Last-Event-ID", "4")).await.rest().await;
+    let resumed = SseReader::open(client().get(&url).header("Last-Event-ID", "4"), DEADLINE)
+        .await
+        .rest()
+        .await;
     assert_eq!(seqs(&resumed), vec![5, 6]);
     let after = server.url(&format!("/api/runs/{run_id}/events?follow=false&after=5"));
-    assert_eq!(seqs(&SseReader::open(client().get(&after)).await.rest().await), vec![6]);
+    assert_eq!(seqs(&SseReader::open(client().get(&after), DEADLINE).await.rest().await), vec![6]);
     let bad = client().get(&url).header("Last-Event-ID", "x").send().await.unwrap();
     assert_eq!(bad.status(), 400);
 }
@@ -310,7 +250,7 @@ async fn follows_a_run_as_its_record_grows_line_by_line() {
     append(&path, head);
     let server = Server::start(runs.path(), &[]);
     let url = server.url(&format!("/api/runs/{run_id}/events"));
-    let mut reader = SseReader::open(client().get(&url)).await;
+    let mut reader = SseReader::open(client().get(&url), DEADLINE).await;
     let mut received = Vec::new();
     for _ in 0..3 {
         received.push(reader.next().await.unwrap());
@@ -494,7 +434,10 @@ async fn a_token_is_required_off_loopback_and_checked_when_set() {
             client().get(server.url("/api/runs")).bearer_auth(TOKEN).send().await.unwrap();
         assert_eq!(allowed.status(), 200);
         let events = server.url(&format!("/api/runs/{run_id}/events?follow=false&token={TOKEN}"));
-        assert_eq!(seqs(&SseReader::open(client().get(&events)).await.rest().await).len(), 6);
+        assert_eq!(
+            seqs(&SseReader::open(client().get(&events), DEADLINE).await.rest().await).len(),
+            6
+        );
         // The page holds no data; it asks for the token.
         assert_eq!(client().get(server.url("/")).send().await.unwrap().status(), 200);
     }
@@ -563,7 +506,7 @@ async fn starts_a_run_only_when_allowed_and_streams_it() {
         .to_owned();
     assert!(runs_dir.join(&run_id).join("events.jsonl").is_file());
     let url = server.url(&format!("/api/runs/{run_id}/events"));
-    let mut reader = SseReader::open(client().get(&url)).await;
+    let mut reader = SseReader::open(client().get(&url), DEADLINE).await;
     let finished = loop {
         let message = reader.next().await.expect("the stream ended before run_finished");
         if message.event.is_some() {
@@ -592,7 +535,7 @@ async fn follows_a_record_whose_torn_line_is_cut_off_by_resume() {
     );
     let server = Server::start(runs.path(), &[]);
     let url = server.url(&format!("/api/runs/{run_id}/events"));
-    let mut reader = SseReader::open(client().get(&url)).await;
+    let mut reader = SseReader::open(client().get(&url), DEADLINE).await;
     let mut received = Vec::new();
     for _ in 0..3 {
         received.push(reader.next().await.unwrap());
