@@ -8,6 +8,7 @@
 //! bench) use it, so neither needs the other.
 
 pub mod local_model;
+pub mod restart;
 pub mod specs;
 
 pub use local_model::{LocalModel, ModelSize, cache_dir};

@@ -8,11 +8,12 @@ use agent_core::{DecideMode, EventKind, Payload, read_events};
 use anyhow::{Context, Result, bail};
 use model_adapter::{
     AnthropicConfig, AnthropicProvider, FinishReason, MockModel, MockReply, ModelProvider,
-    NamedToolChoice, OpenAiConfig, OpenAiProvider, Response, ToolCall,
+    OpenAiConfig, OpenAiProvider, Response, ToolCall,
 };
 use serde::Deserialize;
 
 use crate::local_model::{LocalModel, ModelSize, cache_dir};
+use crate::restart::RestartingLocal;
 
 /// A parsed `--model` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,10 +140,8 @@ pub fn connect_after(
                     model.start()?
                 }
             };
-            let mut config = OpenAiConfig::new(format!("{}/v1", state.url()));
-            config.named_tool_choice = NamedToolChoice::JsonSchema;
             Ok(Connected {
-                provider: Arc::new(OpenAiProvider::new(config)?),
+                provider: Arc::new(RestartingLocal::new(model, &state)?),
                 name: size.model_name(),
                 secrets: Vec::new(),
             })

@@ -1,0 +1,118 @@
+//! The local model's provider: the embedded server is meant to stay up, so a call that finds it
+//! gone (killed, crashed, out of memory) starts it again, as `run` does when it is not running,
+//! and makes the call on the new server. The failed call itself is the run's to handle: agent-core
+//! records it as a `model_error` observation and asks again at the next turn, which lands here.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use model_adapter::{
+    ChatRequest, Delta, DeltaStream, ModelProvider, NamedToolChoice, OpenAiConfig, OpenAiProvider,
+    Response,
+};
+
+use crate::local_model::{LocalModel, ServerState};
+
+/// A [`ModelProvider`] on the local server of one size that restarts the server when a call
+/// fails and the server is not running any more.
+#[derive(Debug)]
+pub struct RestartingLocal {
+    model: LocalModel,
+    current: Mutex<Arc<OpenAiProvider>>,
+}
+
+impl RestartingLocal {
+    /// The provider on `model`'s server, which runs as `state`.
+    ///
+    /// # Errors
+    ///
+    /// The HTTP client cannot be built.
+    pub fn new(model: LocalModel, state: &ServerState) -> anyhow::Result<RestartingLocal> {
+        Ok(RestartingLocal { current: Mutex::new(Arc::new(provider_on(state)?)), model })
+    }
+
+    fn current(&self) -> Arc<OpenAiProvider> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// After `error`: the provider on a restarted server when the server is gone (and could be
+    /// started again), `None` when it runs (the error is the call's own) or cannot start.
+    async fn restarted(&self, error: &model_adapter::Error) -> Option<Arc<OpenAiProvider>> {
+        let model = self.model.clone();
+        let running = tokio::task::spawn_blocking(move || model.running()).await.ok()?;
+        if running.is_some() {
+            return None;
+        }
+        eprintln!(
+            "model: the local {} model server stopped ({error}); starting it again",
+            self.model.size().as_str()
+        );
+        let model = self.model.clone();
+        let state = match tokio::task::spawn_blocking(move || model.start()).await {
+            Ok(Ok(state)) => state,
+            Ok(Err(start)) => {
+                eprintln!("model: the local model did not start again: {start:#}");
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let provider = Arc::new(provider_on(&state).ok()?);
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = provider.clone();
+        Some(provider)
+    }
+}
+
+/// The OpenAI-compatible provider on a running local server.
+pub(crate) fn provider_on(state: &ServerState) -> anyhow::Result<OpenAiProvider> {
+    let mut config = OpenAiConfig::new(format!("{}/v1", state.url()));
+    config.named_tool_choice = NamedToolChoice::JsonSchema;
+    Ok(OpenAiProvider::new(config)?)
+}
+
+#[async_trait]
+impl ModelProvider for RestartingLocal {
+    async fn chat(&self, request: &ChatRequest) -> model_adapter::Result<Response> {
+        match self.current().chat(request).await {
+            Err(error) => match self.restarted(&error).await {
+                Some(provider) => provider.chat(request).await,
+                None => Err(error),
+            },
+            answered => answered,
+        }
+    }
+
+    /// The stream's first item other than a retry notice is awaited here: a server that is
+    /// gone shows there as an error after the provider's retries (it connects lazily), before
+    /// any delta reached the run, so the call can still be made on a restarted server. The
+    /// retry notices held meanwhile go first.
+    async fn stream(&self, request: &ChatRequest) -> model_adapter::Result<DeltaStream> {
+        let mut stream = match self.current().stream(request).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                return match self.restarted(&error).await {
+                    Some(provider) => provider.stream(request).await,
+                    None => Err(error),
+                };
+            }
+        };
+        let mut held = Vec::new();
+        loop {
+            match stream.next().await {
+                Some(Ok(retry @ Delta::Retry { .. })) => held.push(Ok(retry)),
+                Some(Err(error)) => {
+                    let rest = match self.restarted(&error).await {
+                        Some(provider) => provider.stream(request).await?,
+                        None => Box::pin(futures_util::stream::once(async { Err(error) })),
+                    };
+                    return Ok(Box::pin(futures_util::stream::iter(held).chain(rest)));
+                }
+                Some(Ok(first)) => {
+                    held.push(Ok(first));
+                    return Ok(Box::pin(futures_util::stream::iter(held).chain(stream)));
+                }
+                None => return Ok(Box::pin(futures_util::stream::iter(held))),
+            }
+        }
+    }
+}
