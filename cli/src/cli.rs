@@ -716,6 +716,11 @@ fn model(command: &ModelCommand) -> Result<u8> {
         _ => match model.running() {
             Some(state) => {
                 out!("the {} model runs at {} (pid {})", size.as_str(), state.url(), state.pid);
+                out!(
+                    "it stays up between runs, the one process of skills-agent that outlives the \
+                     command that started it (`skills-agent model stop --size {}` ends it)",
+                    size.as_str()
+                );
                 Ok(0)
             }
             None => {
