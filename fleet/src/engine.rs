@@ -110,12 +110,17 @@ impl Fleet {
             };
             let js = js.clone();
             async move {
-                js.get_or_create_stream(config).await.map_err(|error| {
-                    Error::engine(
-                        format!("stream {name}"),
-                        format!("{error} (is JetStream on? start the server with `-js`)"),
-                    )
-                })
+                match js.get_or_create_stream(config).await {
+                    Ok(stream) => Ok(stream),
+                    // Another client (a worker starting beside `submit`) made it between this
+                    // one's look and its create, which then fails: the stream is there.
+                    Err(error) => js.get_stream(&name).await.map_err(|_| {
+                        Error::engine(
+                            format!("stream {name}"),
+                            format!("{error} (is JetStream on? start the server with `-js`)"),
+                        )
+                    }),
+                }
             }
         };
         ensure_stream(
@@ -140,17 +145,23 @@ impl Fleet {
         let workers = key_value(&js, &names.workers_bucket, HEARTBEAT_TTL, replicas).await?;
         let files = match js.get_object_store(&names.files_bucket).await {
             Ok(store) => store,
-            Err(_) => js
-                .create_object_store(object_store::Config {
-                    bucket: names.files_bucket.clone(),
-                    storage: stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|error| {
-                    Error::engine(format!("object store {}", names.files_bucket), error)
-                })?,
+            Err(_) => {
+                let created = js
+                    .create_object_store(object_store::Config {
+                        bucket: names.files_bucket.clone(),
+                        storage: stream::StorageType::File,
+                        num_replicas: replicas,
+                        ..Default::default()
+                    })
+                    .await;
+                match created {
+                    Ok(store) => store,
+                    // Made by another client meanwhile (see the streams above)?
+                    Err(error) => js.get_object_store(&names.files_bucket).await.map_err(|_| {
+                        Error::engine(format!("object store {}", names.files_bucket), error)
+                    })?,
+                }
+            }
         };
         Ok(Fleet { config, names, js, runs, workers, files })
     }
@@ -766,22 +777,27 @@ async fn key_value(
     if let Ok(store) = js.get_key_value(bucket).await {
         return Ok(store);
     }
-    js.get_or_create_stream(stream::Config {
-        name: format!("KV_{bucket}"),
-        subjects: vec![format!("$KV.{bucket}.>")],
-        max_messages_per_subject: 1,
-        max_age,
-        storage: stream::StorageType::File,
-        allow_rollup: true,
-        deny_delete: true,
-        allow_direct: true,
-        discard: stream::DiscardPolicy::New,
-        num_replicas: replicas,
-        ..Default::default()
-    })
-    .await
-    .map_err(|error| Error::engine(format!("bucket {bucket}"), error))?;
-    js.get_key_value(bucket).await.map_err(|error| Error::engine(format!("bucket {bucket}"), error))
+    let created = js
+        .get_or_create_stream(stream::Config {
+            name: format!("KV_{bucket}"),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            max_age,
+            storage: stream::StorageType::File,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: stream::DiscardPolicy::New,
+            num_replicas: replicas,
+            ..Default::default()
+        })
+        .await;
+    // When the create failed, another client may have made the bucket meanwhile.
+    match (js.get_key_value(bucket).await, created) {
+        (Ok(store), _) => Ok(store),
+        (Err(_), Err(error)) => Err(Error::engine(format!("bucket {bucket}"), error)),
+        (Err(error), Ok(_)) => Err(Error::engine(format!("bucket {bucket}"), error)),
+    }
 }
 
 /// A worker name as a KV key (letters, digits, `-`, `_`, `=`, `.` and `/` are allowed; the rest
