@@ -240,8 +240,17 @@ impl ConsoleSink {
                 let count = |n: u32, one: &str, many: &str| {
                     format!("{n} {}", if n == 1 { one } else { many })
                 };
+                let warning = if finished.grounded {
+                    String::new()
+                } else {
+                    format!(
+                        "  {} not grounded: the answer states a value that neither the task nor \
+                         any result of this run shows — do not rely on it\n",
+                        self.paint("33", "⚠")
+                    )
+                };
                 format!(
-                    "{} {} · {} · {} · {} · {} · {} prompt + {} completion tokens\n",
+                    "{warning}{} {} · {} · {} · {} · {} · {} prompt + {} completion tokens\n",
                     self.paint("1", "■"),
                     finished.outcome.as_str(),
                     count(counters.turns, "turn", "turns"),

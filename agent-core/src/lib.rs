@@ -93,6 +93,7 @@ mod error;
 mod event;
 mod exec;
 mod external;
+mod grounding;
 mod guard;
 mod metrics;
 mod plan;

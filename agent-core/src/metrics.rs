@@ -23,6 +23,18 @@ pub struct ReasoningMetrics {
     pub reasoning_chars_total: u64,
     /// `silent / (silent + reasoned)`, 0 when no call was made.
     pub silent_call_rate: f64,
+    /// Final answers refused once because they stated a value nothing in the run shows
+    /// (written only when not 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ungrounded_refusals: u64,
+    /// Ungrounded final answers taken anyway (the second of a task), each marked
+    /// `grounded: false` (written only when not 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ungrounded_answers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What one answer contributed.

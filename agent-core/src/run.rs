@@ -27,6 +27,7 @@ use crate::event::{
     ToolServers, ToolsChanged,
 };
 use crate::exec::{Divergence, Executor};
+use crate::grounding::Grounding;
 use crate::guard;
 use crate::metrics::TurnReasoning;
 use crate::rundir::{LastExecution, RunDir, StoredText, sha256_hex};
@@ -154,6 +155,8 @@ pub(crate) struct Run {
     pub(crate) next_observation: u32,
     /// Texts of observations by id (full text), for `recall_observation`.
     pub(crate) observation_texts: Vec<(String, String)>,
+    /// The check of final answers against what the run saw.
+    pub(crate) grounding: Grounding,
     /// `state.json` with the audit trail serialised once per record.
     pub(crate) state_json: crate::state::StateJson,
     /// Sizes of the files the task names, from the run's start (the reasoning level).

@@ -22,6 +22,7 @@ use crate::event::{
 };
 use crate::exec::Executor;
 use crate::external::ExternalTool;
+use crate::grounding::Grounding;
 use crate::metrics::ReasoningMetrics;
 use crate::run::{
     Ending, ExternalRecord, InputKind, ModelSource, RecordedDeadline, RecordedEnding, Run,
@@ -66,6 +67,10 @@ pub struct RunResult {
     pub reasoning_metrics: ReasoningMetrics,
     /// All counters.
     pub counters: Counters,
+    /// `false` when the model's answer states a value (a number, a quoted name) that neither
+    /// the task nor any result of the run shows: taken after one refusal, and not to be
+    /// trusted.
+    pub grounded: bool,
 }
 
 /// The format of the records (`events.jsonl`) this build writes and re-runs. Replay, resume
@@ -79,8 +84,10 @@ pub struct RunResult {
 /// offers no unrelated skill once the related ones are selected (other schemas); 4 adds to
 /// `run_started` what a faithful resume needs (skill roots and their skills' content hashes,
 /// the launcher's model spec, approval and configuration files) — records of format 3 still
-/// re-run, since a re-run re-emits the recorded `run_started`.
-pub const RECORD_FORMAT: u32 = 4;
+/// re-run, since a re-run re-emits the recorded `run_started`; 5 checks final answers against
+/// what the run saw (a refused ungrounded answer, `grounded: false`) — older records re-run
+/// without the check.
+pub const RECORD_FORMAT: u32 = 5;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -243,8 +250,9 @@ pub(crate) fn written_by() -> String {
 impl RunStart {
     /// Why this build cannot continue the record, if it was written in another format.
     pub(crate) fn format_mismatch(&self) -> Option<String> {
-        // Format 4 only adds to `run_started`, which a re-run takes from the record.
-        let compatible = self.record_format == RECORD_FORMAT || self.record_format == 3;
+        // Format 4 only adds to `run_started`, which a re-run takes from the record; format 5
+        // checks answers only in records of its own format.
+        let compatible = (3..=RECORD_FORMAT).contains(&self.record_format);
         (!compatible).then(|| {
             let writer = if self.written_by.is_empty() {
                 "an earlier build".to_owned()
@@ -253,7 +261,7 @@ impl RunStart {
             };
             format!(
                 "the record was written in record format {} by {writer}; this build ({}) \
-                 re-runs records of formats 3 and {RECORD_FORMAT} only",
+                 re-runs records of formats 3 to {RECORD_FORMAT} only",
                 self.record_format,
                 written_by(),
             )
@@ -339,6 +347,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         failures: Default::default(),
         next_observation: 0,
         observation_texts: Vec::new(),
+        grounding: Grounding::new(start.record_format, &start.task),
         state_json: Default::default(),
         input_sizes: start.input_sizes.clone(),
         external,
@@ -365,6 +374,9 @@ pub(crate) async fn finish_run(
 /// One piece of work: the strategy to its end, then `run_finished`, `final.md`, `state.json`.
 async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
     run.input = input;
+    if input == InputKind::Task {
+        run.grounding.refused = false;
+    }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;
     end_work(run, ending)
@@ -374,12 +386,14 @@ fn end_work(run: &mut Run, ending: Ending) -> Result<RunResult> {
     let Ending { outcome, final_text } = ending;
     let final_text = run.bus.redactor().redact(&final_text).into_owned();
     run.state.outcome = Some(outcome);
+    let grounded = !std::mem::take(&mut run.grounding.ungrounded);
     run.emit(RunFinished {
         outcome,
         degraded: outcome.is_degraded(),
         final_text: final_text.clone(),
         counters: run.state.counters.clone(),
         reasoning_metrics: run.state.reasoning.clone(),
+        grounded,
     })?;
     if let Some(run_dir) = &run.run_dir
         && !run.bus.catching_up()
@@ -404,6 +418,7 @@ fn end_work(run: &mut Run, ending: Ending) -> Result<RunResult> {
         },
         reasoning_metrics: run.state.reasoning.clone(),
         counters,
+        grounded,
     })
 }
 
@@ -456,6 +471,7 @@ pub(crate) async fn continue_with(run: &mut Run, input: UserInput) -> Result<Run
         input_sizes: (kind == InputKind::Task).then(|| input_sizes.clone()),
     })?;
     let answered = run.pending_call.take();
+    run.grounding.user_texts.push(text.clone());
     match kind {
         InputKind::Answer => {
             let content = format!("The user answers: {text}");

@@ -173,6 +173,19 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             space.run.push((skill.name.clone(), skill.scripts.clone()));
         }
     }
+    // The last answer was refused as ungrounded: the next may give no figure until a result
+    // comes in (an answer that says the value is unknown, or an action that finds it).
+    if last.is_some_and(|record| {
+        record.status == ObservationStatus::Refused
+            && matches!(record.action, Some(Action::FinalAnswer { .. }))
+    }) {
+        space.answer_without_figures = true;
+        space.note = Some(
+            "your answer was refused: no result of this run shows its figure. Find the value \
+             with an action, or admit that you cannot: what you tried and what is missing"
+                .to_owned(),
+        );
+    }
     let (describe, call) = external_offer(state, config);
     space.describe = describe;
     space.call = call;
@@ -267,6 +280,10 @@ pub(crate) struct ActionSpace {
     /// Why the space is narrower than usual (shown to the model), if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// `final_answer`'s content must admit that the value is unknown, with no digit: the last
+    /// answer was refused for a figure no result shows, and no result came since.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answer_without_figures: bool,
 }
 
 /// Which plan field the turn's schema offers.
@@ -281,6 +298,11 @@ pub(crate) enum PlanField {
     /// `plan_update`, a patch.
     PlanUpdate,
 }
+
+/// What an answer may be after one was refused as ungrounded and no result came since: an
+/// admission, with no figure (told only, or held to no digits, the local 1.5B wrote the same
+/// invented figure again, then "has ****** lines").
+const UNKNOWN_ANSWER: &str = "^I (cannot|could not|do not know)[^0-9]*$";
 
 const THOUGHT_MAX: usize = 300;
 const ANSWER_MAX: usize = 4_000;
@@ -538,12 +560,18 @@ impl ActionSpace {
                 "required": ["question"],
                 "additionalProperties": false,
             }),
-            _ => json!({
-                "type": "object",
-                "properties": {"content": string(ANSWER_MAX)},
-                "required": ["content"],
-                "additionalProperties": false,
-            }),
+            _ => {
+                let mut content = string(ANSWER_MAX);
+                if self.answer_without_figures {
+                    content["pattern"] = json!(UNKNOWN_ANSWER);
+                }
+                json!({
+                    "type": "object",
+                    "properties": {"content": content},
+                    "required": ["content"],
+                    "additionalProperties": false,
+                })
+            }
         }
     }
 

@@ -46,6 +46,12 @@ pub struct StrategySummary {
     pub compactions: u64,
     /// Guardrail, policy and approval refusals.
     pub refusals: u64,
+    /// Final answers refused once as ungrounded.
+    #[serde(default)]
+    pub ungrounded_refusals: u64,
+    /// Runs that ended with an ungrounded answer (taken after a refusal, marked).
+    #[serde(default)]
+    pub ungrounded_answers: u64,
     /// Runs that `replay --check` reproduced.
     pub replay_reproduced: u64,
     /// Wall time of all runs, in milliseconds (differs between runs).
@@ -161,6 +167,8 @@ pub fn summarise(mode: &str, model: &str, runs: Vec<RunRecord>) -> Results {
                 final_text_present: sum(|run| u64::from(run.final_text_present)),
                 compactions: sum(|run| run.compactions),
                 refusals: sum(|run| run.refusals),
+                ungrounded_refusals: sum(|run| run.ungrounded_refusals),
+                ungrounded_answers: sum(|run| u64::from(run.ungrounded)),
                 replay_reproduced: sum(|run| u64::from(run.replay_reproduced)),
                 wall_ms: sum(|run| run.wall_ms),
                 reasoning: ReasoningSummary {
@@ -304,13 +312,13 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(out, "## Strategies\n");
     let _ = writeln!(
         out,
-        "| strategy | runs | success | model calls (mean) | turns | prompt tokens | completion tokens | budget overruns | final text | compactions | refusals | replay reproduced | wall time |"
+        "| strategy | runs | success | model calls (mean) | turns | prompt tokens | completion tokens | budget overruns | final text | compactions | refusals | ungrounded answers (refused / taken) | replay reproduced | wall time |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for summary in &strategies {
         let _ = writeln!(
             out,
-            "| {} | {} | {} ({}/{}) | {} ({:.2}) | {} | {} | {} | {} | {}/{} | {} | {} | {}/{} | {:.1} s |",
+            "| {} | {} | {} ({}/{}) | {} ({:.2}) | {} | {} | {} | {} | {}/{} | {} | {} | {} / {} | {}/{} | {:.1} s |",
             summary.strategy,
             summary.runs,
             percent(summary.success_rate),
@@ -326,6 +334,8 @@ pub fn markdown(results: &Results) -> String {
             summary.runs,
             summary.compactions,
             summary.refusals,
+            summary.ungrounded_refusals,
+            summary.ungrounded_answers,
             summary.replay_reproduced,
             summary.runs,
             summary.wall_ms as f64 / 1000.0

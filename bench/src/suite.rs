@@ -92,6 +92,13 @@ pub struct RunRecord {
     pub reasoned_calls: u64,
     /// Reasoning characters of all acting answers.
     pub reasoning_chars: u64,
+    /// Final answers refused once for stating a value nothing in the run showed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ungrounded_refusals: u64,
+    /// Whether the answer the run ended with states a value nothing in the run showed
+    /// (`run_finished.grounded: false`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ungrounded: bool,
     /// Meta-cognition warnings the turn notes gave, by reason (`turns`, `failures`,
     /// `refused`, `silent_calls`; seed 000 §2.3), from `model_request.notice`.
     pub warnings: BTreeMap<String, u64>,
@@ -101,6 +108,10 @@ pub struct RunRecord {
     pub runs_dir: String,
     /// Wall time of the run in milliseconds (the only figure that differs between runs).
     pub wall_ms: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl RunRecord {
@@ -504,6 +515,8 @@ impl RunRecord {
             silent_calls: 0,
             reasoned_calls: 0,
             reasoning_chars: 0,
+            ungrounded_refusals: 0,
+            ungrounded: false,
             warnings: BTreeMap::new(),
             replay_reproduced: false,
             runs_dir: String::new(),
@@ -544,6 +557,8 @@ pub fn score_events(events: &[Event]) -> RunRecord {
         silent_calls: reasoning(|metrics| metrics.silent_call_count),
         reasoned_calls: reasoning(|metrics| metrics.reasoned_call_count),
         reasoning_chars: reasoning(|metrics| metrics.reasoning_chars_total),
+        ungrounded_refusals: reasoning(|metrics| metrics.ungrounded_refusals),
+        ungrounded: finished.as_ref().is_some_and(|finished| !finished.grounded),
         warnings,
         ..RunRecord::empty()
     }

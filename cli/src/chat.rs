@@ -164,6 +164,7 @@ fn print_answer(text: &str, json: bool, result: &agent_core::RunResult) {
             "tool_calls": result.tool_calls,
             "script_runs": result.script_runs,
             "reasoning_metrics": result.reasoning_metrics,
+            "grounded": result.grounded,
         })
         .to_string()
     } else {

@@ -328,6 +328,7 @@ fn report(result: &RunResult, prepared: &Prepared) -> u8 {
             "script_runs": result.script_runs,
             "usage": {"prompt_tokens": result.usage.prompt_tokens, "completion_tokens": result.usage.completion_tokens},
             "reasoning_metrics": result.reasoning_metrics,
+            "grounded": result.grounded,
         });
         out!("{line}");
     } else {

@@ -200,6 +200,18 @@ pub struct RunFinished {
     /// The run's Think-Act metrics so far.
     #[serde(default)]
     pub reasoning_metrics: ReasoningMetrics,
+    /// `false` when the answer states a value that nothing in the run shows (taken after
+    /// one refusal); written only then.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub grounded: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(value: &bool) -> bool {
+    *value
 }
 
 /// `turn_started`: the budgets as `[used, limit]`, the names the model may call, and the

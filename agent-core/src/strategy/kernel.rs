@@ -8,7 +8,9 @@
 //! around context fitting, [`start_turn`]/[`finish_turn`] frame the turn, [`forced_call`] asks
 //! the model for one forced contract and reads the answer, [`reject_answer`] records an answer
 //! that breaks its contract, [`final_action`] validates and emits `final_answer` and
-//! `ask_user`, and [`run_batch`] runs a plan's steps in order. Validating, executing, counting
+//! `ask_user`, [`review_answer`] refuses once an answer whose figures nothing in the run shows
+//! (every strategy's completing answer passes it), and [`run_batch`] runs a plan's steps in
+//! order. Validating, executing, counting
 //! and recording an action is [`Run::act`]'s.
 //!
 //! What the kernel does not do: choose what to ask, in what order, or what an answer means.
@@ -21,6 +23,7 @@ use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::{ActionValidated, TurnBudget, TurnFinished, TurnStarted};
+use crate::grounding::{self, Sources};
 use crate::metrics::TurnReasoning;
 use crate::run::{Answer, Ending, Run, Stop};
 use crate::space::ActionSpace;
@@ -449,6 +452,13 @@ pub(crate) fn final_action(
         )?;
         return Ok(Some(Flow::Continue));
     }
+    if let Ends::Answer(content) = ends
+        && let Some(note) = review_answer(run, content)
+    {
+        run.emit(ActionValidated::invalid(Some(action), &note))?;
+        run.observe(Some(action), ObservationStatus::Refused, &note, tool_call_id.as_deref())?;
+        return Ok(Some(Flow::Continue));
+    }
     run.emit(ActionValidated::valid(action))?;
     let ending = match ends {
         Ends::Question(question) => run.request_input(question, tool_call_id)?,
@@ -508,4 +518,56 @@ pub(crate) async fn run_batch(run: &mut Run, batch: &mut impl Batch) -> Result<B
         }
     }
     Ok(BatchEnd::Done { all_ok: true })
+}
+
+/// Reviews a final answer before it is taken: an ungrounded answer is refused once per task
+/// (the note to give the model is returned); a second is taken, counted and marked.
+pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
+    if !run.grounding.applies {
+        return None;
+    }
+    let values = grounding::ungrounded(answer, &answer_sources(run));
+    if values.is_empty() {
+        return None;
+    }
+    if run.grounding.refused {
+        run.state.reasoning.ungrounded_answers += 1;
+        run.grounding.ungrounded = true;
+        return None;
+    }
+    run.grounding.refused = true;
+    run.state.reasoning.ungrounded_refusals += 1;
+    Some(grounding::refusal_note(&values))
+}
+
+/// What the run saw: the user's texts, and the observations of actions that ran (a refusal's
+/// or an invalid answer's text is the runtime's, not a source). A script's result is its
+/// output without the status line.
+fn answer_sources(run: &Run) -> Sources<'_> {
+    let mut sources = Sources {
+        user: run.grounding.user_texts.iter().map(String::as_str).collect(),
+        ..Sources::default()
+    };
+    for record in &run.state.actions {
+        let Some(action) = &record.action else { continue };
+        if !matches!(
+            record.status,
+            ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
+        ) {
+            continue;
+        }
+        let Some((_, text)) =
+            run.observation_texts.iter().find(|(id, _)| *id == record.observation)
+        else {
+            continue;
+        };
+        match action {
+            Action::RunScript { .. } => sources.results.extend(grounding::script_output(text)),
+            Action::CallTool { .. } | Action::Todo { .. } | Action::Schedule { .. } => {
+                sources.results.push(text)
+            }
+            _ => sources.documents.push(text),
+        }
+    }
+    sources
 }

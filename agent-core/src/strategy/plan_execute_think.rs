@@ -254,15 +254,24 @@ impl Strategy for PlanExecuteThink {
                 if reasoning.is_none() {
                     reasoning = think_reasoning;
                 }
-                kernel::acknowledge(run, tool_call_id, "noted".to_owned());
-                rounds.last_user_summary = Some(think.user_summary.clone());
-                save(run, rounds);
-                if think.task_completed && may_complete(run) {
-                    kernel::finish_turn(run, reasoning)?;
-                    return Ok(Flow::End(Ending {
-                        outcome: Outcome::Completed,
-                        final_text: think.user_summary,
-                    }));
+                let completes = think.task_completed && may_complete(run);
+                let refusal =
+                    if completes { kernel::review_answer(run, &think.user_summary) } else { None };
+                if let Some(note) = refusal {
+                    // Not an answer yet: the next round must ground it or say it is unknown.
+                    kernel::acknowledge(run, tool_call_id, note);
+                    save(run, rounds);
+                } else {
+                    kernel::acknowledge(run, tool_call_id, "noted".to_owned());
+                    rounds.last_user_summary = Some(think.user_summary.clone());
+                    save(run, rounds);
+                    if completes {
+                        kernel::finish_turn(run, reasoning)?;
+                        return Ok(Flow::End(Ending {
+                            outcome: Outcome::Completed,
+                            final_text: think.user_summary,
+                        }));
+                    }
                 }
             }
         }

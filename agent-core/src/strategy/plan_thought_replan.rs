@@ -669,6 +669,13 @@ async fn replan(run: &mut Run, task: &mut TaskState) -> Result<Flow> {
             Ok(Flow::Continue)
         }
         Replan::Done(answer) => {
+            if let Some(note) = kernel::review_answer(run, &answer) {
+                // The task is not done with an answer nothing grounds: replan again.
+                kernel::acknowledge(run, tool_call_id, note);
+                save(run, task);
+                kernel::finish_turn(run, reasoning)?;
+                return Ok(Flow::Continue);
+            }
             task.needs_replan = false;
             task.replan_trigger = None;
             task.replans += 1;

@@ -655,18 +655,26 @@ async fn plan_turn(run: &mut Run, safe: &mut SafeState, agents: &mut Agents) -> 
             if reasoning.is_none() {
                 reasoning = report_reasoning;
             }
-            safe.last_answer = Some(answer.clone());
-            if completed {
-                safe.phase = Phase::Done;
+            let refusal = if completed { kernel::review_answer(run, &answer) } else { None };
+            if let Some(note) = refusal {
+                // Not the answer: the team goes on and grounds it or says it is unknown.
+                kernel::acknowledge(run, tool_call_id, note);
                 save(run, safe);
-                // The call is answered by whatever the user sends next (a session).
-                run.pending_call = tool_call_id;
-                kernel::finish_turn(run, reasoning)?;
-                return Ok(Flow::End(Ending { outcome: Outcome::Completed, final_text: answer }));
+            } else {
+                safe.last_answer = Some(answer.clone());
+                if completed {
+                    safe.phase = Phase::Done;
+                    save(run, safe);
+                    // The call is answered by whatever the user sends next (a session).
+                    run.pending_call = tool_call_id;
+                    kernel::finish_turn(run, reasoning)?;
+                    let ending = Ending { outcome: Outcome::Completed, final_text: answer };
+                    return Ok(Flow::End(ending));
+                }
+                let content = "noted: the task goes on; plan the next steps".to_owned();
+                kernel::acknowledge(run, tool_call_id, content);
+                save(run, safe);
             }
-            let content = "noted: the task goes on; plan the next steps".to_owned();
-            kernel::acknowledge(run, tool_call_id, content);
-            save(run, safe);
         }
     }
     kernel::finish_turn(run, reasoning)?;

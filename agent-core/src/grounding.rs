@@ -1,0 +1,622 @@
+//! Grounded answers: the facts a final answer states must come from the run.
+//!
+//! A small model asked for a value no skill can give will still write one ("The file has 10
+//! lines."). Before the runtime accepts a final answer it reads the answer's numbers and quoted
+//! values and looks for each in what the run saw: the user's texts (the task, answers to its
+//! questions) and the results of the run's actions (script output, files read, tool results).
+//! A number also counts as grounded when it is what the simple arithmetic a task asks for gives
+//! from the observed numbers: a rounding, a sum or difference of two, a sum over several
+//! results, or a count of the lines or items a result listed.
+//!
+//! The check reads text only; it knows nothing of units or wording, so it errs towards
+//! accepting: any number seen anywhere in the run's sources grounds the same number in the
+//! answer. What it catches is the value that nothing in the run contains.
+
+/// The record format from which final answers are checked: a re-run of an older record is not
+/// (its answers were taken unchecked, and the re-run must match it event for event).
+pub(crate) const SINCE_FORMAT: u32 = 5;
+
+/// The check of a run's final answers: what it needs beside the run's observations, and what
+/// it found.
+#[derive(Debug)]
+pub(crate) struct Grounding {
+    /// Whether answers are checked (see [`SINCE_FORMAT`]).
+    pub(crate) applies: bool,
+    /// The user's texts: the task and every later input.
+    pub(crate) user_texts: Vec<String>,
+    /// The current task had an answer refused: the next ungrounded one is taken, marked.
+    pub(crate) refused: bool,
+    /// The answer that ends the current piece of work is ungrounded.
+    pub(crate) ungrounded: bool,
+}
+
+impl Grounding {
+    pub(crate) fn new(record_format: u32, task: &str) -> Grounding {
+        Grounding {
+            applies: record_format >= SINCE_FORMAT,
+            user_texts: vec![task.to_owned()],
+            refused: false,
+            ungrounded: false,
+        }
+    }
+}
+
+/// A script observation's stdout and stderr, without the status line and the section heads.
+pub(crate) fn script_output(text: &str) -> Vec<&str> {
+    let (head, err) = match text.split_once("\nstderr:\n") {
+        Some((head, err)) => (head, Some(err)),
+        None => (text, None),
+    };
+    let out = head.split_once("\nstdout:\n").map(|(_, out)| out);
+    out.into_iter().chain(err).collect()
+}
+
+/// The numbers and quoted values of `answer` that nothing in `sources` grounds, as the answer
+/// writes them, each once, in order of appearance.
+pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
+    let known = Known::new(sources);
+    let mut missing: Vec<String> = Vec::new();
+    let mut push = |value: String| {
+        if !missing.contains(&value) {
+            missing.push(value);
+        }
+    };
+    for token in answer_tokens(answer) {
+        match token {
+            Token::Number(number) => {
+                if !known.grounds(&number) {
+                    push(number.text);
+                }
+            }
+            Token::Date(date) => {
+                if !known.texts.iter().any(|text| text.contains(&date)) {
+                    push(date);
+                }
+            }
+        }
+    }
+    for quoted in quoted_values(answer) {
+        if !known.grounds_words(&quoted) {
+            push(format!("\"{quoted}\""));
+        }
+    }
+    missing
+}
+
+/// The note that refuses an ungrounded answer once: the values, and what to do instead.
+pub(crate) fn refusal_note(values: &[String]) -> String {
+    let list = values.iter().take(6).map(String::as_str).collect::<Vec<_>>().join(", ");
+    let (subject, verb) =
+        if values.len() == 1 { ("this value", "appears") } else { ("these values", "appear") };
+    format!(
+        "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of this \
+         run. Do not guess. Run a script that gives the value and answer from its output, or \
+         answer that the value is unknown and why."
+    )
+}
+
+/// What a run saw, by kind: only results take part in arithmetic and counts, since a
+/// document (a skill's body, a reference) is full of example figures.
+#[derive(Debug, Default)]
+pub(crate) struct Sources<'a> {
+    /// The user's own texts: the task, answers to the run's questions.
+    pub(crate) user: Vec<&'a str>,
+    /// Documents the run read: skill bodies, resources, descriptions.
+    pub(crate) documents: Vec<&'a str>,
+    /// Results of the run's actions: script output (also of a failed run), tool results.
+    pub(crate) results: Vec<&'a str>,
+}
+
+/// A number written in an answer: its text, its absolute value, and the decimals it shows.
+#[derive(Debug, Clone, PartialEq)]
+struct Number {
+    text: String,
+    value: f64,
+    decimals: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Number(Number),
+    /// An ISO date (`2024-01-15`), matched as written.
+    Date(String),
+}
+
+/// The most numbers one check combines in sums over several results (2^16 subsets).
+const MAX_SUMMANDS: usize = 16;
+/// The most distinct numbers paired for sums and differences of two.
+const MAX_PAIRED: usize = 200;
+/// The largest count of lines or items that grounds a number by itself.
+const MAX_COUNT: usize = 10_000;
+
+/// What the run's sources hold, read once per check.
+struct Known {
+    /// The sources' texts, lowercased.
+    texts: Vec<String>,
+    /// Every number the sources write (absolute values), sorted.
+    values: Vec<f64>,
+    /// Numbers to pair: the results' first, then the user's.
+    paired: Vec<f64>,
+    /// Sums over several results: every subset sum of the results' leading numbers.
+    summands: Vec<f64>,
+    /// Counts of the lines or items of each result.
+    counts: Vec<f64>,
+}
+
+impl Known {
+    fn new(sources: &Sources<'_>) -> Known {
+        let Sources { user, documents, results } = sources;
+        let all = || user.iter().chain(documents).chain(results);
+        let texts: Vec<String> = all().map(|text| text.to_lowercase()).collect();
+        let mut values = Vec::new();
+        for text in all() {
+            source_numbers(text, &mut values, true);
+        }
+        values.sort_by(f64::total_cmp);
+        values.dedup();
+        let numbers_of = |text: &str| {
+            let mut found = Vec::new();
+            source_numbers(text, &mut found, false);
+            found
+        };
+        let result_values: Vec<f64> = results.iter().flat_map(|text| numbers_of(text)).collect();
+        let mut paired = Vec::new();
+        for value in result_values
+            .iter()
+            .chain(user.iter().flat_map(|text| numbers_of(text)).collect::<Vec<_>>().iter())
+        {
+            if paired.len() >= MAX_PAIRED {
+                break;
+            }
+            if !paired.contains(value) {
+                paired.push(*value);
+            }
+        }
+        // Sums over several results: all of the results' numbers when they are few, else the
+        // first number of each result (a count, a total, a converted value).
+        let mut summands: Vec<f64> = result_values;
+        summands.dedup();
+        if summands.len() > MAX_SUMMANDS {
+            summands = results
+                .iter()
+                .filter_map(|text| numbers_of(text).first().copied())
+                .take(MAX_SUMMANDS)
+                .collect();
+        }
+        let counts = results.iter().flat_map(|text| counts(text)).collect();
+        Known { texts, values, paired, summands, counts }
+    }
+
+    fn grounds(&self, number: &Number) -> bool {
+        let matches = |x: f64| same(number, x);
+        if self.values.iter().any(|&x| matches(x)) || self.counts.iter().any(|&x| matches(x)) {
+            return true;
+        }
+        for (i, &a) in self.paired.iter().enumerate() {
+            for &b in &self.paired[i + 1..] {
+                if matches(a + b) || matches((a - b).abs()) {
+                    return true;
+                }
+            }
+        }
+        subset_sums(&self.summands).any(matches)
+    }
+
+    /// A quoted value is grounded when each of its words (three characters or more) appears
+    /// in some source: formatting may differ, an invented name does not pass.
+    fn grounds_words(&self, quoted: &str) -> bool {
+        let lower = quoted.to_lowercase();
+        lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|word| word.chars().count() >= 3 && !word.chars().all(|c| c.is_ascii_digit()))
+            .all(|word| self.texts.iter().any(|text| text.contains(word)))
+    }
+}
+
+/// Whether the answer's `number` is `x`, as written or rounded (or cut) to the decimals the
+/// answer shows.
+fn same(number: &Number, x: f64) -> bool {
+    let x = x.abs();
+    let v = number.value;
+    if (x - v).abs() <= 1e-9 * v.max(1.0) {
+        return true;
+    }
+    let scale = 10f64.powi(number.decimals.min(12) as i32);
+    let rounded = (x * scale).round() / scale;
+    let cut = (x * scale).trunc() / scale;
+    let close = |y: f64| (y - v).abs() <= 0.5e-9 * v.max(1.0) + 1e-12;
+    // An integer answer rounds only a value that had decimals (277.4 → 277), never a
+    // different integer.
+    (number.decimals > 0 || x.fract() != 0.0) && (close(rounded) || close(cut))
+}
+
+/// Every sum of two or more of `values` (at most [`MAX_SUMMANDS`] of them).
+fn subset_sums(values: &[f64]) -> impl Iterator<Item = f64> + '_ {
+    let n = values.len().min(MAX_SUMMANDS);
+    (1u32..(1u32 << n))
+        .filter(|mask| mask.count_ones() >= 2)
+        .map(move |mask| (0..n).filter(|bit| mask & (1 << bit) != 0).map(|bit| values[bit]).sum())
+}
+
+/// The counts a result gives without writing them: its non-empty lines, and the items of a
+/// JSON array or the keys of a JSON object it holds (at the top, or one level down).
+fn counts(text: &str) -> Vec<f64> {
+    let mut found = Vec::new();
+    let lines = text.lines().filter(|line| !line.trim().is_empty()).count();
+    if lines <= MAX_COUNT {
+        found.push(lines as f64);
+    }
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(text.trim()) {
+        let mut add = |value: &serde_json::Value| match value {
+            serde_json::Value::Array(items) if items.len() <= MAX_COUNT => {
+                found.push(items.len() as f64)
+            }
+            serde_json::Value::Object(map) if map.len() <= MAX_COUNT => {
+                found.push(map.len() as f64)
+            }
+            _ => {}
+        };
+        add(&value);
+        if let serde_json::Value::Object(map) = &value {
+            map.values().for_each(&mut add);
+        }
+    }
+    found
+}
+
+/// Every number a source writes, liberally: each run of digits with its decimal part, with a
+/// comma read both as a thousands separator and as a decimal point, and (with `parts`) each
+/// run of digits alone (`3.11.2` gives 3, 11 and 2).
+fn source_numbers(text: &str, out: &mut Vec<f64>, parts: bool) {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len()
+            && (bytes[i].is_ascii_digit()
+                || (matches!(bytes[i], b'.' | b',')
+                    && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        let run = &text[start..i];
+        let mut push = |s: &str| {
+            if let Ok(value) = s.parse::<f64>()
+                && value.is_finite()
+            {
+                out.push(value);
+            }
+        };
+        push(&run.replace(',', ""));
+        if run.contains(',') {
+            push(&run.replace(',', "."));
+        }
+        if parts && (run.contains('.') || run.contains(',')) {
+            for part in run.split(['.', ',']) {
+                push(part);
+            }
+        }
+        // Scientific notation (`1.5e3`).
+        if matches!(bytes.get(i), Some(b'e' | b'E')) {
+            let mut j = i + 1;
+            if matches!(bytes.get(j), Some(b'-' | b'+')) {
+                j += 1;
+            }
+            let exp_start = j;
+            while bytes.get(j).is_some_and(u8::is_ascii_digit) {
+                j += 1;
+            }
+            if j > exp_start {
+                push(&text[start..j].replace(',', ""));
+                i = j;
+            }
+        }
+    }
+}
+
+/// The numbers and dates an answer states. A number must start a word (after a sign, a
+/// currency sign or an opening bracket): the digits of a name (`v2`, `file1.csv`, `sha256`)
+/// are not values; units may follow (`5km`, `50%`); a range or a time gives each of its
+/// numbers (`10-20`, `10:30`). A numbered list's markers (`1.` at a line's start) are not
+/// values.
+fn answer_tokens(answer: &str) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    for line in answer.lines() {
+        let mut words = line.split_whitespace().peekable();
+        // A list marker: `1.`, `2)`, `(3)`.
+        if let Some(first) = words.peek() {
+            let marker = first.trim_start_matches('(').trim_end_matches(['.', ')']);
+            if first.len() > marker.len()
+                && !marker.is_empty()
+                && marker.len() <= 3
+                && marker.bytes().all(|b| b.is_ascii_digit())
+            {
+                words.next();
+            }
+        }
+        for word in words {
+            word_tokens(word, &mut tokens);
+        }
+    }
+    tokens
+}
+
+fn word_tokens(word: &str, tokens: &mut Vec<Token>) {
+    let word = word.trim_matches(|c: char| {
+        matches!(
+            c,
+            '(' | ')'
+                | '['
+                | ']'
+                | '{'
+                | '}'
+                | '"'
+                | '\''
+                | '`'
+                | '*'
+                | '_'
+                | ','
+                | ';'
+                | ':'
+                | '!'
+                | '?'
+                | '='
+                | '<'
+                | '>'
+                | '~'
+                | '“'
+                | '”'
+                | '‘'
+                | '’'
+                | '|'
+        )
+    });
+    let word = word.trim_end_matches('.');
+    let body = word.trim_start_matches(['-', '+', '−', '$', '€', '£', '¥', '#', '≈', '~']);
+    if !body.starts_with(|c: char| c.is_ascii_digit()) {
+        return;
+    }
+    if is_date(body) {
+        tokens.push(Token::Date(body[..10].to_owned()));
+        return;
+    }
+    let mut rest = body;
+    loop {
+        let (number, after) = leading_number(rest);
+        let Some(number) = number else { return };
+        tokens.push(Token::Number(number));
+        // A range, a ratio or a time goes on with its next number.
+        let mut chars = after.chars();
+        match (chars.next(), chars.as_str()) {
+            (Some('-' | '–' | '/' | ':' | 'x' | '×'), next)
+                if next.starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                rest = next
+            }
+            _ => return,
+        }
+    }
+}
+
+/// `YYYY-MM-DD` at the start of `text`.
+fn is_date(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() >= 10
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[5..7].iter().all(u8::is_ascii_digit)
+        && b[7] == b'-'
+        && b[8..10].iter().all(u8::is_ascii_digit)
+        && !b.get(10).is_some_and(u8::is_ascii_digit)
+}
+
+/// The number `text` starts with (thousands separators `1,234`, a decimal point or a decimal
+/// comma `0,5`, an exponent), and what follows it.
+fn leading_number(text: &str) -> (Option<Number>, &str) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    if i == 0 {
+        return (None, text);
+    }
+    let mut digits = text[..i].to_owned();
+    let mut decimals = 0;
+    // Thousands groups: `,ddd` not followed by another digit.
+    while b.get(i) == Some(&b',')
+        && b.len() >= i + 4
+        && b[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+        && !b.get(i + 4).is_some_and(u8::is_ascii_digit)
+    {
+        digits.push_str(&text[i + 1..i + 4]);
+        i += 4;
+    }
+    if matches!(b.get(i), Some(b'.' | b',')) && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        let start = i + 1;
+        let mut j = start;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        digits.push('.');
+        digits.push_str(&text[start..j]);
+        decimals = (j - start) as u32;
+        i = j;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(b.get(j), Some(b'-' | b'+')) {
+            j += 1;
+        }
+        let exp_start = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j > exp_start && !b.get(j).is_some_and(u8::is_ascii_alphabetic) {
+            digits.push_str(&text[i..j]);
+            i = j;
+            decimals = 0;
+        }
+    }
+    let Ok(value) = digits.parse::<f64>() else { return (None, &text[i..]) };
+    let number = Number { text: text[..i].to_owned(), value, decimals };
+    (value.is_finite().then_some(number), &text[i..])
+}
+
+/// The values an answer quotes: between double quotes (straight or curly) or backticks, on one
+/// line, at most 120 characters.
+fn quoted_values(answer: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    for line in answer.lines() {
+        for (open, close) in [('"', '"'), ('“', '”'), ('`', '`')] {
+            let mut rest = line;
+            while let Some(start) = rest.find(open) {
+                let after = &rest[start + open.len_utf8()..];
+                let Some(end) = after.find(close) else { break };
+                let value = after[..end].trim();
+                if !value.is_empty() && value.chars().count() <= 120 {
+                    values.push(value.to_owned());
+                }
+                rest = &after[end + close.len_utf8()..];
+            }
+        }
+    }
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(answer: &str, user: &[&str], results: &[&str]) -> Vec<String> {
+        ungrounded(
+            answer,
+            &Sources { user: user.to_vec(), documents: Vec::new(), results: results.to_vec() },
+        )
+    }
+
+    #[test]
+    fn an_invented_number_is_ungrounded() {
+        let task = "How many lines does README.md have?";
+        assert_eq!(check("The file README.md has 10 lines.", &[task], &[]), vec!["10"]);
+        assert_eq!(
+            check("README.md has 277 lines.", &[task], &["277 README.md"]),
+            Vec::<String>::new()
+        );
+        // The honest answer has nothing to ground.
+        assert!(check("I cannot tell: no installed skill counts lines.", &[task], &[]).is_empty());
+    }
+
+    #[test]
+    fn numbers_with_units_signs_and_separators() {
+        let results = ["1.5 km = 0.932057 mi", "total: 1234567 bytes", "-5 C", "50"];
+        assert!(check("1.5km is 0.932057mi.", &[], &results).is_empty());
+        assert!(check("It is 1,234,567 bytes", &[], &results).is_empty());
+        assert!(check("The low was −5°C, or -5 °C.", &[], &results).is_empty());
+        assert!(check("That is 50%.", &[], &results).is_empty());
+        assert_eq!(check("It is 1,234,600 bytes", &[], &results), vec!["1,234,600"]);
+        assert_eq!(check("Costs $12.50", &[], &results), vec!["12.50"]);
+    }
+
+    #[test]
+    fn rounding_and_decimal_commas() {
+        let results = ["0.932057", "277.4"];
+        assert!(check("about 0.93 miles", &[], &results).is_empty());
+        assert!(check("about 0,93 miles", &[], &results).is_empty());
+        assert!(check("277 lines", &[], &results).is_empty());
+        assert_eq!(check("0.94 miles", &[], &results), vec!["0.94"]);
+        // An integer does not round another integer.
+        assert_eq!(check("278 lines", &[], &["277"]), vec!["278"]);
+    }
+
+    #[test]
+    fn sums_differences_and_counts() {
+        let results = ["a.txt: 10", "b.txt: 20", "c.txt: 35"];
+        assert!(check("Total: 65 lines", &[], &results).is_empty());
+        assert!(check("b has 10 more than a", &[], &results).is_empty());
+        assert!(check("a and c: 45", &[], &results).is_empty());
+        assert_eq!(check("Total: 66 lines", &[], &results), vec!["66"]);
+        // Three listed files, counted by the model.
+        assert!(check("3 files match", &[], &["a.csv\nb.csv\nc.csv\n"]).is_empty());
+        assert!(check("4 items", &[], &[r#"{"items": [1, 2, 7, 9]}"#]).is_empty());
+    }
+
+    #[test]
+    fn documents_ground_their_own_figures_only() {
+        let body = "Limits: 500 lines, 1024 characters. Example: `count.py 3 4`";
+        let sources =
+            Sources { user: vec!["How many lines?"], documents: vec![body], results: Vec::new() };
+        assert!(ungrounded("At most 500 lines.", &sources).is_empty());
+        // Neither a sum of a document's figures nor a count of its lines.
+        assert_eq!(ungrounded("7 lines, 1 line", &sources), vec!["7", "1"]);
+    }
+
+    #[test]
+    fn dates_and_times() {
+        let results = ["2024-03-01 is a Friday", "starts 10:30"];
+        assert!(check("It is 2024-03-01.", &[], &results).is_empty());
+        assert_eq!(check("It is 2024-03-02.", &[], &results), vec!["2024-03-02"]);
+        assert!(check("At 10:30.", &[], &["starts 10:30"]).is_empty());
+        assert_eq!(check("At 12:30.", &[], &["starts 10:30"]), vec!["12"]);
+    }
+
+    #[test]
+    fn names_list_markers_and_the_task_are_not_values() {
+        let task = "Convert 5 km to miles with convert.py";
+        assert!(
+            check("1. Ran scripts/convert.py\n2. Read v2 of file1.csv", &[task], &[]).is_empty()
+        );
+        assert!(check("5 km", &[task], &[]).is_empty());
+        assert!(check("sha256 of utf-8 text", &[task], &[]).is_empty());
+    }
+
+    #[test]
+    fn values_inside_code_blocks_are_checked() {
+        let answer = "Output:\n```\nlines: 12\n```";
+        assert_eq!(check(answer, &[], &["lines: 11"]), vec!["12"]);
+        assert!(check(answer, &[], &["lines: 12"]).is_empty());
+    }
+
+    #[test]
+    fn quoted_values_must_come_from_the_run() {
+        let results = ["skills: csv-summary, unit-convert"];
+        assert!(check("Use `csv-summary`.", &[], &results).is_empty());
+        assert!(check("The skill \"Unit-Convert\" fits", &[], &results).is_empty());
+        assert_eq!(check("Use \"csv-wizard\".", &[], &results), vec!["\"csv-wizard\""]);
+    }
+
+    #[test]
+    fn the_note_names_each_value_once() {
+        let values = check("10 lines, then 10 again and 12", &[], &[]);
+        assert_eq!(values, vec!["10", "12"]);
+        let note = refusal_note(&values);
+        assert!(note.contains("(10, 12)"), "{note}");
+        assert!(note.contains("unknown"), "{note}");
+    }
+
+    #[test]
+    fn no_panic_on_odd_text() {
+        for text in [
+            "",
+            "-",
+            "1e",
+            "1e+",
+            "1,",
+            "1,2,",
+            ".5",
+            "9".repeat(400).as_str(),
+            "1-",
+            "“",
+            "`",
+            "0x1F",
+            "１２３",
+            "1e999",
+        ] {
+            let _ = check(text, &[text], &[text]);
+        }
+    }
+}

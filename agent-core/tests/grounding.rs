@@ -1,0 +1,142 @@
+//! Grounded final answers: an answer that states a value nothing in the run shows is refused
+//! once with a note naming the value, a second is taken and marked `grounded: false`, and
+//! every path replays exactly — checked on the observations, the counters, `run_finished`,
+//! `state.json` and the requests the model received, for react and plan-execute-think.
+
+// A harness = false test binary: unwrap and expect are how a test fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use agent_core::{AgentConfig, EventKind, Outcome, replay_check};
+use common::{Fixture, Ran, answer, call, request_text, select, text, tool, toolbox};
+use model_adapter::{MockModel, MockReply};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn main() -> std::process::ExitCode {
+    common::main(tests![
+        an_ungrounded_answer_is_refused_once_then_taken_and_marked,
+        an_answer_from_a_scripts_output_is_taken_at_once,
+        after_a_refusal_the_honest_answer_is_grounded,
+        a_think_that_completes_with_an_invented_figure_is_refused_once,
+    ])
+}
+
+async fn replays_exactly(ran: &Ran) {
+    let report = replay_check(&ran.run_dir).await.unwrap();
+    assert_eq!(report.divergence, None, "{}", ran.run_dir.display());
+    assert!(report.reproduced());
+}
+
+/// Runs the task on the toolbox fixture (kept: its folder holds the run) and checks that the
+/// run replays exactly.
+async fn run(replies: Vec<MockReply>, config: AgentConfig) -> (Fixture, Ran, Arc<MockModel>) {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(replies));
+    let ran = fixture.run(fixture.agent(&model, config), "How many lines does notes.txt have?");
+    let ran = ran.await.unwrap();
+    replays_exactly(&ran).await;
+    (fixture, ran, model)
+}
+
+async fn an_ungrounded_answer_is_refused_once_then_taken_and_marked() -> anyhow::Result<()> {
+    let invented = "The file notes.txt has 10 lines.";
+    let (_fixture, ran, model) =
+        run(vec![answer(invented), answer(invented)], AgentConfig::default()).await;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, invented);
+    assert!(!ran.result.grounded);
+    let observations = ran.observations();
+    assert_eq!(observations.len(), 1);
+    assert_eq!(observations[0].0, "refused");
+    let note = &observations[0].1;
+    assert!(note.contains("(10)") && note.contains("unknown"), "{note}");
+    // The model saw the note before its second answer, and an answer that admits it cannot
+    // tell, with no figure, was the only answer it could write.
+    let second = &model.requests()[1];
+    assert!(request_text(second).contains(note.as_str()));
+    let final_answer = second.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
+    let pattern = &final_answer.parameters["properties"]["content"]["pattern"];
+    assert_eq!(pattern, &json!("^I (cannot|could not|do not know)[^0-9]*$"));
+    let first = &model.requests()[0];
+    let final_answer = first.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
+    assert_eq!(final_answer.parameters["properties"]["content"].get("pattern"), None);
+    let finished = ran.finished();
+    assert_eq!(finished["grounded"], json!(false));
+    assert_eq!(finished["reasoning_metrics"]["ungrounded_refusals"], json!(1));
+    assert_eq!(finished["reasoning_metrics"]["ungrounded_answers"], json!(1));
+    assert_eq!(ran.result.reasoning_metrics.ungrounded_answers, 1);
+    assert_eq!(ran.state()["reasoning"]["ungrounded_refusals"], json!(1));
+    assert_eq!(ran.result.counters.refusals, 1);
+    Ok(())
+}
+
+async fn an_answer_from_a_scripts_output_is_taken_at_once() -> anyhow::Result<()> {
+    // print.sh 3 x prints "line 1 of 3: x" … "line 3 of 3: x".
+    let replies = vec![
+        select("toolbox"),
+        tool("print", &["3", "x"]),
+        answer("It printed 3 lines, the last \"line 3 of 3: x\"; 1 + 2 = 3, and 6 in all."),
+    ];
+    let (_fixture, ran, _) = run(replies, AgentConfig::default()).await;
+    assert!(ran.result.grounded);
+    assert_eq!(ran.statuses(), ["ok", "ok"]);
+    let finished = ran.finished();
+    // Nothing is written for a grounded answer: records keep their shape.
+    assert_eq!(finished.get("grounded"), None);
+    assert_eq!(finished["reasoning_metrics"].get("ungrounded_refusals"), None);
+    Ok(())
+}
+
+async fn after_a_refusal_the_honest_answer_is_grounded() -> anyhow::Result<()> {
+    let honest = "I cannot tell: no installed skill counts the lines of a file.";
+    let replies = vec![answer("notes.txt has 12 lines"), answer(honest)];
+    let (_fixture, ran, _) = run(replies, AgentConfig::default()).await;
+    assert_eq!(ran.result.final_text, honest);
+    assert!(ran.result.grounded);
+    assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
+    assert_eq!(ran.result.reasoning_metrics.ungrounded_answers, 0);
+    assert_eq!(ran.finished().get("grounded"), None);
+    Ok(())
+}
+
+async fn a_think_that_completes_with_an_invented_figure_is_refused_once() -> anyhow::Result<()> {
+    let think = |summary: &str, completed: bool| {
+        call(
+            "think",
+            json!({"internal_analysis": "looked at the observations", "user_summary": summary,
+                   "task_completed": completed, "next_steps_preview": ""}),
+        )
+    };
+    let plan = |tool: &str, args: serde_json::Value| {
+        call(
+            "plan_tool_call",
+            json!({"reasoning": "next", "steps": [{"tool": tool, "args": args}]}),
+        )
+    };
+    let print = json!({"skill": "toolbox", "script": "scripts/print.sh", "args": ["2", "y"]});
+    let replies = vec![
+        plan("select_skills", json!({"names": ["toolbox"]})),
+        think("The toolbox is selected.", false),
+        plan("run_script", print.clone()),
+        think("It printed 7 lines.", true),
+        plan("run_script", print),
+        think("It printed 2 lines.", true),
+    ];
+    let config = AgentConfig { strategy: "plan-execute-think".into(), ..AgentConfig::default() };
+    let (_fixture, ran, model) = run(replies, config).await;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "It printed 2 lines.");
+    assert!(ran.result.grounded);
+    assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
+    // The refusal answered the think call, and the next round's plan saw it.
+    let seen = request_text(&model.requests()[4]);
+    assert!(seen.contains("answer not accepted") && seen.contains("(7)"), "{seen}");
+    let finishes = ran.data(EventKind::RunFinished);
+    assert_eq!(finishes.len(), 1);
+    assert_eq!(text(&finishes[0]["outcome"]), "completed");
+    Ok(())
+}
