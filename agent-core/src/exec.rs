@@ -347,7 +347,9 @@ impl LiveTools {
                 }
             };
             content.push_str(&format!("# Skill `{name}` (SKILL.md)\n"));
-            content.push_str(&body.render());
+            let rendered = body.render();
+            let usage = crate::usage::script_usages(&rendered, &scripts);
+            content.push_str(&rendered);
             content.push('\n');
             if !scripts.is_empty() {
                 content.push_str(&format!("Scripts (run_script): {}\n", scripts.join(", ")));
@@ -355,7 +357,7 @@ impl LiveTools {
             if !resources.is_empty() {
                 content.push_str(&format!("Files (load_resource): {}\n", resources.join(", ")));
             }
-            skills.push(SelectedSkill { name: name.clone(), scripts, resources });
+            skills.push(SelectedSkill { name: name.clone(), scripts, resources, usage });
         }
         for error in &errors {
             content.push_str(error);

@@ -77,6 +77,11 @@ pub(crate) fn check(
                      observation): use it or answer"
                 ));
             }
+            if let Action::RunScript { skill, script, args } = action
+                && let Some(message) = usage_refusal(state, skill, script, args)
+            {
+                return refused(message);
+            }
             if matches!(action, Action::RunScript { .. })
                 && state.task_counters().script_runs >= config.budgets.max_script_runs
             {
@@ -114,6 +119,50 @@ pub(crate) fn check(
         Ok(()) => Verdict::Allowed,
         Err(message) => Verdict::Refused(ObservationStatus::InvalidAction, message),
     }
+}
+
+/// Why a script call does not fit the usage its SKILL.md shows: a placeholder copied as a
+/// value (`<file named in the task>`, `VALUE`), or more or fewer arguments than any usage
+/// shows. Told before anything runs, with the usage and the files the task names.
+fn usage_refusal(state: &RunState, skill: &str, script: &str, args: &[String]) -> Option<String> {
+    let usage = state.selected_skill(skill)?.usage_of(script);
+    let shown = usage.map_or_else(String::new, |usage| format!(" (SKILL.md: `{}`)", usage.example));
+    let files = crate::reasoning::named_files(&state.task);
+    let named = if files.is_empty() {
+        String::new()
+    } else {
+        format!("; the task names {}", files.join(", "))
+    };
+    if let Some(placeholder) =
+        args.iter().find(|arg| crate::usage::is_placeholder(arg, usage, &state.task))
+    {
+        return Some(format!(
+            "`{placeholder}` is a placeholder from the skill's usage{shown}, not a value: write \
+             the value the task gives in its place{named}"
+        ));
+    }
+    let usage = usage?;
+    let (min, max) = (usage.min_args, usage.max_args);
+    let takes = match max {
+        Some(max) if max == min => format!("{min}"),
+        Some(max) => format!("{min} to {max}"),
+        None => format!("at least {min}"),
+    };
+    let fits =
+        args.len() >= min && max.is_none_or(|max| args.len() <= max + crate::usage::PROSE_ARGS);
+    (!fits).then(|| {
+        let more = if max.is_some_and(|max| args.len() > max) {
+            ": for several values, run it once per value"
+        } else {
+            ""
+        };
+        format!(
+            "`{script}` takes {takes} argument{} (SKILL.md: `{}`), not {}{more}{named}",
+            if takes == "1" { "" } else { "s" },
+            usage.example,
+            args.len()
+        )
+    })
 }
 
 /// Consecutive failures, per kind and per identical action.

@@ -105,6 +105,7 @@ mod session;
 mod space;
 mod state;
 mod strategy;
+mod usage;
 
 pub use action::Action;
 pub use agent::{Agent, AgentBuilder};
@@ -136,3 +137,4 @@ pub use state::{
 };
 pub use strategy::STRATEGIES;
 pub use tokio_util::sync::CancellationToken;
+pub use usage::ScriptUsage;

@@ -123,9 +123,7 @@ pub(crate) fn reasoning_signal(state: &RunState, input_sizes: &[u64]) -> String 
 pub(crate) fn input_sizes(task: &str, workspace: &Path) -> Vec<u64> {
     let mut seen: Vec<&str> = Vec::new();
     let mut sizes = Vec::new();
-    for word in task.split_whitespace() {
-        let word = word.trim_matches(|c: char| "\"'`()[]{}<>,;:!?".contains(c));
-        let word = word.strip_suffix('.').unwrap_or(word);
+    for word in task_words(task) {
         if word.is_empty()
             || seen.contains(&word)
             || Path::new(word).is_absolute()
@@ -141,6 +139,32 @@ pub(crate) fn input_sizes(task: &str, workspace: &Path) -> Vec<u64> {
         }
     }
     sizes
+}
+
+/// The task's words without the punctuation around them (a sentence's last full stop too).
+fn task_words(task: &str) -> impl Iterator<Item = &str> {
+    task.split_whitespace().map(|word| {
+        let word = word.trim_matches(|c: char| "\"'`()[]{}<>,;:!?".contains(c));
+        word.strip_suffix('.').unwrap_or(word)
+    })
+}
+
+/// The words of the task that look like file names (`sales.csv`, `docs/README.md`: a name,
+/// a dot, an extension of letters or digits), each once, in order. Text only.
+pub(crate) fn named_files(task: &str) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for word in task_words(task) {
+        let Some((stem, extension)) = word.rsplit_once('.') else { continue };
+        let looks = !stem.is_empty()
+            && (1..=5).contains(&extension.len())
+            && extension.chars().all(|c| c.is_ascii_alphanumeric())
+            && extension.chars().any(|c| c.is_ascii_alphabetic())
+            && !word.contains("://");
+        if looks && !files.iter().any(|file| file == word) {
+            files.push(word.to_owned());
+        }
+    }
+    files
 }
 
 /// At most this many warnings in one notice.
@@ -253,6 +277,7 @@ mod tests {
             name: name.to_owned(),
             scripts: scripts.iter().map(|s| (*s).to_owned()).collect(),
             resources: Vec::new(),
+            usage: Vec::new(),
         });
     }
 

@@ -186,6 +186,13 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
                 .to_owned(),
         );
     }
+    // One script on offer with a usage: its argument count goes into the schema.
+    if let [(skill, scripts)] = space.run.as_slice()
+        && let [script] = scripts.as_slice()
+        && let Some(usage) = state.selected_skill(skill).and_then(|skill| skill.usage_of(script))
+    {
+        space.arity = Some([usage.min_args, usage.max_args.unwrap_or(0)]);
+    }
     let (describe, call) = external_offer(state, config);
     space.describe = describe;
     space.call = call;
@@ -280,6 +287,10 @@ pub(crate) struct ActionSpace {
     /// Why the space is narrower than usual (shown to the model), if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The one script `run_script` offers takes `[min, max]` arguments by its SKILL.md usage
+    /// (`max` 0: any number): the schema's `args` say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arity: Option<[usize; 2]>,
     /// `final_answer`'s content must admit that the value is unknown, with no digit: the last
     /// answer was refused for a figure no result shows, and no result came since.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -516,12 +527,22 @@ impl ActionSpace {
                     self.run.iter().flat_map(|(_, scripts)| scripts).collect();
                 scripts.sort();
                 scripts.dedup();
+                let mut args = json!({"type": "array", "items": string(ARG_MAX), "maxItems": 8});
+                if let Some([min, max]) = self.arity {
+                    if min > 0 {
+                        args["minItems"] = json!(min.min(8));
+                    }
+                    if max > 0 {
+                        let max = max + crate::usage::PROSE_ARGS;
+                        args["maxItems"] = json!(max.clamp(min.min(8), 8));
+                    }
+                }
                 json!({
                     "type": "object",
                     "properties": {
                         "skill": {"enum": skills},
                         "script": {"enum": scripts},
-                        "args": {"type": "array", "items": string(ARG_MAX), "maxItems": 8},
+                        "args": args,
                     },
                     "required": ["skill", "script", "args"],
                     // Which script before its arguments (sorted, a small model writes the

@@ -36,6 +36,16 @@ pub struct SelectedSkill {
     pub scripts: Vec<String>,
     /// Other readable files (relative paths), what `load_resource` offers.
     pub resources: Vec<String>,
+    /// How SKILL.md shows its scripts called (the scripts it shows with arguments).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<crate::usage::ScriptUsage>,
+}
+
+impl SelectedSkill {
+    /// The usage SKILL.md shows for `script`, if any.
+    pub fn usage_of(&self, script: &str) -> Option<&crate::usage::ScriptUsage> {
+        self.usage.iter().find(|usage| usage.script == script)
+    }
 }
 
 /// How an action ended, as the model is told and as counted for retry caps.

@@ -1,7 +1,9 @@
-//! Grounded final answers: an answer that states a value nothing in the run shows is refused
-//! once with a note naming the value, a second is taken and marked `grounded: false`, and
-//! every path replays exactly — checked on the observations, the counters, `run_finished`,
-//! `state.json` and the requests the model received, for react and plan-execute-think.
+//! Grounded final answers and arguments from the skill's usage: an answer that states a value
+//! nothing in the run shows is refused once with a note naming the value, a second is taken
+//! and marked `grounded: false`; a script call with a placeholder copied from SKILL.md, or
+//! with more arguments than its usage shows, is refused before it runs; and every path replays
+//! exactly — checked on the observations, the counters, `run_finished`, `state.json` and the
+//! requests the model received, for react and plan-execute-think.
 
 // A harness = false test binary: unwrap and expect are how a test fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,6 +24,7 @@ fn main() -> std::process::ExitCode {
         an_answer_from_a_scripts_output_is_taken_at_once,
         after_a_refusal_the_honest_answer_is_grounded,
         a_think_that_completes_with_an_invented_figure_is_refused_once,
+        placeholders_and_argument_counts_are_held_to_the_skills_usage,
     ])
 }
 
@@ -138,5 +141,59 @@ async fn a_think_that_completes_with_an_invented_figure_is_refused_once() -> any
     let finishes = ran.data(EventKind::RunFinished);
     assert_eq!(finishes.len(), 1);
     assert_eq!(text(&finishes[0]["outcome"]), "completed");
+    Ok(())
+}
+
+async fn placeholders_and_argument_counts_are_held_to_the_skills_usage() -> anyhow::Result<()> {
+    let fixture = Fixture::new();
+    fixture.skill(
+        "conv",
+        "Converts a value between units.",
+        "",
+        "Run `scripts/conv.sh VALUE FROM TO`, for example:\n\n```\nscripts/conv.sh 5km mi\n```",
+    );
+    fixture.script("conv", "scripts/conv.sh", "echo \"converted $*\"");
+    let run = |args: &[&str]| {
+        call("run_script", json!({"skill": "conv", "script": "scripts/conv.sh", "args": args}))
+    };
+    let model = Arc::new(MockModel::new(vec![
+        select("conv"),
+        run(&["VALUE", "km", "mi"]),
+        run(&["<value named in the task>", "km", "mi"]),
+        run(&["5", "km", "mi", "12", "km", "mi"]),
+        run(&["5", "km", "mi"]),
+        answer("5 km are converted: converted 5 km mi"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Convert 5 km to mi; see notes.md")
+        .await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "refused", "refused", "ok"]);
+    let observations = ran.observations();
+    let placeholder = &observations[1].1;
+    assert!(
+        placeholder.starts_with(
+            "`VALUE` is a placeholder from the skill's usage (SKILL.md: \
+         `scripts/conv.sh VALUE FROM TO`)"
+        ) && placeholder.ends_with("the task names notes.md"),
+        "{placeholder}"
+    );
+    assert!(observations[2].1.starts_with("`<value named in the task>` is a placeholder"));
+    let count = &observations[3].1;
+    assert!(
+        count.starts_with("`scripts/conv.sh` takes 2 to 3 arguments")
+            && count.contains("not 6: for several values, run it once per value"),
+        "{count}"
+    );
+    assert_eq!(ran.result.script_runs, 1);
+    // After the select, the schema holds the usage's argument count.
+    let tools = &model.requests()[1].tools;
+    let run_script = tools.iter().find(|tool| tool.name == "run_script").unwrap();
+    let args = &run_script.parameters["properties"]["args"];
+    // One more than the usage shows: skills add an optional one in prose.
+    assert_eq!((&args["minItems"], &args["maxItems"]), (&json!(2), &json!(4)));
+    // The selected skill's usage is in the record, so a re-run or a resume sees it.
+    let selected = &ran.state()["selected"][0]["usage"][0];
+    assert_eq!(selected["example"], json!("scripts/conv.sh VALUE FROM TO"));
     Ok(())
 }

@@ -1,0 +1,355 @@
+//! How a skill says to call its scripts: usage lines read from SKILL.md.
+//!
+//! A skill's body shows its scripts in code — a fenced block or an inline span such as
+//! `` `scripts/convert.py VALUE FROM TO` `` or `` `python3 scripts/convert.py 5km mi` ``. Each
+//! such line that names one of the skill's scripts and gives it arguments is a usage: the
+//! arguments it shows tell how many the script takes (`[column]` and flags are optional, `...`
+//! means any number more), and which of them are placeholders (`<file>`, `VALUE`) that the
+//! model must replace with real values. A script's arity is the widest over its usages.
+
+use serde::{Deserialize, Serialize};
+
+/// Arguments a call may give beyond the most a usage line shows: a skill often adds one in
+/// prose ("you may add the column's name as a second argument"), which no usage line shows.
+pub(crate) const PROSE_ARGS: usize = 1;
+
+/// What the usages of one script say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScriptUsage {
+    /// The script (relative path, as listed under `scripts/`).
+    pub script: String,
+    /// The fewest arguments a usage shows.
+    pub min_args: usize,
+    /// The most arguments a usage shows (`None`: a usage allows any number more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_args: Option<usize>,
+    /// Placeholders the usages write where a value goes (`<file>`, `VALUE`), as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placeholders: Vec<String>,
+    /// The first usage line, as the skill writes it.
+    pub example: String,
+}
+
+/// The usages `body` shows for each of `scripts` (only scripts it shows with arguments).
+pub(crate) fn script_usages(body: &str, scripts: &[String]) -> Vec<ScriptUsage> {
+    let lines = code_lines(body);
+    // The JSON form the bundled skills write: `{"script": …, "args": […]}`; where a skill of
+    // one script uses it, its inline argument lists (`["--name", "report"]`) are usages too.
+    let json_form = lines.iter().any(|line| matches!(json_usage(line), Some((Some(_), _))));
+    let mut usages: Vec<ScriptUsage> = Vec::new();
+    for script in scripts {
+        let mut found: Option<ScriptUsage> = None;
+        for line in &lines {
+            let args = match json_usage(line) {
+                Some((Some(named), args)) if named == *script => Some(args),
+                Some((None, args)) if json_form && scripts.len() == 1 => Some(args),
+                Some(_) => None,
+                None => arguments_after(line, script),
+            };
+            let Some(args) = args else { continue };
+            if args.is_empty() {
+                // A script named without arguments is a reference, not a usage.
+                continue;
+            }
+            let shape = Shape::of(&args);
+            let usage = found.get_or_insert_with(|| ScriptUsage {
+                script: script.clone(),
+                min_args: shape.min,
+                max_args: shape.max,
+                placeholders: Vec::new(),
+                example: line.trim().to_owned(),
+            });
+            usage.min_args = usage.min_args.min(shape.min);
+            usage.max_args = match (usage.max_args, shape.max) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+            for placeholder in shape.placeholders {
+                if !usage.placeholders.contains(&placeholder) {
+                    usage.placeholders.push(placeholder);
+                }
+            }
+        }
+        usages.extend(found);
+    }
+    usages
+}
+
+/// A usage in JSON: an object with `script` and `args` (the script named), or a bare list of
+/// string arguments (no script named).
+fn json_usage(line: &str) -> Option<(Option<String>, Vec<String>)> {
+    let line = line.trim();
+    if !(line.starts_with('{') || line.starts_with('[')) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    let strings = |value: &serde_json::Value| -> Option<Vec<String>> {
+        value.as_array()?.iter().map(|item| item.as_str().map(str::to_owned)).collect()
+    };
+    match &value {
+        serde_json::Value::Object(map) => {
+            let script = map.get("script")?.as_str()?.to_owned();
+            Some((Some(script), strings(map.get("args")?)?))
+        }
+        serde_json::Value::Array(_) => Some((None, strings(&value)?)),
+        _ => None,
+    }
+}
+
+/// Whether `arg` is a placeholder rather than a value: angle brackets (`<file named in the
+/// task>`), or one of `usage`'s placeholders as written (`VALUE`) that `task` does not use.
+pub(crate) fn is_placeholder(arg: &str, usage: Option<&ScriptUsage>, task: &str) -> bool {
+    let arg = arg.trim();
+    if arg.len() > 2 && arg.starts_with('<') && arg.ends_with('>') && !arg[1..].contains('<') {
+        return true;
+    }
+    usage.is_some_and(|usage| {
+        usage.placeholders.iter().any(|placeholder| {
+            placeholder == arg && !placeholder.starts_with('<') && !contains_word(task, arg)
+        })
+    })
+}
+
+fn contains_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|token| token == word)
+}
+
+/// The lines of code in a Markdown body: each line of a fenced block, and each inline span.
+fn code_lines(body: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut fenced = false;
+    for line in body.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            lines.push(line.to_owned());
+            continue;
+        }
+        let mut parts = line.split('`');
+        parts.next();
+        while let Some(code) = parts.next() {
+            if parts.next().is_none() {
+                break;
+            }
+            lines.push(code.to_owned());
+        }
+    }
+    lines
+}
+
+/// The arguments `line` gives `script` (tokens after its name up to a shell operator), or
+/// `None` when the line does not name it as a command.
+fn arguments_after(line: &str, script: &str) -> Option<Vec<String>> {
+    let tokens = shell_words(line);
+    let file_name = script.rsplit('/').next().unwrap_or(script);
+    let at = tokens.iter().position(|token| {
+        let token = token.trim_start_matches("./");
+        token == script
+            || token.ends_with(&format!("/{script}"))
+            || token == file_name
+            || token.ends_with(&format!("/{file_name}"))
+    })?;
+    let args = tokens[at + 1..].iter().take_while(|token| !is_operator(token)).cloned().collect();
+    Some(args)
+}
+
+fn is_operator(token: &str) -> bool {
+    matches!(token, "|" | "||" | "&&" | ";" | ">" | ">>" | "<" | "2>&1" | "&" | "#" | "\\")
+        || token.starts_with('#')
+        || token.starts_with("2>")
+        || token.starts_with('>')
+}
+
+/// Splits a command line into words: whitespace separates, quotes group (and are kept off).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut started = false;
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => word.push(c),
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                started = true;
+            }
+            None if c.is_whitespace() => {
+                if started || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                started = false;
+            }
+            None => word.push(c),
+        }
+    }
+    if started || !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// What one usage's arguments say.
+struct Shape {
+    min: usize,
+    max: Option<usize>,
+    placeholders: Vec<String>,
+}
+
+impl Shape {
+    fn of(args: &[String]) -> Shape {
+        let mut min = 0;
+        let mut count = 0;
+        let mut unbounded = false;
+        let mut optional_depth = 0usize;
+        let mut flags = false;
+        let mut placeholders = Vec::new();
+        for arg in args {
+            let opens = arg.starts_with('[');
+            if opens {
+                optional_depth += 1;
+            }
+            let bare = arg.trim_matches(|c| c == '[' || c == ']');
+            if bare.ends_with("...") || bare.ends_with('…') || bare == "..." || bare == "…" {
+                unbounded = true;
+            }
+            let bare = bare.trim_end_matches("...").trim_end_matches('…');
+            if bare.starts_with('-') {
+                flags = true;
+            }
+            if !bare.is_empty() {
+                count += 1;
+                if optional_depth == 0 && !flags {
+                    min += 1;
+                }
+                if is_placeholder_word(bare) && !placeholders.iter().any(|p| p == bare) {
+                    placeholders.push(bare.to_owned());
+                }
+            }
+            let closes = arg.matches(']').count();
+            optional_depth = optional_depth.saturating_sub(closes);
+        }
+        Shape { min, max: (!unbounded).then_some(count), placeholders }
+    }
+}
+
+/// `<file>`, `{value}`, or an upper-case name (`VALUE`, `FROM_UNIT`, `FILE1`).
+fn is_placeholder_word(word: &str) -> bool {
+    let angled = word.len() > 2
+        && ((word.starts_with('<') && word.ends_with('>'))
+            || (word.starts_with('{') && word.ends_with('}')));
+    let upper = word.len() >= 2
+        && word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && word.chars().any(|c| c.is_ascii_uppercase());
+    angled || upper
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usages(body: &str, scripts: &[&str]) -> Vec<ScriptUsage> {
+        let scripts: Vec<String> = scripts.iter().map(|s| (*s).to_owned()).collect();
+        script_usages(body, &scripts)
+    }
+
+    fn arity(usage: &ScriptUsage) -> (usize, Option<usize>) {
+        (usage.min_args, usage.max_args)
+    }
+
+    #[test]
+    fn inline_and_fenced_usages_give_the_widest_arity() {
+        let body = "Run `scripts/convert.py VALUE FROM TO`.\n\n```bash\npython3 scripts/convert.py 5km mi\n```\n";
+        let found = usages(body, &["scripts/convert.py"]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(arity(&found[0]), (2, Some(3)));
+        assert_eq!(found[0].placeholders, ["VALUE", "FROM", "TO"]);
+        assert_eq!(found[0].example, "scripts/convert.py VALUE FROM TO");
+    }
+
+    #[test]
+    fn optional_arguments_flags_and_ellipses() {
+        let body = "```\npython scripts/summary.py <file> [column]\npython scripts/find.py PATTERN [--limit N]\nscripts/cat.sh FILE...\n```";
+        let found = usages(body, &["scripts/summary.py", "scripts/find.py", "scripts/cat.sh"]);
+        assert_eq!(arity(&found[0]), (1, Some(2)));
+        assert_eq!(found[0].placeholders, ["<file>"]);
+        assert_eq!(arity(&found[1]), (1, Some(3)));
+        assert_eq!(arity(&found[2]), (1, None));
+        // Flags make the rest optional.
+        let found = usages("`scripts/x.py --json FILE`", &["scripts/x.py"]);
+        assert_eq!(arity(&found[0]), (0, Some(2)));
+    }
+
+    #[test]
+    fn several_scripts_and_shell_operators() {
+        let body = "Count with `scripts/count.py data.csv | head` and plot with\n`./scripts/plot.py data.csv out.png > log.txt`; see `scripts/count.py`.";
+        let found = usages(body, &["scripts/count.py", "scripts/plot.py", "scripts/other.py"]);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            (found[0].script.as_str(), arity(&found[0])),
+            ("scripts/count.py", (1, Some(1)))
+        );
+        assert_eq!((found[1].script.as_str(), arity(&found[1])), ("scripts/plot.py", (2, Some(2))));
+    }
+
+    #[test]
+    fn quoted_arguments_are_one_each() {
+        let found = usages("`python scripts/find.py '*.csv' \"two words\"`", &["scripts/find.py"]);
+        assert_eq!(arity(&found[0]), (2, Some(2)));
+    }
+
+    #[test]
+    fn a_script_named_by_file_name_or_under_a_base_dir() {
+        let body = "```\npython {baseDir}/scripts/convert.py 1 km mi\nconvert.py 2 km\n```";
+        let found = usages(body, &["scripts/convert.py"]);
+        assert_eq!(arity(&found[0]), (2, Some(3)));
+        assert_eq!(found[0].placeholders, Vec::<String>::new());
+    }
+
+    #[test]
+    fn placeholders_are_told_from_values() {
+        let found = usages("`scripts/c.py VALUE FROM TO`", &["scripts/c.py"]);
+        let usage = found.first();
+        assert!(is_placeholder("<file named in the task>", None, "any"));
+        assert!(is_placeholder("VALUE", usage, "Convert 5 km to mi"));
+        // A word the task itself uses is a value.
+        assert!(!is_placeholder("TO", usage, "Convert TO the other unit"));
+        assert!(!is_placeholder("5", usage, "Convert 5 km"));
+        assert!(!is_placeholder("<", usage, "x"));
+        assert!(!is_placeholder("km", usage, "x"));
+    }
+
+    #[test]
+    fn the_json_form_of_the_bundled_skills() {
+        let body = "```json\n{\"skill\": \"f\", \"script\": \"scripts/find.py\", \"args\": [\"*.csv\"]}\n```\n\
+                    - `[\"--name\", \"report\"]` searches names; `[\"*.md\", \"docs\"]` a folder.";
+        let found = usages(body, &["scripts/find.py"]);
+        assert_eq!(arity(&found[0]), (0, Some(2)));
+        let body = "```json\n{\"script\": \"scripts/c.py\", \"args\": [\"<value>\", \"<from unit>\", \"<to unit>\"]}\n```";
+        let found = usages(body, &["scripts/c.py", "scripts/d.py"]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(arity(&found[0]), (3, Some(3)));
+        assert_eq!(found[0].placeholders, ["<value>", "<from unit>", "<to unit>"]);
+        // Without the JSON form, a bare list names no script.
+        assert!(usages("`[\"a\", \"b\"]`", &["scripts/find.py"]).is_empty());
+    }
+
+    #[test]
+    fn no_panic_on_odd_bodies() {
+        for body in [
+            "`",
+            "```",
+            "`scripts/a.py [`",
+            "`scripts/a.py ]]] [[[`",
+            "`a.py \"unclosed`",
+            "…",
+            "`scripts/a.py …`",
+        ] {
+            let _ = usages(body, &["scripts/a.py"]);
+        }
+    }
+}
