@@ -523,6 +523,11 @@ impl Run {
             content: shown,
             stored,
         })?;
+        if status == ObservationStatus::Ok
+            && matches!(action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
+        {
+            self.state.result_words.extend(crate::space::words(&text));
+        }
         self.observation_texts.push((id.clone(), text));
         self.state.actions.push(ActionRecord {
             turn: self.state.counters.turns,

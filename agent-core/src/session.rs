@@ -331,6 +331,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
             strategy_state: Value::Null,
             pending_question: None,
             task_base: Counters::default(),
+            result_words: Default::default(),
         },
         endings,
         deadlines,
@@ -493,6 +494,7 @@ pub(crate) async fn continue_with(run: &mut Run, input: UserInput) -> Result<Run
             run.context.push(Message::user(format!("New task: {text}")));
             run.state.task = text;
             run.state.task_base = run.state.counters.clone();
+            run.state.result_words.clear();
             run.state.plan = None;
             run.input_sizes = input_sizes;
         }

@@ -38,12 +38,30 @@ const STOP_WORDS: [&str; 58] = [
     "task", "asks",
 ];
 
-fn words(text: &str) -> Vec<String> {
+pub(crate) fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|word| word.chars().count() >= 3)
         .map(str::to_lowercase)
         .filter(|word| !STOP_WORDS.contains(&word.as_str()))
         .collect()
+}
+
+/// What a skill's words are read from: its name and description.
+fn skill_text(entry: &crate::state::SkillEntry) -> String {
+    format!("{} {}", entry.name.replace('-', " "), entry.description)
+}
+
+/// The task's words that neither a selected skill's name or description nor a result of the
+/// run holds: what the run has not yet found a skill or a result for.
+fn open_words(state: &RunState) -> std::collections::HashSet<String> {
+    let mut covered: std::collections::HashSet<String> =
+        state.result_words.iter().cloned().collect();
+    for skill in &state.selected {
+        if let Some(entry) = state.skill(&skill.name) {
+            covered.extend(words(&skill_text(entry)));
+        }
+    }
+    words(&state.task).into_iter().filter(|word| !covered.contains(word)).collect()
 }
 
 /// Catalog names with their word overlap with the task, best first (stable).
@@ -54,7 +72,7 @@ pub(crate) fn scored_skills(state: &RunState) -> Vec<(usize, String)> {
         .iter()
         .enumerate()
         .map(|(position, entry)| {
-            let text = format!("{} {}", entry.name.replace('-', " "), entry.description);
+            let text = skill_text(entry);
             let mut seen = std::collections::HashSet::new();
             let score = words(&text)
                 .into_iter()
@@ -128,10 +146,21 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
         // callers see them all, ranked.
         let relevant_only =
             config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0);
+        // Once results are in, a skill is offered only for what is still open: task words
+        // that neither the selected skills' descriptions nor the results cover (after a CSV
+        // summary listed a column `units`, the local 1.5B selected the unit converter for
+        // "How many units were sold").
+        let open = (relevant_only && !state.result_words.is_empty()).then(|| open_words(state));
         space.select = scored
             .into_iter()
             .filter(|(score, name)| {
-                !relevant_only || *score > 0 || user_named(&state.task, config, name)
+                let related = match &open {
+                    Some(open) => state.skill(name).is_some_and(|entry| {
+                        words(&skill_text(entry)).iter().any(|word| open.contains(word))
+                    }),
+                    None => !relevant_only || *score > 0,
+                };
+                related || user_named(&state.task, config, name)
             })
             .map(|(_, name)| name)
             .filter(|name| state.selected_skill(name).is_none())
@@ -835,6 +864,34 @@ mod tests {
 
     use super::*;
     use crate::action::parse_answer;
+
+    #[test]
+    fn after_a_result_only_skills_for_what_is_still_open_are_offered() {
+        let entry = |name: &str, description: &str| json!({"name": name, "description": description, "source": "project", "directory": "d"});
+        let mut state: RunState = serde_json::from_value(json!({
+            "run_id": "r", "task": "How many units were sold in total according to sales.csv?",
+            "catalog": [
+                entry("csv-summary", "Summarise a CSV file: the total, mean of each column."),
+                entry("unit-converter", "Convert a value between units of length or mass."),
+                entry("file-finder", "Find files by name or content."),
+            ],
+            "selected": [{"name": "csv-summary", "scripts": ["scripts/s.py"], "resources": []}],
+            "actions": [], "counters": {}, "reasoning": {}
+        }))
+        .unwrap();
+        let config = AgentConfig { decide: DecideMode::Json, ..AgentConfig::default() };
+        // Before a result: the converter shares "units" with the task.
+        assert_eq!(action_space(&state, &config).select, ["unit-converter"]);
+        // The summary printed a column `units`: nothing is left open for it.
+        state.result_words.extend(words("column units: numeric, 20 values; units sum: 212"));
+        assert_eq!(action_space(&state, &config).select, Vec::<String>::new());
+        // A task with a step the results do not cover still offers its skill.
+        state.task = "Total the amount column of sales.csv and convert 5 miles to km".into();
+        assert_eq!(action_space(&state, &config).select, ["unit-converter"]);
+        // Native tool callers see every skill, ranked, as before.
+        let tools = AgentConfig { decide: DecideMode::Tools, ..AgentConfig::default() };
+        assert_eq!(action_space(&state, &tools).select.len(), 2);
+    }
 
     #[test]
     fn only_words_that_say_what_a_task_is_about_count() {

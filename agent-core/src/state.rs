@@ -160,6 +160,10 @@ pub struct RunState {
     /// (a session takes several), counters add up over the run.
     #[serde(default, skip_serializing_if = "Counters::is_zero")]
     pub task_base: Counters,
+    /// The words of the results that worked (script output, tool results): what the run has
+    /// found out. Not saved: a re-run of the record rebuilds it.
+    #[serde(skip)]
+    pub(crate) result_words: std::collections::BTreeSet<String>,
 }
 
 /// The bytes of `state.json` — exactly `serde_json::to_vec_pretty` of the state — with each
@@ -267,6 +271,7 @@ mod tests {
             strategy_state: serde_json::json!({"actions": [], "nested": {"actions": []}}),
             pending_question: None,
             task_base: Counters::default(),
+            result_words: Default::default(),
         };
         let mut json = StateJson::default();
         let mut check = |state: &mut RunState| {
