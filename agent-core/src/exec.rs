@@ -357,7 +357,14 @@ impl LiveTools {
             if !resources.is_empty() {
                 content.push_str(&format!("Files (load_resource): {}\n", resources.join(", ")));
             }
-            skills.push(SelectedSkill { name: name.clone(), scripts, resources, usage });
+            let referenced = referenced_files(&rendered, &resources);
+            skills.push(SelectedSkill {
+                name: name.clone(),
+                scripts,
+                resources,
+                usage,
+                referenced,
+            });
         }
         for error in &errors {
             content.push_str(error);
@@ -501,6 +508,23 @@ impl LiveTools {
 }
 
 /// Scripts are the files under `scripts/`; the rest (but `SKILL.md`) are resources.
+/// The files of `resources` that `body` names, in the order it first names them (a path
+/// inside a longer one, `a.md` in `data.md`, does not count).
+fn referenced_files(body: &str, resources: &[String]) -> Vec<String> {
+    let named_at = |path: &str| {
+        body.match_indices(path).map(|(at, _)| at).find(|&at| {
+            let before = body[..at].chars().next_back();
+            let after = body[at + path.len()..].chars().next();
+            let part = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '/' | '.');
+            !before.is_some_and(part) && !after.is_some_and(|c| c != '.' && part(c))
+        })
+    };
+    let mut named: Vec<(usize, &String)> =
+        resources.iter().filter_map(|path| Some((named_at(path)?, path))).collect();
+    named.sort();
+    named.into_iter().map(|(_, path)| path.clone()).collect()
+}
+
 fn split_files(paths: impl Iterator<Item = String>) -> (Vec<String>, Vec<String>) {
     let mut scripts = Vec::new();
     let mut resources = Vec::new();
@@ -530,5 +554,26 @@ fn interpreter_for(script: &Path) -> Option<&'static str> {
         Some("rb") => Some("ruby"),
         Some("pl") => Some("perl"),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_files_a_body_names_come_in_the_order_it_names_them() {
+        let resources: Vec<String> =
+            ["LICENSE.txt", "a.md", "references/codes.md", "references/rates.md", "data.md"]
+                .iter()
+                .map(|path| (*path).to_owned())
+                .collect();
+        let body = "Rates are in `references/rates.md`; error codes in references/codes.md.\n\
+                    See data.md. Not a.md-like names: xa.md, a.mdx.";
+        assert_eq!(
+            referenced_files(body, &resources),
+            ["references/rates.md", "references/codes.md", "data.md"]
+        );
+        assert!(referenced_files("", &resources).is_empty());
     }
 }

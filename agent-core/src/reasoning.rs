@@ -278,6 +278,7 @@ mod tests {
             scripts: scripts.iter().map(|s| (*s).to_owned()).collect(),
             resources: Vec::new(),
             usage: Vec::new(),
+            referenced: Vec::new(),
         });
     }
 

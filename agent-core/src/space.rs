@@ -194,6 +194,9 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             .cloned()
             .collect();
         if !unread.is_empty() {
+            space
+                .referenced
+                .extend(skill.referenced.iter().filter(|path| unread.contains(path)).cloned());
             space.load.push((skill.name.clone(), unread));
         }
         if !skill.scripts.is_empty()
@@ -297,6 +300,9 @@ pub(crate) struct ActionSpace {
     pub load: Vec<(String, Vec<String>)>,
     /// Selected skills with scripts, and those scripts.
     pub run: Vec<(String, Vec<String>)>,
+    /// Files of `load` that the skills' bodies name, in the order they name them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub referenced: Vec<String>,
     /// External tools the catalog only names, which `describe_tools` may describe.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub describe: Vec<String>,
@@ -536,7 +542,12 @@ impl ActionSpace {
                 let skills: Vec<&String> = self.load.iter().map(|(skill, _)| skill).collect();
                 let mut paths: Vec<&String> =
                     self.load.iter().flat_map(|(_, files)| files).collect();
-                paths.sort();
+                // The files a skill's body names first (in the order it names them): a small
+                // model takes the first choice of an enum.
+                let rank = |path: &String| {
+                    self.referenced.iter().position(|named| named == path).unwrap_or(usize::MAX)
+                };
+                paths.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
                 paths.dedup();
                 json!({
                     "type": "object",
@@ -891,6 +902,27 @@ mod tests {
         // Native tool callers see every skill, ranked, as before.
         let tools = AgentConfig { decide: DecideMode::Tools, ..AgentConfig::default() };
         assert_eq!(action_space(&state, &tools).select.len(), 2);
+    }
+
+    #[test]
+    fn files_a_skill_names_are_offered_first() {
+        let space = ActionSpace {
+            load: vec![(
+                "notes".to_owned(),
+                vec![
+                    "LICENSE.txt".to_owned(),
+                    "assets/a.md".to_owned(),
+                    "references/r.md".to_owned(),
+                ],
+            )],
+            referenced: vec!["references/r.md".to_owned()],
+            ..ActionSpace::default()
+        };
+        let schema = space.args_schema("load_resource");
+        assert_eq!(
+            schema["properties"]["path"]["enum"],
+            json!(["references/r.md", "LICENSE.txt", "assets/a.md"])
+        );
     }
 
     #[test]

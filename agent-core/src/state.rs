@@ -39,6 +39,10 @@ pub struct SelectedSkill {
     /// How SKILL.md shows its scripts called (the scripts it shows with arguments).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<crate::usage::ScriptUsage>,
+    /// The files of `resources` that SKILL.md names (`references/rates.md`), in the order it
+    /// first names them: `load_resource` offers them first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub referenced: Vec<String>,
 }
 
 impl SelectedSkill {
