@@ -28,7 +28,7 @@ pub(crate) fn user_named(task: &str, config: &AgentConfig, skill: &str) -> bool 
 
 /// Lowercase words of three letters or more.
 /// Words too common to say anything about relevance.
-const STOP_WORDS: [&str; 58] = [
+const STOP_WORDS: [&str; 60] = [
     "the", "and", "for", "with", "from", "that", "this", "what", "which", "when", "where", "who",
     "how", "are", "was", "were", "been", "has", "have", "had", "its", "his", "her", "their",
     "them", "they", "you", "your", "our", "use", "into", "about", "there", "here", "all", "any",
@@ -36,6 +36,9 @@ const STOP_WORDS: [&str; 58] = [
     "just", "only", "such", "will", "would", "should", "could", "please",
     // Descriptions say "Use when a task asks …": a task that says "task" is not about them.
     "task", "asks",
+    // "How many …" asks for a count of anything (the local 1.5B took a unit converter, whose
+    // description says "how many of one unit", for "How many units were sold").
+    "many", "much",
 ];
 
 pub(crate) fn words(text: &str) -> Vec<String> {
