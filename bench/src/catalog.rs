@@ -47,6 +47,7 @@ pub fn scenarios() -> Vec<Scenario> {
     all.extend(silent_calls());
     all.extend(reasoned());
     all.extend(unanswerable());
+    all.extend(among_many());
     all
 }
 
@@ -894,6 +895,125 @@ fn unanswerable() -> Vec<Scenario> {
             "How many words does TASK.md have?",
             "I cannot tell: no installed skill counts words.",
         ),
+    ]
+}
+
+/// Tasks with `examples/more-skills` installed too (twelve other skills, some close in
+/// wording): the right skill among many, a fact only in a reference file, a two-skill chain,
+/// a sum over two results, and a task no skill can answer.
+fn among_many() -> Vec<Scenario> {
+    let load = |skill: &str, path: &str| {
+        thought(
+            "load_resource",
+            "the figures are in the reference",
+            json!({"skill": skill, "path": path}),
+        )
+    };
+    let reference =
+        |name: &str, task: &str, skill: &str, path: &str, reply: &str, facts: &[&str]| {
+            Scenario::new(
+                name,
+                Category::Reference,
+                task,
+                Check::completed(facts)
+                    .call("load_resource", json!({"skill": skill, "path": path})),
+            )
+            .with_more_skills()
+            .script(
+                REACT,
+                vec![select(&[skill], "the skill holds it"), load(skill, path), answer(reply)],
+            )
+        };
+    vec![
+        one(
+            "csv-total-among-many",
+            "What is the total of the amount column in sales.csv?",
+            CSV,
+            &["sales.csv", "amount"],
+            "The total of the amount column is 1705.47.",
+            &["1705.47"],
+        )
+        .with_more_skills(),
+        one(
+            "csv-units-among-many",
+            "How many units were sold in total according to sales.csv?",
+            CSV,
+            &["sales.csv", "units"],
+            "212 units were sold.",
+            &["212"],
+        )
+        .with_more_skills(),
+        one(
+            "convert-among-many",
+            "How many kilometres are 26.2 miles?",
+            CONVERT,
+            &["26.2", "mi", "km"],
+            "26.2 miles are 42.1648128 km.",
+            &["42.1648128"],
+        )
+        .with_more_skills(),
+        one(
+            "find-among-many",
+            "Which Markdown files are in the workspace?",
+            FIND,
+            &["*.md"],
+            "The workspace holds one Markdown file: TASK.md.",
+            &["TASK.md"],
+        )
+        .with_more_skills(),
+        reference(
+            "reference-http-status",
+            "What does the HTTP status code 418 mean?",
+            "http-status-codes",
+            "references/codes.md",
+            "418 I'm a teapot: the server refuses to brew coffee in a teapot.",
+            &["teapot"],
+        ),
+        reference(
+            "reference-shipping-rate",
+            "What is the shipping rate per kg to zone C, and how long does delivery take?",
+            "shipping-rates",
+            "references/rates.md",
+            "Zone C costs 5.85 EUR per kg, with delivery in 3-5 days.",
+            &["5.85", "3-5"],
+        ),
+        solved(
+            "find-then-total-among-many",
+            Category::MultiSkill,
+            "Find the CSV file in the workspace and tell me the total of its amount column.",
+            &[FIND, CSV],
+            &[(FIND, FIND_SCRIPT, &["*.csv"]), (CSV, CSV_SCRIPT, &["sales.csv", "amount"])],
+            "The CSV file is sales.csv; the total of its amount column is 1705.47.",
+            &["sales.csv", "1705.47"],
+        )
+        .with_more_skills(),
+        solved(
+            "sum-of-two-totals",
+            Category::MultiSkill,
+            "Add the total of the amount column of sales.csv to the total of its units column: \
+             what is the sum?",
+            &[CSV],
+            &[(CSV, CSV_SCRIPT, &["sales.csv"])],
+            "1705.47 + 212 = 1917.47.",
+            &["1917.47"],
+        )
+        .with_more_skills(),
+        Scenario::new(
+            "unanswerable-among-many",
+            Category::Unanswerable,
+            "What is the SHA-256 checksum of sales.csv?",
+            Check::admits(),
+        )
+        .with_more_skills()
+        .script(REACT, vec![answer("I cannot tell: no installed skill computes checksums.")]),
+        Scenario::new(
+            "unanswerable-weather-among-many",
+            Category::Unanswerable,
+            "What will the temperature be in Paris tomorrow?",
+            Check::admits(),
+        )
+        .with_more_skills()
+        .script(REACT, vec![answer("I cannot tell: no installed skill gives weather forecasts.")]),
     ]
 }
 

@@ -32,6 +32,8 @@ pub enum Category {
     Reasoned,
     /// No installed skill can answer: the honest answer says so, with no invented value.
     Unanswerable,
+    /// The key fact is only in a skill's reference file.
+    Reference,
 }
 
 impl Category {
@@ -49,6 +51,7 @@ impl Category {
             Category::SilentCalls => "silent_calls",
             Category::Reasoned => "reasoned",
             Category::Unanswerable => "unanswerable",
+            Category::Reference => "reference",
         }
     }
 }
@@ -319,6 +322,8 @@ pub struct Scenario {
     pub budgets: Budgets,
     /// Whether the agent may ask the user (`ask_user`).
     pub ask_user: bool,
+    /// Whether `examples/more-skills` (twelve other skills, most unrelated) is installed too.
+    pub more_skills: bool,
     /// The scripted answers per strategy (`react`, `plan-execute-think`, …), in call order.
     pub scripts: Vec<(String, Vec<MockReply>)>,
     /// How a run is judged.
@@ -339,6 +344,7 @@ impl Scenario {
                 ..Budgets::default()
             },
             ask_user: false,
+            more_skills: false,
             scripts: Vec::new(),
             check,
         }
@@ -359,6 +365,12 @@ impl Scenario {
     /// Lets the agent ask the user.
     pub fn with_ask_user(mut self) -> Scenario {
         self.ask_user = true;
+        self
+    }
+
+    /// Installs `examples/more-skills` beside the bundled skills (a user's skills folder).
+    pub fn with_more_skills(mut self) -> Scenario {
+        self.more_skills = true;
         self
     }
 }

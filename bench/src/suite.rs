@@ -344,6 +344,12 @@ pub async fn run_one(
     let skills = base.path().join("skills");
     let workspace = base.path().join("workspace");
     copy_tree(&config.examples.join("skills"), &skills)?;
+    let mut roots = vec![SkillRoot::new(RootKind::Project, &skills)];
+    if scenario.more_skills {
+        let more = base.path().join("more-skills");
+        copy_tree(&config.examples.join("more-skills"), &more)?;
+        roots.push(SkillRoot::new(RootKind::User, &more));
+    }
     example_workspace(config, &workspace)?;
     let runs_relative = format!("runs/{}/{strategy}", scenario.name);
     let runs = config.out.join(&runs_relative);
@@ -376,7 +382,7 @@ pub async fn run_one(
     let agent = Agent::builder()
         .model(model)
         .config(agent_config)
-        .skill_roots(vec![SkillRoot::new(RootKind::Project, &skills)])
+        .skill_roots(roots)
         .workspace(&workspace)
         .runs_dir(&runs)
         .runtime(runtime)

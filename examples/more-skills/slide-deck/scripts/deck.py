@@ -1,0 +1,3 @@
+import sys
+print('slide-deck: no outline given', sys.argv[1:])
+sys.exit(2)
