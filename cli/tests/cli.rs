@@ -212,6 +212,7 @@ fn json_prints_one_result_line_and_quiet_prints_only_the_answer() {
         keys,
         [
             "final_text",
+            "grounded",
             "model_calls",
             "outcome",
             "reasoning_metrics",
@@ -233,6 +234,7 @@ fn json_prints_one_result_line_and_quiet_prints_only_the_answer() {
         result["usage"]["prompt_tokens"].is_u64() && result["usage"]["completion_tokens"].is_u64()
     );
     assert!(result["reasoning_metrics"].is_object());
+    assert_eq!(result["grounded"], json!(true));
     assert!(Path::new(result["run_dir"].as_str().unwrap()).join("events.jsonl").is_file());
 
     let spec = happy(&fixture);
@@ -472,7 +474,7 @@ fn resume_goes_on_with_the_recorded_model_skills_and_workspace() {
     assert_code(&run, 0);
     let run_dir = fixture.run_dir();
     let started = &events(&run_dir)[0]["data"];
-    assert_eq!(started["record_format"], 4);
+    assert_eq!(started["record_format"], 5);
     assert_eq!(started["origin"]["model"], spec);
     assert!(started["skill_hashes"]["tally"].as_str().is_some_and(|hash| hash.len() == 64));
     // Killed inside its second script: the record ends before that script's result.
@@ -861,10 +863,23 @@ fn a_model_server_killed_mid_stream_ends_the_run_and_resume_completes_it() {
 #[test]
 fn approval_without_a_terminal_is_denied_with_a_clear_message() {
     let fixture = Fixture::new();
-    let spec = happy(&fixture);
+    let honest = "I cannot tell: the script that counts words was not approved.";
+    // After the denial, the model's count comes from nowhere: refused once, then it admits it.
+    let spec = fixture.answers(
+        "answers.json",
+        &json!([
+            select(&["counter"]),
+            count(&["a", "b", "c"]),
+            answer("There are 3 words."),
+            answer(honest)
+        ]),
+    );
     let output =
         fixture.run(&["run", "--json", "--approval", "always", "--model", &spec, "Count a b c"]);
     assert_code(&output, 0);
+    let result = json_line(&output);
+    assert_eq!((&result["final_text"], &result["grounded"]), (&json!(honest), &json!(true)));
+    assert_eq!(result["reasoning_metrics"]["ungrounded_refusals"], json!(1));
     assert!(!fixture.workspace.join("runs.log").exists(), "the denied script must not run");
     let events = events(&fixture.run_dir());
     let kinds: Vec<&str> = events.iter().filter_map(|event| event["type"].as_str()).collect();

@@ -371,8 +371,12 @@ fn a_killed_workers_task_finishes_on_another_without_redoing_recorded_work() {
 #[test]
 fn a_worker_killed_between_a_script_result_and_its_observation_does_not_run_it_again() {
     let Some(mut fleet) = Fleet::new() else { return };
-    let answers =
-        json!([select(), script("first.sh", &[]), script("second.sh", &[]), answer("Both ran.")]);
+    let answers = json!([
+        select(),
+        script("first.sh", &[]),
+        script("second.sh", &["0"]),
+        answer("Both ran.")
+    ]);
     // Where to kill: the seq of second.sh's `action_executed` in a local run of the same task,
     // in a copy of the workspace.
     let reference = fleet.root.join("reference");
