@@ -61,10 +61,22 @@ pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
             missing.push(value);
         }
     };
-    for token in answer_tokens(answer) {
+    let tokens = answer_tokens(answer);
+    // The answer's own numbers that the run shows: the operands its arithmetic may use when
+    // the results hold too many numbers to pair them all.
+    let operands: Vec<f64> = tokens
+        .iter()
+        .filter_map(|token| match token {
+            Token::Number(number) if known.values.iter().any(|&x| same(number, x)) => {
+                Some(number.value)
+            }
+            _ => None,
+        })
+        .collect();
+    for token in tokens {
         match token {
             Token::Number(number) => {
-                if !known.grounds(&number) {
+                if !known.grounds(&number, &operands) {
                     push(number.text);
                 }
             }
@@ -126,6 +138,9 @@ enum Token {
 const MAX_SUMMANDS: usize = 16;
 /// The most distinct numbers paired for sums and differences of two.
 const MAX_PAIRED: usize = 200;
+/// Up to this many distinct numbers in the results, any two of them may be an answer's
+/// operands; beyond, only numbers the answer states.
+const MAX_FREE_PAIRS: usize = 24;
 /// The largest count of lines or items that grounds a number by itself.
 const MAX_COUNT: usize = 10_000;
 
@@ -187,13 +202,16 @@ impl Known {
         Known { texts, values, paired, summands, counts }
     }
 
-    fn grounds(&self, number: &Number) -> bool {
+    fn grounds(&self, number: &Number, operands: &[f64]) -> bool {
         let matches = |x: f64| same(number, x);
         if self.values.iter().any(|&x| matches(x)) || self.counts.iter().any(|&x| matches(x)) {
             return true;
         }
-        for (i, &a) in self.paired.iter().enumerate() {
-            for &b in &self.paired[i + 1..] {
+        // Few numbers: any two may be added or subtracted. Many (a CSV summary prints dozens,
+        // and their pairwise sums cover most small numbers): only two the answer itself states.
+        let paired = if self.paired.len() <= MAX_FREE_PAIRS { &self.paired[..] } else { operands };
+        for (i, &a) in paired.iter().enumerate() {
+            for &b in &paired[i + 1..] {
                 if matches(a + b) || matches((a - b).abs()) {
                     return true;
                 }
@@ -553,6 +571,19 @@ mod tests {
         assert!(ungrounded("At most 500 lines.", &sources).is_empty());
         // Neither a sum of a document's figures nor a count of its lines.
         assert_eq!(ungrounded("7 lines, 1 line", &sources), vec!["7", "1"]);
+    }
+
+    #[test]
+    fn with_many_numbers_only_operands_the_answer_states_combine() {
+        let summary: String = (1..=40).map(|n| format!("column c{n} sum: {}\n", n * 7)).collect();
+        let results = [summary.as_str()];
+        // 212 - 106 is no sum of two figures the answer gives: invented.
+        assert_eq!(
+            check("212 units, that is 106 kilograms", &[], &["units sum: 212"]),
+            vec!["106"]
+        );
+        assert_eq!(check("7 and 14 make 300", &[], &results), vec!["300"]);
+        assert!(check("7 and 14 make 21", &[], &results).is_empty());
     }
 
     #[test]

@@ -221,12 +221,15 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
                 .to_owned(),
         );
     }
-    // One script on offer with a usage: its argument count goes into the schema.
-    if let [(skill, scripts)] = space.run.as_slice()
-        && let [script] = scripts.as_slice()
-        && let Some(usage) = state.selected_skill(skill).and_then(|skill| skill.usage_of(script))
-    {
-        space.arity = Some([usage.min_args, usage.max_args.unwrap_or(0)]);
+    // Scripts with a usage: their argument counts go into the schema.
+    for (skill, scripts) in &space.run {
+        let Some(selected) = state.selected_skill(skill) else { continue };
+        for script in scripts {
+            if let Some(usage) = selected.usage_of(script) {
+                let arity = [usage.min_args, usage.max_args.unwrap_or(0)];
+                space.arities.push((skill.clone(), script.clone(), arity));
+            }
+        }
     }
     let (describe, call) = external_offer(state, config);
     space.describe = describe;
@@ -325,10 +328,11 @@ pub(crate) struct ActionSpace {
     /// Why the space is narrower than usual (shown to the model), if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The one script `run_script` offers takes `[min, max]` arguments by its SKILL.md usage
-    /// (`max` 0: any number): the schema's `args` say so.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arity: Option<[usize; 2]>,
+    /// Offered scripts whose SKILL.md usage says how many arguments they take:
+    /// `(skill, script, [min, max])` (`max` 0: any number). With one script on offer its `args`
+    /// say so; in JSON mode each script gets its own `run_script` variant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arities: Vec<(String, String, [usize; 2])>,
     /// `final_answer`'s content must admit that the value is unknown, with no digit: the last
     /// answer was refused for a figure no result shows, and no result came since.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -352,6 +356,39 @@ pub(crate) enum PlanField {
 /// admission, with no figure (told only, or held to no digits, the local 1.5B wrote the same
 /// invented figure again, then "has ****** lines").
 const UNKNOWN_ANSWER: &str = "^I (cannot|could not|do not know)[^0-9]*$";
+
+/// The most scripts that get a `run_script` variant each in JSON mode (beyond, one for all).
+const MAX_SCRIPT_VARIANTS: usize = 12;
+
+/// `run_script`'s `args`: the skills and scripts it may name, and the arguments, held to
+/// `arity` (`[min, max]` by the script's usage, `max` 0: any number; one more than the usage
+/// shows is allowed, for an argument a skill describes in prose).
+fn run_script_schema(skills: &[&String], scripts: &[&String], arity: Option<[usize; 2]>) -> Value {
+    let mut args =
+        json!({"type": "array", "items": {"type": "string", "maxLength": ARG_MAX}, "maxItems": 8});
+    if let Some([min, max]) = arity {
+        if min > 0 {
+            args["minItems"] = json!(min.min(8));
+        }
+        if max > 0 {
+            let max = max + crate::usage::PROSE_ARGS;
+            args["maxItems"] = json!(max.clamp(min.min(8), 8));
+        }
+    }
+    json!({
+        "type": "object",
+        "properties": {
+            "skill": {"enum": skills},
+            "script": {"enum": scripts},
+            "args": args,
+        },
+        "required": ["skill", "script", "args"],
+        // Which script before its arguments (sorted, a small model writes the arguments first
+        // and puts the script's path among them).
+        "propertyOrdering": ["skill", "script", "args"],
+        "additionalProperties": false,
+    })
+}
 
 const THOUGHT_MAX: usize = 300;
 const ANSWER_MAX: usize = 4_000;
@@ -570,29 +607,11 @@ impl ActionSpace {
                     self.run.iter().flat_map(|(_, scripts)| scripts).collect();
                 scripts.sort();
                 scripts.dedup();
-                let mut args = json!({"type": "array", "items": string(ARG_MAX), "maxItems": 8});
-                if let Some([min, max]) = self.arity {
-                    if min > 0 {
-                        args["minItems"] = json!(min.min(8));
-                    }
-                    if max > 0 {
-                        let max = max + crate::usage::PROSE_ARGS;
-                        args["maxItems"] = json!(max.clamp(min.min(8), 8));
-                    }
-                }
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "skill": {"enum": skills},
-                        "script": {"enum": scripts},
-                        "args": args,
-                    },
-                    "required": ["skill", "script", "args"],
-                    // Which script before its arguments (sorted, a small model writes the
-                    // arguments first and puts the script's path among them).
-                    "propertyOrdering": ["skill", "script", "args"],
-                    "additionalProperties": false,
-                })
+                let arity = match (scripts.as_slice(), self.arities.as_slice()) {
+                    ([_], [(_, _, arity)]) => Some(*arity),
+                    _ => None,
+                };
+                run_script_schema(&skills, &scripts, arity)
             }
             "describe_tools" => json!({
                 "type": "object",
@@ -732,20 +751,52 @@ impl ActionSpace {
         }
     }
 
+    /// The `args` schemas of `run_script` in JSON mode: one per script when several are on
+    /// offer and some have a usage (each held to its own argument count), else the one.
+    fn run_script_variants(&self) -> Vec<Value> {
+        let offered: Vec<(&String, &String)> = self
+            .run
+            .iter()
+            .flat_map(|(skill, scripts)| scripts.iter().map(move |script| (skill, script)))
+            .collect();
+        if offered.len() < 2 || self.arities.is_empty() || offered.len() > MAX_SCRIPT_VARIANTS {
+            return vec![self.args_schema("run_script")];
+        }
+        offered
+            .into_iter()
+            .map(|(skill, script)| {
+                let arity = self
+                    .arities
+                    .iter()
+                    .find(|(s, p, _)| s == skill && p == script)
+                    .map(|(_, _, arity)| *arity);
+                run_script_schema(&[skill], &[script], arity)
+            })
+            .collect()
+    }
+
     /// The JSON Schema of the turn's structured answer ([`DecideMode::Json`](crate::DecideMode::Json)).
     pub(crate) fn json_schema(&self) -> Value {
+        let variant = |name: &str, args: Value| {
+            json!({
+                "type": "object",
+                "properties": {"type": {"const": name}, "args": args},
+                "required": ["type", "args"],
+                // The name first: the runtime knows the action as soon as it is written.
+                "propertyOrdering": ["type", "args"],
+                "additionalProperties": false,
+            })
+        };
         let variants: Vec<Value> = self
             .allowed()
             .into_iter()
-            .map(|name| {
-                json!({
-                    "type": "object",
-                    "properties": {"type": {"const": name}, "args": self.args_schema(name)},
-                    "required": ["type", "args"],
-                    // The name first: the runtime knows the action as soon as it is written.
-                    "propertyOrdering": ["type", "args"],
-                    "additionalProperties": false,
-                })
+            .flat_map(|name| match name {
+                "run_script" => self
+                    .run_script_variants()
+                    .into_iter()
+                    .map(|args| variant(name, args))
+                    .collect::<Vec<_>>(),
+                _ => vec![variant(name, self.args_schema(name))],
             })
             .collect();
         let action = if variants.len() == 1 {
@@ -905,6 +956,37 @@ mod tests {
         // Native tool callers see every skill, ranked, as before.
         let tools = AgentConfig { decide: DecideMode::Tools, ..AgentConfig::default() };
         assert_eq!(action_space(&state, &tools).select.len(), 2);
+    }
+
+    #[test]
+    fn each_script_with_a_usage_gets_its_own_argument_count_in_json_mode() {
+        let run = |skill: &str, script: &str| (skill.to_owned(), vec![script.to_owned()]);
+        let mut space = ActionSpace {
+            run: vec![run("csv", "scripts/sum.py"), run("finder", "scripts/find.py")],
+            arities: vec![("finder".into(), "scripts/find.py".into(), [1, 2])],
+            ..ActionSpace::default()
+        };
+        let variants = space.json_schema()["properties"]["action"]["anyOf"].clone();
+        let scripts: Vec<(Value, Value)> = variants
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|variant| variant["properties"]["type"]["const"] == "run_script")
+            .map(|variant| {
+                let args = &variant["properties"]["args"]["properties"];
+                (args["script"]["enum"].clone(), args["args"]["maxItems"].clone())
+            })
+            .collect();
+        assert_eq!(
+            scripts,
+            [(json!(["scripts/sum.py"]), json!(8)), (json!(["scripts/find.py"]), json!(3))]
+        );
+        // Tools: one run_script, its args held only when one script is on offer.
+        assert_eq!(space.args_schema("run_script")["properties"]["args"]["maxItems"], json!(8));
+        space.run.truncate(1);
+        space.run[0] = run("finder", "scripts/find.py");
+        let args = &space.args_schema("run_script")["properties"]["args"];
+        assert_eq!((&args["minItems"], &args["maxItems"]), (&json!(1), &json!(3)));
     }
 
     #[test]
