@@ -96,18 +96,25 @@ fn json_usage(line: &str) -> Option<(Option<String>, Vec<String>)> {
     }
 }
 
-/// Whether `arg` is a placeholder rather than a value: angle brackets (`<file named in the
-/// task>`), or one of `usage`'s placeholders as written (`VALUE`) that `task` does not use.
+/// Whether `arg` is a placeholder rather than a value: words in angle brackets (`<file named
+/// in the task>`; a tag or a pattern such as `<div>` or `<[^>]+>` is a value), or one of
+/// `usage`'s placeholders as written (`VALUE`, `<value>`) that `task` does not use.
 pub(crate) fn is_placeholder(arg: &str, usage: Option<&ScriptUsage>, task: &str) -> bool {
     let arg = arg.trim();
-    if arg.len() > 2 && arg.starts_with('<') && arg.ends_with('>') && !arg[1..].contains('<') {
-        return true;
-    }
-    usage.is_some_and(|usage| {
-        usage.placeholders.iter().any(|placeholder| {
-            placeholder == arg && !placeholder.starts_with('<') && !contains_word(task, arg)
+    let described =
+        arg.strip_prefix('<').and_then(|rest| rest.strip_suffix('>')).is_some_and(|inner| {
+            inner.contains(' ')
+                && inner
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.' | '/' | '\''))
+        });
+    described
+        || usage.is_some_and(|usage| {
+            usage
+                .placeholders
+                .iter()
+                .any(|placeholder| placeholder == arg && !contains_word(task, arg))
         })
-    })
 }
 
 fn contains_word(text: &str, word: &str) -> bool {
@@ -163,16 +170,33 @@ fn is_operator(token: &str) -> bool {
         || token.starts_with('>')
 }
 
-/// Splits a command line into words: whitespace separates, quotes group (and are kept off).
+/// Splits a command line into words: whitespace separates, quotes group (and are kept off),
+/// and so does a placeholder in angle brackets (`<file named in the task>`, kept whole).
 fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut quote: Option<char> = None;
     let mut started = false;
-    for c in line.chars() {
+    let chars: Vec<char> = line.chars().collect();
+    for (at, &c) in chars.iter().enumerate() {
         match quote {
-            Some(q) if c == q => quote = None,
+            Some(q) if c == q => {
+                quote = None;
+                if q == '>' {
+                    word.push(c);
+                }
+            }
             Some(_) => word.push(c),
+            // `<` opening a word, not a redirection (`< in.txt`), with its `>` on the line.
+            None if c == '<'
+                && word.is_empty()
+                && chars.get(at + 1).is_some_and(|next| !next.is_whitespace())
+                && chars[at + 1..].contains(&'>') =>
+            {
+                quote = Some('>');
+                started = true;
+                word.push(c);
+            }
             None if c == '"' || c == '\'' => {
                 quote = Some(c);
                 started = true;
@@ -320,6 +344,13 @@ mod tests {
         assert!(!is_placeholder("TO", usage, "Convert TO the other unit"));
         assert!(!is_placeholder("5", usage, "Convert 5 km"));
         assert!(!is_placeholder("<", usage, "x"));
+        // Tags and patterns are values, unless the usage writes them as its placeholders.
+        assert!(!is_placeholder("<div>", None, "x"));
+        assert!(!is_placeholder("<[^>]+>", None, "x"));
+        let angled = usages("`scripts/c.py <value> <to unit> < in.txt`", &["scripts/c.py"]);
+        assert_eq!(arity(&angled[0]), (2, Some(2)));
+        assert_eq!(angled[0].placeholders, ["<value>", "<to unit>"]);
+        assert!(is_placeholder("<value>", angled.first(), "Convert 5 km"));
         assert!(!is_placeholder("km", usage, "x"));
     }
 
