@@ -208,12 +208,26 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             space.run.push((skill.name.clone(), skill.scripts.clone()));
         }
     }
-    // The last answer was refused as ungrounded: the next may give no figure until a result
-    // comes in (an answer that says the value is unknown, or an action that finds it).
-    if last.is_some_and(|record| {
+    // An answer of this task was refused as ungrounded: until a result comes in, the answer
+    // may only say that the value is unknown (after a refusal, the local 1.5B ran a failing
+    // conversion and gave the same invented temperature again).
+    let task_records = || {
+        let first_turn = state.task_base.turns;
+        state.actions.iter().filter(move |record| record.turn > first_turn)
+    };
+    let refused_answer = |record: &&crate::state::ActionRecord| {
         record.status == ObservationStatus::Refused
             && matches!(record.action, Some(Action::FinalAnswer { .. }))
-    }) {
+    };
+    let result = |record: &&crate::state::ActionRecord| {
+        record.status == ObservationStatus::Ok
+            && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
+    };
+    if task_records().any(|record| refused_answer(&record))
+        && !task_records()
+            .skip_while(|record| !refused_answer(record))
+            .any(|record| result(&record))
+    {
         space.answer_without_figures = true;
         space.note = Some(
             "your answer was refused: no result of this run shows its figure. Find the value \

@@ -96,8 +96,17 @@ async fn an_answer_from_a_scripts_output_is_taken_at_once() -> anyhow::Result<()
 
 async fn after_a_refusal_the_honest_answer_is_grounded() -> anyhow::Result<()> {
     let honest = "I cannot tell: no installed skill counts the lines of a file.";
-    let replies = vec![answer("notes.txt has 12 lines"), answer(honest)];
-    let (_fixture, ran, _) = run(replies, AgentConfig::default()).await;
+    // A failed call after the refusal is no result: the answer is still held to an admission.
+    let replies = vec![
+        answer("notes.txt has 12 lines"),
+        select("toolbox"),
+        tool("fail", &["x"]),
+        answer(honest),
+    ];
+    let (_fixture, ran, model) = run(replies, AgentConfig::default()).await;
+    let last = model.requests().last().unwrap().clone();
+    let final_answer = last.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
+    assert!(final_answer.parameters["properties"]["content"]["pattern"].is_string());
     assert_eq!(ran.result.final_text, honest);
     assert!(ran.result.grounded);
     assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
