@@ -112,6 +112,12 @@ impl Action {
         }
     }
 
+    /// Whether the action computes something: a script run or an external tool call (what
+    /// the grounding check and the notes count as results).
+    pub fn is_call(&self) -> bool {
+        matches!(self, Action::RunScript { .. } | Action::CallTool { .. })
+    }
+
     /// A short human-readable form for the console and compacted context.
     pub fn summary(&self) -> String {
         match self {

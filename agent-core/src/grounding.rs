@@ -51,6 +51,56 @@ pub(crate) fn script_output(text: &str) -> Vec<&str> {
     out.into_iter().chain(err).collect()
 }
 
+/// The characters of a call's output a gist keeps (a results line, an ending report).
+pub(crate) const RESULT_CHARS: usize = 100;
+
+/// The first lines of a call's output, joined, cut at [`RESULT_CHARS`]: without the
+/// runtime's framing (`exit code N`, `stdout:`, `stderr:`) and blank lines.
+pub(crate) fn output_gist(text: &str) -> String {
+    let mut gist = String::new();
+    for line in text.lines().map(str::trim) {
+        let framing = line.is_empty()
+            || line == "stdout:"
+            || line == "stderr:"
+            || line.strip_prefix("exit code ").is_some_and(|code| code.parse::<i64>().is_ok());
+        if framing {
+            continue;
+        }
+        if !gist.is_empty() {
+            gist.push_str(" · ");
+        }
+        gist.push_str(line);
+        if gist.chars().count() >= RESULT_CHARS {
+            break;
+        }
+    }
+    if gist.chars().count() > RESULT_CHARS {
+        gist = gist.chars().take(RESULT_CHARS - 1).collect();
+        gist.push('…');
+    }
+    if gist.is_empty() { "(no output)".to_owned() } else { gist }
+}
+
+/// Whether a text meant for the user reads as the writer's own next step ("…, so I need to
+/// select the X skill"): its first sentence says what the writer is going to do. A small
+/// model asked for a stop report often writes the thought it would have acted on.
+pub(crate) fn reads_as_plan(text: &str) -> bool {
+    const INTENT: [&str; 9] = [
+        "i need to ",
+        "i will ",
+        "i'll ",
+        "let me ",
+        "i should ",
+        "i must ",
+        "i am going to ",
+        "i'm going to ",
+        "next, i ",
+    ];
+    let first = text.trim_start().split(['.', '\n', '!', '?']).next().unwrap_or_default();
+    let first = format!(" {}", first.to_lowercase());
+    INTENT.iter().any(|intent| first.contains(&format!(" {intent}")))
+}
+
 /// The numbers and quoted values of `answer` that nothing in `sources` grounds, as the answer
 /// writes them, each once, in order of appearance.
 pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
@@ -509,6 +559,41 @@ fn quoted_values(answer: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_next_step_is_no_report() {
+        assert!(reads_as_plan(
+            "The run script failed three times in a row, so I need to select the 'csv' skill."
+        ));
+        assert!(reads_as_plan("Let me try the other script."));
+        assert!(reads_as_plan("Next, I will run count.py"));
+        assert!(!reads_as_plan(
+            "Done: counted notes.txt (12 lines). Blocked: the script failed. Next steps: I will \
+             need the file named."
+        ));
+        assert!(!reads_as_plan("The file has 12 lines; I could not read the second one."));
+        assert!(!reads_as_plan(""));
+    }
+
+    #[test]
+    fn a_gist_is_the_first_lines_of_the_output_without_the_framing() {
+        assert_eq!(
+            output_gist("exit code 0\nstdout:\n5 mi = 8.04672 km\nquantity: length"),
+            "5 mi = 8.04672 km · quantity: length"
+        );
+        assert_eq!(
+            output_gist("exit code 2\nstderr:\n\nconvert: unknown unit"),
+            "convert: unknown unit"
+        );
+        assert_eq!(output_gist("exit code 0"), "(no output)");
+        assert_eq!(output_gist(""), "(no output)");
+        // A line that only looks like framing stays.
+        assert_eq!(output_gist("exit code zero"), "exit code zero");
+        let long = format!("exit code 0\nstdout:\n{}\nnever shown", "é".repeat(300));
+        let gist = output_gist(&long);
+        assert_eq!(gist.chars().count(), RESULT_CHARS);
+        assert!(gist.ends_with('…') && !gist.contains("never"), "{gist}");
+    }
 
     fn check(answer: &str, user: &[&str], results: &[&str]) -> Vec<String> {
         ungrounded(

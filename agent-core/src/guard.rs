@@ -8,7 +8,7 @@ use crate::action::Action;
 use crate::budget::Outcome;
 use crate::config::AgentConfig;
 use crate::space::{ActionSpace, loaded_whole, user_named};
-use crate::state::{ObservationStatus, RunState, StepStatus};
+use crate::state::{ActionRecord, ObservationStatus, RunState, StepStatus};
 use tools_runtime::Decision;
 
 /// What the guard says about an action.
@@ -126,43 +126,46 @@ pub(crate) fn check(
 /// shows. Told before anything runs, with the usage and the files the task names.
 fn usage_refusal(state: &RunState, skill: &str, script: &str, args: &[String]) -> Option<String> {
     let usage = state.selected_skill(skill)?.usage_of(script);
-    let shown = usage.map_or_else(String::new, |usage| format!(" (SKILL.md: `{}`)", usage.example));
+    let placeholder = args.iter().find(|arg| crate::usage::is_placeholder(arg, usage, &state.task));
+    let misfit = usage.filter(|usage| {
+        args.len() < usage.min_args
+            || usage.max_args.is_some_and(|max| args.len() > max + crate::usage::PROSE_ARGS)
+    });
+    if placeholder.is_none() && misfit.is_none() {
+        return None;
+    }
     let files = crate::reasoning::named_files(&state.task);
     let named = if files.is_empty() {
         String::new()
     } else {
         format!("; the task names {}", files.join(", "))
     };
-    if let Some(placeholder) =
-        args.iter().find(|arg| crate::usage::is_placeholder(arg, usage, &state.task))
-    {
+    if let Some(placeholder) = placeholder {
+        let shown =
+            usage.map_or_else(String::new, |usage| format!(" (SKILL.md: `{}`)", usage.example));
         return Some(format!(
             "`{placeholder}` is a placeholder from the skill's usage{shown}, not a value: write \
              the value the task gives in its place{named}"
         ));
     }
-    let usage = usage?;
+    let usage = misfit?;
     let (min, max) = (usage.min_args, usage.max_args);
     let takes = match max {
         Some(max) if max == min => format!("{min}"),
         Some(max) => format!("{min} to {max}"),
         None => format!("at least {min}"),
     };
-    let fits =
-        args.len() >= min && max.is_none_or(|max| args.len() <= max + crate::usage::PROSE_ARGS);
-    (!fits).then(|| {
-        let more = if max.is_some_and(|max| args.len() > max) {
-            ": for several values, run it once per value"
-        } else {
-            ""
-        };
-        format!(
-            "`{script}` takes {takes} argument{} (SKILL.md: `{}`), not {}{more}{named}",
-            if takes == "1" { "" } else { "s" },
-            usage.example,
-            args.len()
-        )
-    })
+    let more = if max.is_some_and(|max| args.len() > max) {
+        ": for several values, run it once per value"
+    } else {
+        ""
+    };
+    Some(format!(
+        "`{script}` takes {takes} argument{} (SKILL.md: `{}`), not {}{more}{named}",
+        if takes == "1" { "" } else { "s" },
+        usage.example,
+        args.len()
+    ))
 }
 
 /// Consecutive failures, per kind and per identical action.
@@ -223,6 +226,135 @@ impl FailureTracker {
     }
 }
 
+/// The titles of the plan's steps not done yet.
+fn pending_steps(state: &RunState) -> Vec<&str> {
+    state
+        .plan
+        .iter()
+        .flat_map(|plan| &plan.steps)
+        .filter(|step| matches!(step.status, StepStatus::Pending | StepStatus::InProgress))
+        .map(|step| step.title.as_str())
+        .collect()
+}
+
+/// Lines of a report's list: more than this and the rest are counted.
+const REPORT_LINES: usize = 8;
+
+/// The report a stopped task ends with when the model gives none (format 6): what was tried
+/// and how each call ended (a failure with its own error), what is known so far (the results'
+/// first lines), and what the user could do — all from the record, never a thought.
+pub(crate) fn report<'a>(
+    state: &RunState,
+    text_of: impl Fn(&str) -> &'a str,
+    outcome: Outcome,
+    reason: &str,
+) -> String {
+    let first_turn = state.task_base.turns;
+    let records: Vec<&ActionRecord> =
+        state.actions.iter().filter(|record| record.turn > first_turn).collect();
+    // One line per distinct action, in the order first tried, with how it last ended.
+    let mut tried: Vec<(&Action, usize, &ActionRecord)> = Vec::new();
+    for record in &records {
+        let Some(action) = &record.action else { continue };
+        if matches!(action, Action::FinalAnswer { .. } | Action::AskUser { .. }) {
+            continue;
+        }
+        match tried.iter_mut().find(|(known, _, _)| *known == action) {
+            Some(entry) => {
+                entry.1 += 1;
+                // A refused repeat tells less than the run it repeats.
+                if record.status != ObservationStatus::Refused
+                    || entry.2.status == ObservationStatus::Refused
+                {
+                    entry.2 = record;
+                }
+            }
+            None => tried.push((action, 1, record)),
+        }
+    }
+    let mut text = format!("The task was not finished: {reason}.\n\nWhat was tried:\n");
+    let unreadable = |status: ObservationStatus| -> Vec<&&ActionRecord> {
+        records.iter().filter(|record| record.action.is_none() && record.status == status).collect()
+    };
+    let (invalid, model_errors) =
+        (unreadable(ObservationStatus::InvalidAction), unreadable(ObservationStatus::ModelError));
+    if tried.is_empty() && invalid.is_empty() && model_errors.is_empty() {
+        text.push_str("- nothing\n");
+    }
+    for (action, times, record) in tried.iter().take(REPORT_LINES) {
+        let how = match record.status {
+            ObservationStatus::Ok => "worked".to_owned(),
+            ObservationStatus::Failed => {
+                format!("failed: {}", crate::grounding::output_gist(text_of(&record.observation)))
+            }
+            ObservationStatus::Timeout => "timed out".to_owned(),
+            _ => {
+                format!("refused: {}", crate::grounding::output_gist(text_of(&record.observation)))
+            }
+        };
+        let times = if *times > 1 { format!(" ({times} times)") } else { String::new() };
+        text.push_str(&format!("- {}{times}: {how}\n", action.summary()));
+    }
+    if tried.len() > REPORT_LINES {
+        text.push_str(&format!("- and {} more\n", tried.len() - REPORT_LINES));
+    }
+    for (records, one, many) in [
+        (&invalid, "answer of the model that was", "answers of the model that were"),
+        (&model_errors, "model call that", "model calls that"),
+    ] {
+        if let Some(last) = records.last() {
+            let what = if records.len() == 1 { one } else { many };
+            let what = match records == &model_errors {
+                true => format!("{what} failed"),
+                false => format!("{what} no valid action"),
+            };
+            text.push_str(&format!(
+                "- {} {what}, the last: {}\n",
+                records.len(),
+                crate::grounding::output_gist(text_of(&last.observation))
+            ));
+        }
+    }
+    text.push_str("\nWhat is known so far:\n");
+    let results: Vec<&&ActionRecord> = records.iter().filter(|record| record.is_result()).collect();
+    if results.is_empty() {
+        text.push_str("- no result yet: any value would be a guess\n");
+    }
+    for record in results.iter().rev().take(REPORT_LINES).rev() {
+        let summary = record.action.as_ref().map(Action::summary).unwrap_or_default();
+        text.push_str(&format!(
+            "- {summary}: {}\n",
+            crate::grounding::output_gist(text_of(&record.observation))
+        ));
+    }
+    text.push_str("\nWhat you could do:\n");
+    let pending = pending_steps(state);
+    for title in &pending {
+        text.push_str(&format!("- still to do: {title}\n"));
+    }
+    let advice = match outcome {
+        Outcome::Error => {
+            "- the model calls kept failing: check the model or its provider (the run's events \
+             hold each error), then run the task again"
+        }
+        Outcome::Stuck if records.last().is_some_and(|record| record.action.is_none()) => {
+            "- the model's answers were not valid actions: try a larger model (--model) or a \
+             simpler task"
+        }
+        Outcome::Stuck => {
+            "- read the error above: give the value, file or skill it asks for, then run the \
+             task again"
+        }
+        Outcome::Cancelled => {
+            "- run the task again (or `skills-agent resume` the run) to finish it"
+        }
+        _ => "- run the task again with a larger budget, or split it into smaller tasks",
+    };
+    text.push_str(advice);
+    text.push('\n');
+    text
+}
+
 /// The answer written when the degraded model call fails: what was done, the blocker, next
 /// steps — from the state alone.
 pub(crate) fn fallback_answer(state: &RunState, reason: &str) -> String {
@@ -247,13 +379,7 @@ pub(crate) fn fallback_answer(state: &RunState, reason: &str) -> String {
         }
     }
     text.push_str(&format!("\nBlocker: {reason}.\n\nNext steps:\n"));
-    let pending: Vec<&str> = state
-        .plan
-        .iter()
-        .flat_map(|plan| &plan.steps)
-        .filter(|step| matches!(step.status, StepStatus::Pending | StepStatus::InProgress))
-        .map(|step| step.title.as_str())
-        .collect();
+    let pending = pending_steps(state);
     if pending.is_empty() {
         text.push_str("- run the task again with a larger budget, or narrow it down\n");
     } else {

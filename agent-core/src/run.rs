@@ -157,6 +157,8 @@ pub(crate) struct Run {
     pub(crate) observation_texts: Vec<(String, String)>,
     /// The check of final answers against what the run saw.
     pub(crate) grounding: Grounding,
+    /// The record format this run follows ([`crate::RECORD_FORMAT`], or a re-run record's own).
+    pub(crate) format: u32,
     /// `state.json` with the audit trail serialised once per record.
     pub(crate) state_json: crate::state::StateJson,
     /// Sizes of the files the task names, from the run's start (the reasoning level).
@@ -523,9 +525,7 @@ impl Run {
             content: shown,
             stored,
         })?;
-        if status == ObservationStatus::Ok
-            && matches!(action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
-        {
+        if status == ObservationStatus::Ok && action.is_some_and(Action::is_call) {
             self.state.result_words.extend(crate::space::words(&text));
         }
         self.observation_texts.push((id.clone(), text));
@@ -579,14 +579,14 @@ impl Run {
                 return Ok(None);
             }
         }
+        if let Some(message) = self.repeated_failure(action) {
+            self.emit(ActionValidated::invalid(Some(action), &message))?;
+            self.observe(Some(action), ObservationStatus::Refused, &message, tool_call_id)?;
+            return Ok(None);
+        }
         self.emit(ActionValidated::valid(action))?;
         if let Action::RecallObservation { id } = action {
-            let text = self
-                .observation_texts
-                .iter()
-                .find(|(known, _)| known == id)
-                .map(|(_, text)| text.clone())
-                .unwrap_or_default();
+            let text = self.observation_text(id).to_owned();
             self.emit(ActionExecuted {
                 action: action.clone(),
                 status: ObservationStatus::Ok,
@@ -686,10 +686,78 @@ impl Run {
         })
     }
 
+    /// The full text of observation `id` (empty when there is none).
+    pub(crate) fn observation_text(&self, id: &str) -> &str {
+        self.observation_texts
+            .iter()
+            .rev()
+            .find(|(known, _)| known == id)
+            .map_or("", |(_, text)| text.as_str())
+    }
+
+    /// The records of the current task (a chat's earlier tasks are done).
+    pub(crate) fn task_records(&self) -> impl DoubleEndedIterator<Item = &ActionRecord> {
+        let first_turn = self.state.task_base.turns;
+        self.state.actions.iter().filter(move |record| record.turn > first_turn)
+    }
+
+    /// Why a script run or tool call is refused without running: the same call already
+    /// failed in this task (format 6). Scripts are deterministic enough that the same
+    /// arguments give the same error; on held-out tasks the local 1.5B re-ran one failing call
+    /// five times, reading unrelated documents in between.
+    fn repeated_failure(&self, action: &Action) -> Option<String> {
+        if self.format < 6 || !action.is_call() {
+            return None;
+        }
+        // The latest identical call that ran (a refused repeat did not).
+        let earlier = self.task_records().rev().find(|record| {
+            record.action.as_ref() == Some(action)
+                && matches!(
+                    record.status,
+                    ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
+                )
+        })?;
+        let what = match earlier.status {
+            ObservationStatus::Failed => {
+                let text = self.observation_text(&earlier.observation);
+                format!("failed ({}: {})", earlier.observation, crate::grounding::output_gist(text))
+            }
+            ObservationStatus::Timeout => format!("timed out ({})", earlier.observation),
+            _ => return None,
+        };
+        Some(format!(
+            "this exact call already {what}; the same arguments give the same error: change \
+             the arguments, use another script, or answer with what is known"
+        ))
+    }
+
+    /// Whether the task's last action is one that has now failed or been refused
+    /// [`crate::GuardConfig::stuck_repeats`] times in this task since it last worked, with
+    /// other actions in between (format 6; in a row, the failure tracker tells).
+    fn repeated_in_task(&self) -> Option<String> {
+        if self.format < 6 {
+            return None;
+        }
+        let last = self.task_records().next_back()?;
+        let action = last.action.as_ref().filter(|_| last.status != ObservationStatus::Ok)?;
+        let count = self
+            .task_records()
+            .rev()
+            .filter(|record| record.action.as_ref() == Some(action))
+            .take_while(|record| record.status != ObservationStatus::Ok)
+            .count();
+        (count >= self.config.guard.stuck_repeats as usize).then(|| {
+            format!(
+                "the same failing action ({}) came {count} times in this task",
+                action.summary()
+            )
+        })
+    }
+
     /// A loop of the same failing action, or too many failures of one kind: `stuck`, or
     /// `error` when the model calls themselves kept failing.
     pub(crate) fn stuck(&self) -> Option<Stop> {
-        let reason = self.failures.stuck(&self.config)?;
+        let reason = self.failures.stuck(&self.config).or_else(|| self.repeated_in_task())?;
         let outcome = if self.failures.model_errors() > self.config.guard.retry_caps.model_error {
             Outcome::Error
         } else {
@@ -783,7 +851,15 @@ impl Run {
     /// fails. Cancelled runs make no call.
     pub(crate) async fn degrade(&mut self, stop: Stop) -> Result<Ending> {
         let Stop { outcome, reason } = stop;
-        if outcome != Outcome::Cancelled {
+        // Format 6: a stuck run's model is in a loop, and its text was its next step (on the
+        // local 1.5B: "The run script failed three times in a row, so I need to select …"):
+        // the report from the record tells the user more, without a call.
+        let ask = match outcome {
+            Outcome::Cancelled => false,
+            Outcome::Stuck => self.format < 6,
+            _ => true,
+        };
+        if ask {
             let mut messages = self.context.messages(None);
             messages.push(Message::user(format!(
                 "The run must stop now: {reason}. Write the final answer for the user with three \
@@ -799,12 +875,59 @@ impl Run {
                 // A document cut off mid-way (a small model that kept writing its JSON until
                 // max_tokens) is no answer for the user: the deterministic one stands in.
                 let text = unwrap_document(response.text.trim()).unwrap_or_default();
-                if !text.is_empty() && response.tool_calls.is_empty() {
+                if !text.is_empty() && response.tool_calls.is_empty() && self.reports(&text) {
                     return Ok(Ending { outcome, final_text: text });
                 }
             }
         }
-        Ok(Ending { outcome, final_text: guard::fallback_answer(&self.state, &reason) })
+        let final_text = if self.format < 6 {
+            guard::fallback_answer(&self.state, &reason)
+        } else {
+            guard::report(&self.state, |id| self.observation_text(id), outcome, &reason)
+        };
+        Ok(Ending { outcome, final_text })
+    }
+
+    /// Whether a degraded answer is a report the user can take (format 6): every value it
+    /// states comes from the run, and it is not the model's next step.
+    fn reports(&self, text: &str) -> bool {
+        if self.format < 6 {
+            return true;
+        }
+        crate::grounding::ungrounded(text, &self.answer_sources()).is_empty()
+            && !crate::grounding::reads_as_plan(text)
+    }
+
+    /// What a final answer's values may come from: the user's texts, and the observations of
+    /// actions that ran (a refusal's or an invalid answer's text is the runtime's, not a
+    /// source). A script's result is its output without the status line.
+    pub(crate) fn answer_sources(&self) -> crate::grounding::Sources<'_> {
+        let mut sources = crate::grounding::Sources {
+            user: self.grounding.user_texts.iter().map(String::as_str).collect(),
+            ..Default::default()
+        };
+        let texts: std::collections::HashMap<&str, &str> =
+            self.observation_texts.iter().map(|(id, text)| (id.as_str(), text.as_str())).collect();
+        for record in &self.state.actions {
+            let Some(action) = &record.action else { continue };
+            if !matches!(
+                record.status,
+                ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
+            ) {
+                continue;
+            }
+            let Some(&text) = texts.get(record.observation.as_str()) else { continue };
+            match action {
+                Action::RunScript { .. } => {
+                    sources.results.extend(crate::grounding::script_output(text))
+                }
+                Action::CallTool { .. } | Action::Todo { .. } | Action::Schedule { .. } => {
+                    sources.results.push(text)
+                }
+                _ => sources.documents.push(text),
+            }
+        }
+        sources
     }
 
     /// Whether the time limit `what` (`limit_ms` from `since`) has passed before `step` of this

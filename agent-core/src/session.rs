@@ -86,8 +86,11 @@ pub struct RunResult {
 /// the launcher's model spec, approval and configuration files) — records of format 3 still
 /// re-run, since a re-run re-emits the recorded `run_started`; 5 checks final answers against
 /// what the run saw (a refused ungrounded answer, `grounded: false`) — older records re-run
-/// without the check.
-pub const RECORD_FORMAT: u32 = 5;
+/// without the check; 6 refuses a repeat of a call that failed, ends a task stuck once one
+/// failing action came [`crate::GuardConfig::stuck_repeats`] times in it (not only in a row),
+/// and ends a stuck run with a report written from the record — records of 3 to
+/// 5 re-run as they were written.
+pub const RECORD_FORMAT: u32 = 6;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -349,6 +352,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         next_observation: 0,
         observation_texts: Vec::new(),
         grounding: Grounding::new(start.record_format, &start.task),
+        format: start.record_format,
         state_json: Default::default(),
         input_sizes: start.input_sizes.clone(),
         external,

@@ -101,8 +101,7 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
     };
     // An identical successful script run, repeated: only the answer is left.
     if let Some(record) = last
-        && record.status == ObservationStatus::Ok
-        && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
+        && record.is_result()
         && state.actions[..state.actions.len() - 1].iter().any(|earlier| {
             earlier.status == ObservationStatus::Ok && earlier.action == record.action
         })
@@ -177,10 +176,7 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
     }
     // After a call that worked, small models tend to make the same call again (measured on the
     // local 1.5B: an MCP call made twice in every run): say that its result is in.
-    if last.is_some_and(|record| {
-        record.status == ObservationStatus::Ok
-            && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
-    }) {
+    if last.is_some_and(crate::state::ActionRecord::is_result) {
         space.note = Some(
             "the last call worked and its result is above: answer if it is enough, do not \
              repeat it"
@@ -219,14 +215,10 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
         record.status == ObservationStatus::Refused
             && matches!(record.action, Some(Action::FinalAnswer { .. }))
     };
-    let result = |record: &&crate::state::ActionRecord| {
-        record.status == ObservationStatus::Ok
-            && matches!(record.action, Some(Action::RunScript { .. } | Action::CallTool { .. }))
-    };
     if task_records().any(|record| refused_answer(&record))
         && !task_records()
             .skip_while(|record| !refused_answer(record))
-            .any(|record| result(&record))
+            .any(crate::state::ActionRecord::is_result)
     {
         space.answer_without_figures = true;
         space.note = Some(

@@ -101,6 +101,13 @@ pub struct ActionRecord {
     pub observation: String,
 }
 
+impl ActionRecord {
+    /// Whether this is a result: a script run or tool call that ended `ok`.
+    pub fn is_result(&self) -> bool {
+        self.status == ObservationStatus::Ok && self.action.as_ref().is_some_and(Action::is_call)
+    }
+}
+
 /// Usage counters of a run (a record that lacks one reads it as 0).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]

@@ -39,6 +39,7 @@ fn main() -> std::process::ExitCode {
             the_time_limit_stops_the_run_before_the_next_turn,
             the_deterministic_answer_stands_in_when_the_degraded_call_fails,
             identical_failing_actions_end_the_run_as_stuck,
+            a_failing_call_repeated_between_other_actions_ends_the_run_as_stuck,
             failures_of_one_kind_past_their_cap_end_the_run,
             each_failure_kind_has_its_own_retry_cap,
             every_failure_is_an_observation_of_its_kind,
@@ -520,10 +521,15 @@ async fn the_deterministic_answer_stands_in_when_the_degraded_call_fails() -> an
     ]});
     let mut config = AgentConfig::default();
     config.budgets.max_turns = 2;
-    let expected = "The run stopped before the task was finished.\n\nDone so far:\n\
-                    - select_skills toolbox (obs-1)\n\
-                    - run_script toolbox/scripts/log.sh one (obs-2)\n\n\
-                    Blocker: the turn limit (2) was reached.\n\nNext steps:\n- Log two\n";
+    let expected = "The task was not finished: the turn limit (2) was reached.\n\n\
+                    What was tried:\n\
+                    - select_skills toolbox: worked\n\
+                    - run_script toolbox/scripts/log.sh one: worked\n\n\
+                    What is known so far:\n\
+                    - run_script toolbox/scripts/log.sh one: logged one\n\n\
+                    What you could do:\n\
+                    - still to do: Log two\n\
+                    - run the task again with a larger budget, or split it into smaller tasks\n";
     // The degraded call fails, answers with a tool call instead of text, or with a JSON
     // document cut off at max_tokens (the local 1.5B in plan-execute-think).
     let cut_off = MockReply::response(&model_adapter::Response {
@@ -636,6 +642,15 @@ async fn the_turn_note_lists_the_results_so_far() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The report a stuck task ends with: no model call (the model is in a loop).
+fn stuck_report(reason: &str, tried: &str, known: &str) -> String {
+    format!(
+        "The task was not finished: {reason}.\n\nWhat was tried:\n{tried}\nWhat is known so \
+         far:\n{known}\nWhat you could do:\n- read the error above: give the value, file or \
+         skill it asks for, then run the task again\n"
+    )
+}
+
 async fn identical_failing_actions_end_the_run_as_stuck() -> anyhow::Result<()> {
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(vec![
@@ -644,18 +659,59 @@ async fn identical_failing_actions_end_the_run_as_stuck() -> anyhow::Result<()> 
         tool("fail", &["x"]),
         tool("fail", &["x"]),
         MockReply::text("The script keeps failing on x."),
-        tool("fail", &["x"]),
     ]));
     let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), "Handle x").await?;
     assert_eq!(ran.result.outcome, Outcome::Stuck);
-    assert_eq!(ran.result.final_text, "The script keeps failing on x.");
-    assert_eq!(counters(&ran), (4, 5, 4, 3, 0));
-    assert_eq!(ran.statuses(), ["ok", "failed", "failed", "failed"]);
+    // The repeats are refused without running: the same arguments give the same error.
+    assert_eq!(ran.statuses(), ["ok", "failed", "refused", "refused"]);
+    assert_eq!(counters(&ran), (4, 4, 4, 1, 2));
+    assert_eq!(
+        ran.observations()[2].1,
+        "this exact call already failed (obs-2: cannot handle x); the same arguments give the \
+         same error: change the arguments, use another script, or answer with what is known"
+    );
+    assert_eq!(
+        ran.result.final_text,
+        stuck_report(
+            "the same failing action (run_script toolbox/scripts/fail.sh x) came 3 times in a row",
+            "- select_skills toolbox: worked\n\
+             - run_script toolbox/scripts/fail.sh x (3 times): failed: cannot handle x\n",
+            "- no result yet: any value would be a guess\n",
+        )
+    );
+    assert_eq!(model.remaining(), 1, "no degraded call");
+    Ok(())
+}
+
+async fn a_failing_call_repeated_between_other_actions_ends_the_run_as_stuck() -> anyhow::Result<()>
+{
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("fail", &["x"]),
+        tool("log", &["a"]),
+        tool("fail", &["x"]),
+        tool("log", &["b"]),
+        tool("fail", &["x"]),
+        MockReply::text("unused"),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), "Handle x").await?;
+    assert_eq!(ran.result.outcome, Outcome::Stuck);
+    assert_eq!(ran.statuses(), ["ok", "failed", "ok", "refused", "ok", "refused"]);
+    assert_eq!(
+        ran.result.final_text,
+        stuck_report(
+            "the same failing action (run_script toolbox/scripts/fail.sh x) came 3 times in \
+             this task",
+            "- select_skills toolbox: worked\n\
+             - run_script toolbox/scripts/fail.sh x (3 times): failed: cannot handle x\n\
+             - run_script toolbox/scripts/log.sh a: worked\n\
+             - run_script toolbox/scripts/log.sh b: worked\n",
+            "- run_script toolbox/scripts/log.sh a: logged a\n\
+             - run_script toolbox/scripts/log.sh b: logged b\n",
+        )
+    );
     assert_eq!(model.remaining(), 1);
-    assert!(degraded_prompt(&model).starts_with(
-        "The run must stop now: the same failing action (run_script toolbox/scripts/fail.sh x) \
-         came 3 times in a row."
-    ));
     Ok(())
 }
 
@@ -676,12 +732,26 @@ async fn failures_of_one_kind_past_their_cap_end_the_run() -> anyhow::Result<()>
     config.guard.retry_caps.failed = 2;
     let ran = fixture.run(fixture.agent(&model, config), "Handle a to e").await?;
     assert_eq!(ran.result.outcome, Outcome::Stuck);
-    assert_eq!(ran.result.final_text, "Every input fails.");
     assert_eq!(ran.statuses(), ["ok", "failed", "failed", "ok", "failed", "failed", "failed"]);
-    assert!(
-        degraded_prompt(&model)
-            .starts_with("The run must stop now: 3 failed failures in a row (cap 2).")
+    let failed =
+        |x: &str| format!("- run_script toolbox/scripts/fail.sh {x}: failed: cannot handle {x}\n");
+    assert_eq!(
+        ran.result.final_text,
+        stuck_report(
+            "3 failed failures in a row (cap 2)",
+            &format!(
+                "- select_skills toolbox: worked\n{}{}- run_script toolbox/scripts/log.sh ok: \
+                 worked\n{}{}{}",
+                failed("a"),
+                failed("b"),
+                failed("c"),
+                failed("d"),
+                failed("e")
+            ),
+            "- run_script toolbox/scripts/log.sh ok: logged ok\n",
+        )
     );
+    assert_eq!(model.remaining(), 1, "no degraded call");
     Ok(())
 }
 
@@ -730,13 +800,19 @@ async fn each_failure_kind_has_its_own_retry_cap() -> anyhow::Result<()> {
         let expected = if kind == "model_error" { Outcome::Error } else { Outcome::Stuck };
         assert_eq!(ran.result.outcome, expected, "{kind}");
         assert_eq!(ran.statuses(), ["ok", kind, kind], "{kind}");
-        assert_eq!(ran.result.final_text, format!("Stopped after two {kind} failures."));
-        assert!(
-            degraded_prompt(&model).starts_with(&format!(
-                "The run must stop now: 2 {kind} failures in a row (cap 1)."
-            )),
-            "{kind}"
-        );
+        let reason = format!("2 {kind} failures in a row (cap 1)");
+        if kind == "model_error" {
+            // Model errors are not a loop of the model's: it is asked for the answer.
+            assert_eq!(ran.result.final_text, format!("Stopped after two {kind} failures."));
+            assert!(
+                degraded_prompt(&model).starts_with(&format!("The run must stop now: {reason}.")),
+                "{kind}"
+            );
+        } else {
+            let text = &ran.result.final_text;
+            assert!(text.starts_with(&format!("The task was not finished: {reason}.")), "{text}");
+            assert_eq!(model.remaining(), 1, "{kind}: no degraded call");
+        }
     }
     Ok(())
 }
@@ -833,9 +909,14 @@ async fn model_errors_past_their_cap_end_the_run_as_an_error() -> anyhow::Result
     assert_eq!(ran.statuses(), ["model_error"; 5]);
     assert_eq!(
         ran.result.final_text,
-        "The run stopped before the task was finished.\n\nDone so far:\n- nothing completed\n\n\
-         Blocker: 5 model_error failures in a row (cap 4).\n\nNext steps:\n\
-         - run the task again with a larger budget, or narrow it down\n"
+        "The task was not finished: 5 model_error failures in a row (cap 4).\n\n\
+         What was tried:\n\
+         - 5 model calls that failed, the last: the model call failed: mock model: connection \
+         reset\n\n\
+         What is known so far:\n- no result yet: any value would be a guess\n\n\
+         What you could do:\n\
+         - the model calls kept failing: check the model or its provider (the run's events \
+         hold each error), then run the task again\n"
     );
     let responses = ran.data(EventKind::ModelResponse);
     assert_eq!(responses[5]["purpose"], "degraded_answer");
@@ -851,7 +932,11 @@ async fn a_cancelled_run_ends_without_a_model_call() -> anyhow::Result<()> {
     let builder = fixture.agent(&model, AgentConfig::default()).cancellation(token);
     let ran = fixture.run(builder, "Log one").await?;
     assert_eq!(ran.result.outcome, Outcome::Cancelled);
-    assert!(ran.result.final_text.contains("Blocker: the run was cancelled."));
+    assert!(
+        ran.result.final_text.starts_with("The task was not finished: the run was cancelled."),
+        "{}",
+        ran.result.final_text
+    );
     assert_eq!(model.requests().len(), 0);
     assert_eq!(ran.kinds(), ["run_started", "run_finished"]);
     Ok(())

@@ -466,9 +466,10 @@ async fn the_step_limit_answer_says_what_is_done_why_and_what_next() -> anyhow::
     assert_eq!(ran.result.outcome, Outcome::MaxTurns);
     let answer = &ran.result.final_text;
     for part in [
-        "Done so far:\n- todo add milk (obs-1)",
-        "Blocker: the step limit (3 steps: thoughts, replans and actions) was reached.",
-        "Next steps:\n- add eggs",
+        "The task was not finished: the step limit (3 steps: thoughts, replans and actions) \
+         was reached.",
+        "What was tried:\n- todo add milk: worked",
+        "What you could do:\n- still to do: add eggs",
     ] {
         assert!(answer.contains(part), "{part}: {answer}");
     }

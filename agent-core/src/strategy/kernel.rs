@@ -23,7 +23,7 @@ use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::{ActionValidated, TurnBudget, TurnFinished, TurnStarted};
-use crate::grounding::{self, Sources};
+use crate::grounding;
 use crate::metrics::TurnReasoning;
 use crate::run::{Answer, Ending, Run, Stop};
 use crate::space::ActionSpace;
@@ -526,7 +526,7 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     if !run.grounding.applies {
         return None;
     }
-    let values = grounding::ungrounded(answer, &answer_sources(run));
+    let values = grounding::ungrounded(answer, &run.answer_sources());
     if values.is_empty() {
         return None;
     }
@@ -538,36 +538,4 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     run.grounding.refused = true;
     run.state.reasoning.ungrounded_refusals += 1;
     Some(grounding::refusal_note(&values))
-}
-
-/// What the run saw: the user's texts, and the observations of actions that ran (a refusal's
-/// or an invalid answer's text is the runtime's, not a source). A script's result is its
-/// output without the status line.
-fn answer_sources(run: &Run) -> Sources<'_> {
-    let mut sources = Sources {
-        user: run.grounding.user_texts.iter().map(String::as_str).collect(),
-        ..Sources::default()
-    };
-    for record in &run.state.actions {
-        let Some(action) = &record.action else { continue };
-        if !matches!(
-            record.status,
-            ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
-        ) {
-            continue;
-        }
-        let Some((_, text)) =
-            run.observation_texts.iter().find(|(id, _)| *id == record.observation)
-        else {
-            continue;
-        };
-        match action {
-            Action::RunScript { .. } => sources.results.extend(grounding::script_output(text)),
-            Action::CallTool { .. } | Action::Todo { .. } | Action::Schedule { .. } => {
-                sources.results.push(text)
-            }
-            _ => sources.documents.push(text),
-        }
-    }
-    sources
 }

@@ -77,9 +77,6 @@ pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
 /// The most recent calls the note's results list shows.
 const RESULTS_SHOWN: usize = 8;
 
-/// The characters of a call's output a results line keeps.
-const RESULT_CHARS: usize = 100;
-
 /// The note's "Results so far", once two or more different scripts or tool calls have run in
 /// the task: one line per call (the latest of identical ones), oldest first, with the first
 /// lines of what it printed or why it failed. On the local 1.5B, a batch of conversions ended
@@ -98,12 +95,7 @@ pub(crate) fn results_lines(run: &Run) -> String {
         ) {
             continue;
         }
-        let text = run
-            .observation_texts
-            .iter()
-            .rev()
-            .find(|(id, _)| *id == record.observation)
-            .map_or("", |(_, text)| text.as_str());
+        let text = run.observation_text(&record.observation);
         results.retain(|(earlier, _, _)| *earlier != action);
         results.push((action, record.status, text));
     }
@@ -112,7 +104,7 @@ pub(crate) fn results_lines(run: &Run) -> String {
     }
     let mut lines = String::from("Results so far:\n");
     for (action, status, text) in &results[results.len().saturating_sub(RESULTS_SHOWN)..] {
-        let gist = output_gist(text);
+        let gist = crate::grounding::output_gist(text);
         let line = match status {
             ObservationStatus::Ok => format!("- {}: {gist}\n", action.summary()),
             ObservationStatus::Timeout => format!("- {}: timed out\n", action.summary()),
@@ -121,33 +113,6 @@ pub(crate) fn results_lines(run: &Run) -> String {
         lines.push_str(&line);
     }
     lines
-}
-
-/// The first lines of a call's output, joined, cut at [`RESULT_CHARS`]: without the
-/// runtime's framing (`exit code N`, `stdout:`, `stderr:`) and blank lines.
-fn output_gist(text: &str) -> String {
-    let mut gist = String::new();
-    for line in text.lines().map(str::trim) {
-        let framing = line.is_empty()
-            || line == "stdout:"
-            || line == "stderr:"
-            || line.strip_prefix("exit code ").is_some_and(|code| code.parse::<i64>().is_ok());
-        if framing {
-            continue;
-        }
-        if !gist.is_empty() {
-            gist.push_str(" · ");
-        }
-        gist.push_str(line);
-        if gist.chars().count() >= RESULT_CHARS {
-            break;
-        }
-    }
-    if gist.chars().count() > RESULT_CHARS {
-        gist = gist.chars().take(RESULT_CHARS - 1).collect();
-        gist.push('…');
-    }
-    if gist.is_empty() { "(no output)".to_owned() } else { gist }
 }
 
 /// The note's line of selected skills and their scripts (empty before a select).
@@ -165,29 +130,4 @@ pub(crate) fn skills_lines(run: &Run) -> String {
         line.push('\n');
     }
     line
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gist_is_the_first_lines_of_the_output_without_the_framing() {
-        assert_eq!(
-            output_gist("exit code 0\nstdout:\n5 mi = 8.04672 km\nquantity: length"),
-            "5 mi = 8.04672 km · quantity: length"
-        );
-        assert_eq!(
-            output_gist("exit code 2\nstderr:\n\nconvert: unknown unit"),
-            "convert: unknown unit"
-        );
-        assert_eq!(output_gist("exit code 0"), "(no output)");
-        assert_eq!(output_gist(""), "(no output)");
-        // A line that only looks like framing stays.
-        assert_eq!(output_gist("exit code zero"), "exit code zero");
-        let long = format!("exit code 0\nstdout:\n{}\nnever shown", "é".repeat(300));
-        let gist = output_gist(&long);
-        assert_eq!(gist.chars().count(), RESULT_CHARS);
-        assert!(gist.ends_with('…') && !gist.contains("never"), "{gist}");
-    }
 }
