@@ -101,6 +101,60 @@ pub(crate) fn reads_as_plan(text: &str) -> bool {
     INTENT.iter().any(|intent| first.contains(&format!(" {intent}")))
 }
 
+/// The arguments of a call that no user text and no result in `sources` states, nor the
+/// script's usage line `usage` (for its literal words, such as a subcommand): values the model
+/// chose itself, as when a task that names no unit gets `km` and `mi`. A word counts as stated
+/// when a source writes it, or when it abbreviates a source's word (`mi` for "miles", `C` for
+/// "Celsius", `txt` for "text"); flags (`-x`, `--name`) are the script's own. Documents are
+/// no source here: a skill's example values are not the task's.
+pub(crate) fn unstated_arguments<'a>(
+    args: &'a [String],
+    sources: &Sources<'_>,
+    usage: &str,
+) -> Vec<&'a str> {
+    let texts: Vec<String> = sources
+        .user
+        .iter()
+        .chain(&sources.results)
+        .map(|text| text.to_lowercase())
+        .chain([usage.to_lowercase()])
+        .collect();
+    let words: Vec<&str> = texts
+        .iter()
+        .flat_map(|text| text.split(|c: char| !c.is_alphanumeric()))
+        .filter(|word| !word.is_empty())
+        .collect();
+    let stated = |arg: &str| {
+        let arg = arg.trim().to_lowercase();
+        let long = |text: &str| text.chars().count() >= 4;
+        if arg.is_empty()
+            || arg.starts_with('-')
+            || (long(&arg) && texts.iter().any(|text| text.contains(&arg)))
+        {
+            return true;
+        }
+        arg.split(|c: char| !c.is_alphanumeric())
+            .filter(|token| token.chars().any(char::is_alphabetic))
+            .all(|token| {
+                // A short token inside a longer word ("km" in "bookmark") is no statement.
+                (long(token) && texts.iter().any(|text| text.contains(token)))
+                    || words.iter().any(|word| abbreviates(token, word))
+            })
+    };
+    args.iter()
+        .filter(|arg| !ungrounded(arg, sources).is_empty() || !stated(arg))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Whether `short` is `word` or an abbreviation of it: the same first letter, then its
+/// letters in order.
+fn abbreviates(short: &str, word: &str) -> bool {
+    let mut letters = word.chars();
+    short.chars().next().is_some_and(|first| word.starts_with(first))
+        && short.chars().all(|c| letters.any(|letter| letter == c))
+}
+
 /// The numbers and quoted values of `answer` that nothing in `sources` grounds, as the answer
 /// writes them, each once, in order of appearance.
 pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
@@ -559,6 +613,60 @@ fn quoted_values(answer: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_the_task_does_not_state() {
+        let unstated = |task: &str, results: &[&str], args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+            let sources =
+                Sources { user: vec![task], results: results.to_vec(), ..Sources::default() };
+            unstated_arguments(&args, &sources, "scripts/convert.py VALUE FROM TO [--precise]")
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert!(unstated("Convert 10 miles to km.", &[], &["10", "mi", "km"]).is_empty());
+        assert!(
+            unstated("Convert 100 degrees Celsius to Fahrenheit", &[], &["100", "C", "F"])
+                .is_empty()
+        );
+        assert!(unstated("Count the text files", &[], &["*.txt", "--precise"]).is_empty());
+        assert_eq!(unstated("Convert 5 to the other unit.", &[], &["5", "km", "mi"]), ["km", "mi"]);
+        assert_eq!(
+            unstated(
+                "What is the total of the column in sales.csv?",
+                &[],
+                &["sales.csv", "amount"]
+            ),
+            ["amount"]
+        );
+        // A result states it: the column was read from the file first.
+        assert!(
+            unstated(
+                "Total the money column of sales.csv",
+                &["columns: units, amount"],
+                &["sales.csv", "amount"]
+            )
+            .is_empty()
+        );
+        // A number no source gives, and one a result gives.
+        assert_eq!(
+            unstated("Convert the total to euros", &[], &["1705.47", "usd", "eur"]),
+            ["1705.47", "usd"]
+        );
+        assert_eq!(
+            unstated(
+                "Convert the total to euros",
+                &["total 1705.47 usd"],
+                &["1705.47", "usd", "eur"]
+            ),
+            Vec::<String>::new()
+        );
+        // The usage's own words, and an empty argument.
+        assert!(unstated("Convert 5 km", &[], &["5", "km", "value", ""]).is_empty());
+        // A short token inside a longer word is not stated.
+        assert_eq!(unstated("Open the bookmark file", &[], &["km"]), ["km"]);
+    }
 
     #[test]
     fn a_next_step_is_no_report() {

@@ -579,7 +579,9 @@ impl Run {
                 return Ok(None);
             }
         }
-        if let Some(message) = self.repeated_failure(action) {
+        if let Some(message) =
+            self.repeated_failure(action).or_else(|| self.unstated_arguments(action, space))
+        {
             self.emit(ActionValidated::invalid(Some(action), &message))?;
             self.observe(Some(action), ObservationStatus::Refused, &message, tool_call_id)?;
             return Ok(None);
@@ -729,6 +731,38 @@ impl Run {
             "this exact call already {what}; the same arguments give the same error: change \
              the arguments, use another script, or answer with what is known"
         ))
+    }
+
+    /// Why a script call is refused once when the user can be asked (format 6, `ask_user`
+    /// offered): an argument that no user text, result or usage line states is a value the
+    /// model chose itself (a task that names no unit got `km` and `mi` on the local 1.5B). The
+    /// same call made again runs: the value may be right.
+    fn unstated_arguments(&self, action: &Action, space: &ActionSpace) -> Option<String> {
+        let Action::RunScript { skill, script, args } = action else { return None };
+        if self.format < 6
+            || !space.ask_user
+            || self.task_records().any(|record| record.action.as_ref() == Some(action))
+        {
+            return None;
+        }
+        let usage = self
+            .state
+            .selected_skill(skill)
+            .and_then(|selected| selected.usage_of(script))
+            .map_or("", |usage| usage.example.as_str());
+        let mut sources = self.answer_sources();
+        sources.documents.clear();
+        let unstated = crate::grounding::unstated_arguments(args, &sources, usage);
+        let list = unstated.iter().map(|arg| format!("`{arg}`")).collect::<Vec<_>>();
+        (!list.is_empty()).then(|| {
+            format!(
+                "{} {} not in the task or any result: if the task does not say it, ask the user \
+                 (ask_user) which one, naming the options; if it is right, make the same call \
+                 again",
+                list.join(", "),
+                if list.len() == 1 { "is" } else { "are" }
+            )
+        })
     }
 
     /// Whether the task's last action is one that has now failed or been refused

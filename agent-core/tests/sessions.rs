@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         json_mode_answers_arrive_as_user_messages,
         send_and_resume_refuse_the_wrong_kind_of_run,
         an_answer_interrupted_midway_resumes_after_its_input,
+        an_argument_the_task_does_not_state_is_asked_for,
     ])
 }
 
@@ -313,5 +314,47 @@ async fn an_answer_interrupted_midway_resumes_after_its_input() -> anyhow::Resul
     assert_eq!(events.iter().filter(|e| e.kind == EventKind::UserInput).count(), 1);
     let report = replay_check(&run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn an_argument_the_task_does_not_state_is_asked_for() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let question = "Which word should I log: apple or banana?";
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("log", &["apple"]),
+        call("ask_user", json!({"question": question})),
+    ]));
+    let ran = fixture.agent(&model, asking()).build()?.run("Log the word I have in mind").await?;
+    assert_eq!((ran.outcome, ran.final_text.as_str()), (Outcome::NeedsInput, question));
+    let run_dir = ran.run_dir.unwrap();
+    let observations: Vec<Value> = events_of(&run_dir)
+        .iter()
+        .filter(|event| event.kind == EventKind::ObservationRecorded)
+        .map(|event| event.data.clone())
+        .collect();
+    assert_eq!(observations[1]["status"], "refused");
+    assert_eq!(
+        observations[1]["content"],
+        "`apple` is not in the task or any result: if the task does not say it, ask the user \
+         (ask_user) which one, naming the options; if it is right, make the same call again"
+    );
+    assert_eq!(fixture.workspace_text("log.txt"), "", "nothing ran");
+    assert!(replay_check(&run_dir).await?.reproduced());
+
+    // The same call made again runs; without `ask_user` on offer, it runs at once.
+    for (config, replies) in [
+        (asking(), vec![tool("log", &["apple"]), tool("log", &["apple"])]),
+        (AgentConfig::default(), vec![tool("log", &["apple"])]),
+    ] {
+        let fixture = toolbox();
+        let mut script = vec![select("toolbox")];
+        script.extend(replies);
+        script.push(answer("Logged apple."));
+        let model = Arc::new(MockModel::new(script));
+        let ran = fixture.agent(&model, config).build()?.run("Log a word").await?;
+        assert_eq!(ran.outcome, Outcome::Completed);
+        assert_eq!(fixture.workspace_text("log.txt"), "apple\n");
+    }
     Ok(())
 }

@@ -385,7 +385,9 @@ async fn a_failed_action_is_observed_and_the_item_goes_on() -> anyhow::Result<()
         done(Some("Logged one.")),
         finish("Logged one."),
     ]));
-    let ran = fixture.run(fixture.agent(&model, config()), "Log one with the toolbox").await?;
+    // The task names x: with `ask_user` on offer, an argument no text states is asked for.
+    let task = "Log one with the toolbox, after trying x";
+    let ran = fixture.run(fixture.agent(&model, config()), task).await?;
     assert_eq!(ran.result.outcome, Outcome::Completed);
     assert_eq!(fixture.workspace_text("log.txt"), "one\n");
     assert_eq!(ran.statuses(), ["ok", "failed", "ok"]);
