@@ -221,6 +221,9 @@ pub(crate) struct Sources<'a> {
     pub(crate) documents: Vec<&'a str>,
     /// Results of the run's actions: script output (also of a failed run), tool results.
     pub(crate) results: Vec<&'a str>,
+    /// A sum or difference may be rounded to a whole number, as records before format 6 were
+    /// checked.
+    pub(crate) rounded_sums: bool,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -260,11 +263,13 @@ struct Known {
     summands: Vec<f64>,
     /// Counts of the lines or items of each result.
     counts: Vec<f64>,
+    /// See [`Sources::rounded_sums`].
+    rounded_sums: bool,
 }
 
 impl Known {
     fn new(sources: &Sources<'_>) -> Known {
-        let Sources { user, documents, results } = sources;
+        let Sources { user, documents, results, rounded_sums } = sources;
         let all = || user.iter().chain(documents).chain(results);
         let texts: Vec<String> = all().map(|text| text.to_lowercase()).collect();
         let mut values = Vec::new();
@@ -303,14 +308,20 @@ impl Known {
                 .collect();
         }
         let counts = results.iter().flat_map(|text| counts(text)).collect();
-        Known { texts, values, paired, summands, counts }
+        Known { texts, values, paired, summands, counts, rounded_sums: *rounded_sums }
     }
 
     fn grounds(&self, number: &Number, operands: &[f64]) -> bool {
-        let matches = |x: f64| same(number, x);
-        if self.values.iter().any(|&x| matches(x)) || self.counts.iter().any(|&x| matches(x)) {
+        if self.values.iter().any(|&x| same(number, x))
+            || self.counts.iter().any(|&x| same(number, x))
+        {
             return true;
         }
+        // A sum is not rounded to a whole number: among a CSV summary's figures, 85.2735 + 15
+        // "grounded" an invented average of 100.
+        let matches = |x: f64| {
+            (self.rounded_sums || number.decimals > 0 || x.fract() == 0.0) && same(number, x)
+        };
         // Few numbers: any two may be added or subtracted. Many (a CSV summary prints dozens,
         // and their pairwise sums cover most small numbers): only two the answer itself states.
         let paired = if self.paired.len() <= MAX_FREE_PAIRS { &self.paired[..] } else { operands };
@@ -615,6 +626,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_sum_is_not_rounded_to_a_whole_number() {
+        let summary = "rows: 20\nunits mean: 10.6\nunits sum: 212\namount mean: 85.2735\n\
+                       amount sum: 1705.47\nregion values: East (5), North (15)";
+        let mut sources = Sources { results: vec![summary], ..Sources::default() };
+        // 85.2735 + 15 = 100.27: no ground for an invented average of 100.
+        assert_eq!(ungrounded("The average is 100 units.", &sources), ["100"]);
+        assert!(ungrounded("The average is 10.6 units, about 11.", &sources).is_empty());
+        assert!(ungrounded("212 + 20 = 232 units", &sources).is_empty());
+        assert!(ungrounded("1705.47 + 10.6 = 1716.07", &sources).is_empty());
+        sources.rounded_sums = true;
+        assert!(ungrounded("The average is 100 units.", &sources).is_empty());
+    }
+
+    #[test]
     fn arguments_the_task_does_not_state() {
         let unstated = |task: &str, results: &[&str], args: &[&str]| {
             let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
@@ -706,7 +731,12 @@ mod tests {
     fn check(answer: &str, user: &[&str], results: &[&str]) -> Vec<String> {
         ungrounded(
             answer,
-            &Sources { user: user.to_vec(), documents: Vec::new(), results: results.to_vec() },
+            &Sources {
+                user: user.to_vec(),
+                documents: Vec::new(),
+                results: results.to_vec(),
+                ..Sources::default()
+            },
         )
     }
 
@@ -759,8 +789,12 @@ mod tests {
     #[test]
     fn documents_ground_their_own_figures_only() {
         let body = "Limits: 500 lines, 1024 characters. Example: `count.py 3 4`";
-        let sources =
-            Sources { user: vec!["How many lines?"], documents: vec![body], results: Vec::new() };
+        let sources = Sources {
+            user: vec!["How many lines?"],
+            documents: vec![body],
+            results: Vec::new(),
+            ..Sources::default()
+        };
         assert!(ungrounded("At most 500 lines.", &sources).is_empty());
         // Neither a sum of a document's figures nor a count of its lines.
         assert_eq!(ungrounded("7 lines, 1 line", &sources), vec!["7", "1"]);
