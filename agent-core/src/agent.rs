@@ -273,18 +273,7 @@ impl Approver for EventingApprover {
 
 /// The catalog the run sees, most relevant to the task first (fixed for the run).
 fn catalog_of(index: &SkillIndex) -> Vec<SkillEntry> {
-    index
-        .skills
-        .iter()
-        .map(|skill| SkillEntry {
-            name: skill.name.clone(),
-            description: skill.description.clone(),
-            source: skill.source.kind.as_str().to_owned(),
-            directory: skill.directory.display().to_string(),
-            disable_model_invocation: skill.controls.disable_model_invocation,
-            allowed_tools: skill.controls.allowed_tools.clone(),
-        })
-        .collect()
+    index.skills.iter().map(SkillEntry::from).collect()
 }
 
 impl Agent {

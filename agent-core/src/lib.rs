@@ -97,6 +97,7 @@ mod grounding;
 mod guard;
 mod metrics;
 mod plan;
+mod rank;
 mod reasoning;
 mod replay;
 mod run;
@@ -124,6 +125,7 @@ pub use event::{
 pub use exec::builtin::{STORE_PATH, parse_slash};
 pub use external::{ExternalBlob, ExternalOutcome, ExternalTool, ExternalTools};
 pub use metrics::{ReasoningMetrics, TurnReasoning, reasoning_text_chars};
+pub use rank::rank_skills;
 pub use replay::{
     BudgetUse, Compliance, Divergence, ReplayReport, TurnSummary, compliance, replay_check, turns,
 };

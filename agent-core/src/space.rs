@@ -26,28 +26,7 @@ pub(crate) fn user_named(task: &str, config: &AgentConfig, skill: &str) -> bool 
         })
 }
 
-/// Lowercase words of three letters or more.
-/// Words too common to say anything about relevance.
-const STOP_WORDS: [&str; 60] = [
-    "the", "and", "for", "with", "from", "that", "this", "what", "which", "when", "where", "who",
-    "how", "are", "was", "were", "been", "has", "have", "had", "its", "his", "her", "their",
-    "them", "they", "you", "your", "our", "use", "into", "about", "there", "here", "all", "any",
-    "can", "not", "but", "one", "each", "these", "those", "some", "other", "then", "than", "also",
-    "just", "only", "such", "will", "would", "should", "could", "please",
-    // Descriptions say "Use when a task asks …": a task that says "task" is not about them.
-    "task", "asks",
-    // "How many …" asks for a count of anything (the local 1.5B took a unit converter, whose
-    // description says "how many of one unit", for "How many units were sold").
-    "many", "much",
-];
-
-pub(crate) fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|word| word.chars().count() >= 3)
-        .map(str::to_lowercase)
-        .filter(|word| !STOP_WORDS.contains(&word.as_str()))
-        .collect()
-}
+pub(crate) use crate::rank::words;
 
 /// What a skill's words are read from: its name and description.
 fn skill_text(entry: &crate::state::SkillEntry) -> String {
@@ -67,25 +46,15 @@ fn open_words(state: &RunState) -> std::collections::HashSet<String> {
     words(&state.task).into_iter().filter(|word| !covered.contains(word)).collect()
 }
 
-/// Catalog names with their word overlap with the task, best first (stable).
-pub(crate) fn scored_skills(state: &RunState) -> Vec<(usize, String)> {
-    let task: std::collections::HashSet<String> = words(&state.task).into_iter().collect();
-    let mut scored: Vec<(usize, usize, &str)> = state
-        .catalog
-        .iter()
-        .enumerate()
-        .map(|(position, entry)| {
-            let text = skill_text(entry);
-            let mut seen = std::collections::HashSet::new();
-            let score = words(&text)
-                .into_iter()
-                .filter(|word| task.contains(word) && seen.insert(word.clone()))
-                .count();
-            (score, position, entry.name.as_str())
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.into_iter().map(|(score, _, name)| (score, name.to_owned())).collect()
+/// The most skills a small model (JSON mode) is offered to select at once, best first.
+pub(crate) const MAX_OFFERED_SKILLS: usize = 3;
+
+/// Catalog names with their relevance to the task (BM25, [`crate::rank`]), best first.
+pub(crate) fn scored_skills(state: &RunState) -> Vec<(f64, String)> {
+    crate::rank::rank_skills(&state.task, &state.catalog)
+        .into_iter()
+        .map(|(name, score)| (score, name))
+        .collect()
 }
 
 /// The actions this turn allows, derived from the state.
@@ -147,7 +116,7 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
         // finishing a batch of conversions, then answered with one result). Native tool
         // callers see them all, ranked.
         let relevant_only =
-            config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0);
+            config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0.0);
         // Once results are in, a skill is offered only for what is still open: task words
         // that neither the selected skills' descriptions nor the results cover (after a CSV
         // summary listed a column `units`, the local 1.5B selected the unit converter for
@@ -160,7 +129,7 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
                     Some(open) => state.skill(name).is_some_and(|entry| {
                         words(&skill_text(entry)).iter().any(|word| open.contains(word))
                     }),
-                    None => !relevant_only || *score > 0,
+                    None => !relevant_only || *score > 0.0,
                 };
                 related || user_named(&state.task, config, name)
             })
@@ -171,6 +140,15 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
                     || user_named(&state.task, config, name)
             })
             .collect();
+        // Only the best few: with many skills installed, most share some word with any task,
+        // and a small model takes one of them.
+        if relevant_only {
+            let mut kept = 0;
+            space.select.retain(|name| {
+                kept += 1;
+                kept <= MAX_OFFERED_SKILLS || user_named(&state.task, config, name)
+            });
+        }
     } else {
         space.note = Some("a skill was just selected: use it or answer".to_owned());
     }

@@ -27,6 +27,20 @@ pub struct SkillEntry {
     pub allowed_tools: Option<Vec<String>>,
 }
 
+impl From<&skill_registry::Skill> for SkillEntry {
+    /// The catalog entry of an indexed skill (its frontmatter only).
+    fn from(skill: &skill_registry::Skill) -> SkillEntry {
+        SkillEntry {
+            name: skill.name.clone(),
+            description: skill.description.clone(),
+            source: skill.source.kind.as_str().to_owned(),
+            directory: skill.directory.display().to_string(),
+            disable_model_invocation: skill.controls.disable_model_invocation,
+            allowed_tools: skill.controls.allowed_tools.clone(),
+        }
+    }
+}
+
 /// A skill the model selected: its body was loaded and its files listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SelectedSkill {

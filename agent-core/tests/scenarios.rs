@@ -1181,8 +1181,9 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
     assert_eq!(common::schema_actions(&first), ["select_skills", "final_answer"]);
     assert_eq!(
         common::schema_args(&first, "select_skills")["properties"]["names"],
-        json!({"type": "array", "items": {"enum": ["notes", "toolbox"]}, "minItems": 1, "maxItems": 1}),
-        "one skill per select in JSON mode; no overlap with the task: catalog order"
+        json!({"type": "array", "items": {"enum": ["toolbox"]}, "minItems": 1, "maxItems": 1}),
+        "one skill per select in JSON mode; only those that share a term with the task (\"Log\" \
+         and \"Logs\" meet)"
     );
     assert!(first["properties"].get("plan").is_some());
     assert_eq!(common::schema_actions(&schema(&requests[1])), ["run_script", "final_answer"]);

@@ -34,6 +34,7 @@
 pub mod catalog;
 mod error;
 mod html;
+pub mod ranking;
 pub mod report;
 pub mod scenario;
 pub mod suite;

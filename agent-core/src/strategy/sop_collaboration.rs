@@ -477,7 +477,7 @@ async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
 fn sop_candidates(run: &Run, space: &ActionSpace) -> Vec<String> {
     space::scored_skills(&run.state)
         .into_iter()
-        .filter(|(score, name)| *score > 0 && space.select.contains(name))
+        .filter(|(score, name)| *score > 0.0 && space.select.contains(name))
         .filter(|(_, name)| {
             run.config.safe.sop_skills.contains(name)
                 || run.state.skill(name).is_some_and(|entry| {
