@@ -899,7 +899,7 @@ fn unanswerable() -> Vec<Scenario> {
     ]
 }
 
-/// Tasks with `examples/more-skills` installed too (twelve other skills, some close in
+/// Tasks with `examples/more-skills` installed too (eighteen other skills, some close in
 /// wording): the right skill among many, a fact only in a reference file, a two-skill chain,
 /// a sum over two results, and a task no skill can answer.
 fn among_many() -> Vec<Scenario> {

@@ -322,7 +322,7 @@ pub struct Scenario {
     pub budgets: Budgets,
     /// Whether the agent may ask the user (`ask_user`).
     pub ask_user: bool,
-    /// Whether `examples/more-skills` (twelve other skills, most unrelated) is installed too.
+    /// Whether `examples/more-skills` (eighteen other skills, most unrelated) is installed too.
     pub more_skills: bool,
     /// The scripted answers per strategy (`react`, `plan-execute-think`, …), in call order.
     pub scripts: Vec<(String, Vec<MockReply>)>,
