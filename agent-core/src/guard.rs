@@ -143,9 +143,19 @@ fn usage_refusal(state: &RunState, skill: &str, script: &str, args: &[String]) -
     if let Some(placeholder) = placeholder {
         let shown =
             usage.map_or_else(String::new, |usage| format!(" (SKILL.md: `{}`)", usage.example));
+        // The task names no file for a file placeholder: the value must be found first (on
+        // the local 1.5B, "Find the CSV file … and total its amount column" went straight to
+        // the CSV skill and was told to write a value the task does not give).
+        let lower = placeholder.to_lowercase();
+        let what = if files.is_empty() && (lower.contains("file") || lower.contains("path")) {
+            "the task names no file: find it first (a skill that lists or finds files), then \
+             run this script with its path"
+                .to_owned()
+        } else {
+            format!("write the value the task gives in its place{named}")
+        };
         return Some(format!(
-            "`{placeholder}` is a placeholder from the skill's usage{shown}, not a value: write \
-             the value the task gives in its place{named}"
+            "`{placeholder}` is a placeholder from the skill's usage{shown}, not a value: {what}"
         ));
     }
     let usage = misfit?;

@@ -25,6 +25,7 @@ fn main() -> std::process::ExitCode {
         after_a_refusal_the_honest_answer_is_grounded,
         a_think_that_completes_with_an_invented_figure_is_refused_once,
         placeholders_and_argument_counts_are_held_to_the_skills_usage,
+        a_file_placeholder_without_a_file_in_the_task_says_to_find_it,
     ])
 }
 
@@ -204,5 +205,33 @@ async fn placeholders_and_argument_counts_are_held_to_the_skills_usage() -> anyh
     // The selected skill's usage is in the record, so a re-run or a resume sees it.
     let selected = &ran.state()["selected"][0]["usage"][0];
     assert_eq!(selected["example"], json!("scripts/conv.sh VALUE FROM TO"));
+    Ok(())
+}
+
+async fn a_file_placeholder_without_a_file_in_the_task_says_to_find_it() -> anyhow::Result<()> {
+    let fixture = Fixture::new();
+    fixture.skill("lines", "Counts lines.", "", "Run `scripts/count.sh <file named in the task>`.");
+    fixture.script("lines", "scripts/count.sh", "wc -l < \"$1\"");
+    let model = Arc::new(MockModel::new(vec![
+        select("lines"),
+        call(
+            "run_script",
+            json!({"skill": "lines", "script": "scripts/count.sh", "args": ["<file named in the task>"]}),
+        ),
+        answer("I cannot tell: I do not know which file."),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Count the lines of the log file")
+        .await?;
+    assert_eq!(ran.statuses(), ["ok", "refused"]);
+    let note = &ran.observations()[1].1;
+    assert!(
+        note.ends_with(
+            "not a value: the task names no file: find it first (a skill that lists or finds \
+             files), then run this script with its path"
+        ),
+        "{note}"
+    );
+    replays_exactly(&ran).await;
     Ok(())
 }
