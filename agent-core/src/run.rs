@@ -924,7 +924,7 @@ impl Run {
 
     /// Whether a degraded answer is a report the user can take (format 6): every value it
     /// states comes from the run, and it is not the model's next step.
-    fn reports(&self, text: &str) -> bool {
+    pub(crate) fn reports(&self, text: &str) -> bool {
         if self.format < 6 {
             return true;
         }

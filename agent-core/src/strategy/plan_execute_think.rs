@@ -280,10 +280,12 @@ impl Strategy for PlanExecuteThink {
     }
 
     /// The guaranteed answer when the run ends without a completing think: the last
-    /// `user_summary`, else one forced summary call without tools, else a deterministic text.
+    /// `user_summary` (when it reports: see `Run::reports`), else one forced summary call
+    /// without tools, else the report from the record.
     async fn end(&mut self, run: &mut Run, stop: Stop) -> Result<Ending> {
         match &self.rounds.last_user_summary {
-            Some(summary) if !stop.is_cancelled() => {
+            // A summary with an invented figure or the model's next step is no ending.
+            Some(summary) if !stop.is_cancelled() && run.reports(summary) => {
                 Ok(Ending { outcome: stop.outcome, final_text: summary.clone() })
             }
             Some(_) | None => run.degrade(stop).await,

@@ -415,8 +415,9 @@ impl Strategy for SopCollaboration {
         }
     }
 
-    /// The text when the task ends without a completing report: the last report's answer,
-    /// else one forced summary call without tools, else a deterministic text.
+    /// The text when the task ends without a completing report: the last report's answer
+    /// (when it reports: see `Run::reports`), else one forced summary call without tools, else
+    /// the report from the record.
     async fn end(&mut self, run: &mut Run, stop: Stop) -> Result<Ending> {
         let safe = &mut self.safe;
         safe.phase = Phase::Done;
@@ -424,7 +425,8 @@ impl Strategy for SopCollaboration {
         safe.pending_collaboration_id = None;
         save(run, safe);
         match &safe.last_answer {
-            Some(answer) if !stop.is_cancelled() => {
+            // A summary with an invented figure or the model's next step is no ending.
+            Some(answer) if !stop.is_cancelled() && run.reports(answer) => {
                 Ok(Ending { outcome: stop.outcome, final_text: answer.clone() })
             }
             Some(_) | None => run.degrade(stop).await,
