@@ -132,6 +132,9 @@ pub(crate) enum InputKind {
     Answer,
 }
 
+/// The most results [`Run::with_results`] appends to an answer.
+const RESULTS_APPENDED: usize = 8;
+
 /// A run in progress.
 #[derive(Debug)]
 pub(crate) struct Run {
@@ -763,6 +766,36 @@ impl Run {
                 if list.len() == 1 { "is" } else { "are" }
             )
         })
+    }
+
+    /// A completed answer that states no figure for a task that gives some, while the task's
+    /// results hold figures: the answer with those results after it (format 6). The local
+    /// 1.5B ended a batch of conversions with "the conversions were successful", the values
+    /// only in the transcript. An admission ("I cannot …", "I do not know …") stays as it is.
+    pub(crate) fn with_results(&self, answer: String) -> String {
+        let digits = |text: &str| text.chars().any(|c| c.is_ascii_digit());
+        let admits = ["I cannot", "I could not", "I do not know"]
+            .iter()
+            .any(|start| answer.trim_start().starts_with(start));
+        if self.format < 6 || admits || digits(&answer) || !digits(&self.state.task) {
+            return answer;
+        }
+        let mut lines: Vec<(&Action, String)> = Vec::new();
+        for record in self.task_records().filter(|record| record.is_result()) {
+            let Some(action) = &record.action else { continue };
+            lines.retain(|(earlier, _)| *earlier != action);
+            let gist = crate::grounding::output_gist(self.observation_text(&record.observation));
+            lines.push((action, gist));
+        }
+        lines.retain(|(_, gist)| digits(gist));
+        if lines.is_empty() {
+            return answer;
+        }
+        let mut text = format!("{}\n\nResults:\n", answer.trim_end());
+        for (action, gist) in &lines[lines.len().saturating_sub(RESULTS_APPENDED)..] {
+            text.push_str(&format!("- {}: {gist}\n", action.summary()));
+        }
+        text.trim_end().to_owned()
     }
 
     /// Whether the task's last action is one that has now failed or been refused

@@ -88,7 +88,8 @@ pub struct RunResult {
 /// what the run saw (a refused ungrounded answer, `grounded: false`) — older records re-run
 /// without the check; 6 refuses a repeat of a call that failed, ends a task stuck once one
 /// failing action came [`crate::GuardConfig::stuck_repeats`] times in it (not only in a row),
-/// and ends a stuck run with a report written from the record — records of 3 to
+/// ends a stuck run with a report written from the record, and appends the results to a
+/// completed answer without figures for a task with figures — records of 3 to
 /// 5 re-run as they were written.
 pub const RECORD_FORMAT: u32 = 6;
 
@@ -388,7 +389,10 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
 }
 
 fn end_work(run: &mut Run, ending: Ending) -> Result<RunResult> {
-    let Ending { outcome, final_text } = ending;
+    let Ending { outcome, mut final_text } = ending;
+    if outcome == Outcome::Completed {
+        final_text = run.with_results(final_text);
+    }
     let final_text = run.bus.redactor().redact(&final_text).into_owned();
     run.state.outcome = Some(outcome);
     let grounded = !std::mem::take(&mut run.grounding.ungrounded);

@@ -40,6 +40,7 @@ fn main() -> std::process::ExitCode {
             the_deterministic_answer_stands_in_when_the_degraded_call_fails,
             identical_failing_actions_end_the_run_as_stuck,
             a_failing_call_repeated_between_other_actions_ends_the_run_as_stuck,
+            an_answer_without_the_figures_the_task_asks_for_gets_the_results,
             failures_of_one_kind_past_their_cap_end_the_run,
             each_failure_kind_has_its_own_retry_cap,
             every_failure_is_an_observation_of_its_kind,
@@ -1736,5 +1737,33 @@ async fn a_runs_directory_inside_the_workspace_is_read_only_to_scripts() -> anyh
     let text = std::fs::read_to_string(ran.run_dir.join("events.jsonl"))?;
     assert!(!text.contains("tampered\n"), "events.jsonl was not written to by the script");
     assert!(ran.run_dir.join("artifacts").is_dir());
+    Ok(())
+}
+
+async fn an_answer_without_the_figures_the_task_asks_for_gets_the_results() -> anyhow::Result<()> {
+    for (answer_text, expected) in [
+        (
+            "Printed them both.",
+            "Printed them both.\n\nResults:\n\
+             - run_script toolbox/scripts/print.sh 2 w: line 1 of 2: w · line 2 of 2: w\n\
+             - run_script toolbox/scripts/log.sh 3: logged 3",
+        ),
+        // An answer with figures, or one that admits it cannot tell, stays as written.
+        ("Printed 2 lines and logged 3.", "Printed 2 lines and logged 3."),
+        ("I cannot tell what was printed.", "I cannot tell what was printed."),
+    ] {
+        let fixture = toolbox();
+        let model = Arc::new(MockModel::new(vec![
+            select("toolbox"),
+            tool("print", &["2", "w"]),
+            tool("log", &["3"]),
+            answer(answer_text),
+        ]));
+        let ran = fixture
+            .run(fixture.agent(&model, AgentConfig::default()), "Print 2 lines of w, then log 3")
+            .await?;
+        assert_eq!(ran.result.final_text, expected);
+        assert_eq!(ran.finished()["final_text"], expected);
+    }
     Ok(())
 }
