@@ -147,6 +147,33 @@ pub(crate) fn unstated_arguments<'a>(
         .collect()
 }
 
+/// Whether `arg` is written, as a whole value, inside a code example of one of `documents`
+/// (a fenced block or an inline code span): an example value a model may copy.
+pub(crate) fn in_code_example(arg: &str, documents: &[&str]) -> bool {
+    let arg = arg.trim();
+    if arg.is_empty() {
+        return false;
+    }
+    let whole = |span: &str| {
+        span.match_indices(arg).any(|(at, _)| {
+            let before = span[..at].chars().next_back();
+            let after = span[at + arg.len()..].chars().next();
+            let edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            edge(before) && edge(after)
+        })
+    };
+    documents.iter().any(|document| {
+        document.split("```").enumerate().any(|(index, part)| {
+            if index % 2 == 1 {
+                return whole(part);
+            }
+            // Odd pieces between backticks are code spans, when a backtick closes them.
+            let pieces: Vec<&str> = part.split('`').collect();
+            (1..pieces.len().saturating_sub(1)).step_by(2).any(|index| whole(pieces[index]))
+        })
+    })
+}
+
 /// Whether `short` is `word` or an abbreviation of it: the same first letter, then its
 /// letters in order.
 fn abbreviates(short: &str, word: &str) -> bool {
@@ -624,6 +651,21 @@ fn quoted_values(answer: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_inside_code_examples() {
+        let body = "Run it.\n\n```json\n{\"args\": [\"*.csv\"]}\n```\n\n- Add a folder: \
+                    `[\"*.md\", \"docs\"]`. Units: km, mi.";
+        assert!(in_code_example("docs", &[body]));
+        assert!(in_code_example("*.csv", &[body]));
+        assert!(in_code_example("*.md", &[body]));
+        // Prose is no example, a part of a word is no value, nothing is in no document.
+        assert!(!in_code_example("km", &[body]));
+        assert!(!in_code_example("doc", &[body]));
+        assert!(!in_code_example("", &[body]));
+        assert!(!in_code_example("docs", &[]));
+        assert!(!in_code_example("a", &["`unclosed a"]));
+    }
 
     #[test]
     fn a_sum_is_not_rounded_to_a_whole_number() {

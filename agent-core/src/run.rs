@@ -736,14 +736,15 @@ impl Run {
         ))
     }
 
-    /// Why a script call is refused once when the user can be asked (format 6, `ask_user`
-    /// offered): an argument that no user text, result or usage line states is a value the
-    /// model chose itself (a task that names no unit got `km` and `mi` on the local 1.5B). The
-    /// same call made again runs: the value may be right.
+    /// Why a script call is refused once (format 6) for an argument that no user text, result
+    /// or usage line states: with `ask_user` on offer, a value the model chose itself (a task
+    /// that names no unit got `km` and `mi` on the local 1.5B) is to be asked for; without
+    /// it, a value copied from an example in a document the run read (file-finder's `["*.md",
+    /// "docs"]` for "Which Markdown files are in the workspace?", a folder the workspace does not
+    /// have). The same call made again runs: the value may be right.
     fn unstated_arguments(&self, action: &Action, space: &ActionSpace) -> Option<String> {
         let Action::RunScript { skill, script, args } = action else { return None };
         if self.format < 6
-            || !space.ask_user
             || self.task_records().any(|record| record.action.as_ref() == Some(action))
         {
             return None;
@@ -754,18 +755,28 @@ impl Run {
             .and_then(|selected| selected.usage_of(script))
             .map_or("", |usage| usage.example.as_str());
         let mut sources = self.answer_sources();
-        sources.documents.clear();
-        let unstated = crate::grounding::unstated_arguments(args, &sources, usage);
+        let documents = std::mem::take(&mut sources.documents);
+        let mut unstated = crate::grounding::unstated_arguments(args, &sources, usage);
+        if !space.ask_user {
+            unstated.retain(|arg| crate::grounding::in_code_example(arg, &documents));
+        }
         let list = unstated.iter().map(|arg| format!("`{arg}`")).collect::<Vec<_>>();
-        (!list.is_empty()).then(|| {
-            format!(
-                "{} {} not in the task or any result: if the task does not say it, ask the user \
-                 (ask_user) which one, naming the options; if it is right, make the same call \
-                 again",
-                list.join(", "),
-                if list.len() == 1 { "is" } else { "are" }
-            )
-        })
+        let (list, verb) = (list.join(", "), if list.len() == 1 { "is" } else { "are" });
+        if unstated.is_empty() {
+            None
+        } else if space.ask_user {
+            Some(format!(
+                "{list} {verb} not in the task or any result: if the task does not say it, ask \
+                 the user (ask_user) which one, naming the options; if it is right, make the \
+                 same call again"
+            ))
+        } else {
+            Some(format!(
+                "{list} {verb} from an example in the skill's instructions, not from the task or \
+                 a result: leave it out or write the value the task gives; if it is right, make \
+                 the same call again"
+            ))
+        }
     }
 
     /// A completed answer that states no figure for a task that gives some, while the task's

@@ -26,6 +26,7 @@ fn main() -> std::process::ExitCode {
         a_think_that_completes_with_an_invented_figure_is_refused_once,
         placeholders_and_argument_counts_are_held_to_the_skills_usage,
         a_file_placeholder_without_a_file_in_the_task_says_to_find_it,
+        a_value_copied_from_an_example_is_refused_once,
     ])
 }
 
@@ -231,6 +232,38 @@ async fn a_file_placeholder_without_a_file_in_the_task_says_to_find_it() -> anyh
              files), then run this script with its path"
         ),
         "{note}"
+    );
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_value_copied_from_an_example_is_refused_once() -> anyhow::Result<()> {
+    let fixture = Fixture::new();
+    fixture.skill(
+        "finder",
+        "Finds files.",
+        "",
+        "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
+    );
+    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
+    let find = |args: &[&str]| {
+        call("run_script", json!({"skill": "finder", "script": "scripts/find.sh", "args": args}))
+    };
+    let model = Arc::new(MockModel::new(vec![
+        select("finder"),
+        find(&["*.md", "docs"]),
+        find(&["*.md", "docs"]),
+        answer("found *.md docs"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
+        .await?;
+    // Refused once; the same call made again runs (the value may be right).
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    assert_eq!(
+        ran.observations()[1].1,
+        "`docs` is from an example in the skill's instructions, not from the task or a result: \
+         leave it out or write the value the task gives; if it is right, make the same call again"
     );
     replays_exactly(&ran).await;
     Ok(())
