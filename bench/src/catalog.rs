@@ -475,7 +475,7 @@ fn clarification() -> Vec<Scenario> {
             "ask-which-unit",
             Category::Clarification,
             "Convert 5 to the other unit.",
-            Check::ends(Outcome::NeedsInput, &["Which units"]).never_ok("run_script"),
+            Check::ends(Outcome::NeedsInput, &["Which unit"]).never_ok("run_script"),
         )
         .with_ask_user()
         .script(
