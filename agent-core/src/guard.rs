@@ -282,7 +282,7 @@ pub(crate) fn report<'a>(
             None => tried.push((action, 1, record)),
         }
     }
-    let mut text = format!("The task was not finished: {reason}.\n\nWhat was tried:\n");
+    let mut text = format!("I could not finish the task: {reason}.\n\nWhat was tried:\n");
     let unreadable = |status: ObservationStatus| -> Vec<&&ActionRecord> {
         records.iter().filter(|record| record.action.is_none() && record.status == status).collect()
     };

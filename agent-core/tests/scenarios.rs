@@ -522,7 +522,7 @@ async fn the_deterministic_answer_stands_in_when_the_degraded_call_fails() -> an
     ]});
     let mut config = AgentConfig::default();
     config.budgets.max_turns = 2;
-    let expected = "The task was not finished: the turn limit (2) was reached.\n\n\
+    let expected = "I could not finish the task: the turn limit (2) was reached.\n\n\
                     What was tried:\n\
                     - select_skills toolbox: worked\n\
                     - run_script toolbox/scripts/log.sh one: worked\n\n\
@@ -646,7 +646,7 @@ async fn the_turn_note_lists_the_results_so_far() -> anyhow::Result<()> {
 /// The report a stuck task ends with: no model call (the model is in a loop).
 fn stuck_report(reason: &str, tried: &str, known: &str) -> String {
     format!(
-        "The task was not finished: {reason}.\n\nWhat was tried:\n{tried}\nWhat is known so \
+        "I could not finish the task: {reason}.\n\nWhat was tried:\n{tried}\nWhat is known so \
          far:\n{known}\nWhat you could do:\n- read the error above: give the value, file or \
          skill it asks for, then run the task again\n"
     )
@@ -811,7 +811,7 @@ async fn each_failure_kind_has_its_own_retry_cap() -> anyhow::Result<()> {
             );
         } else {
             let text = &ran.result.final_text;
-            assert!(text.starts_with(&format!("The task was not finished: {reason}.")), "{text}");
+            assert!(text.starts_with(&format!("I could not finish the task: {reason}.")), "{text}");
             assert_eq!(model.remaining(), 1, "{kind}: no degraded call");
         }
     }
@@ -910,7 +910,7 @@ async fn model_errors_past_their_cap_end_the_run_as_an_error() -> anyhow::Result
     assert_eq!(ran.statuses(), ["model_error"; 5]);
     assert_eq!(
         ran.result.final_text,
-        "The task was not finished: 5 model_error failures in a row (cap 4).\n\n\
+        "I could not finish the task: 5 model_error failures in a row (cap 4).\n\n\
          What was tried:\n\
          - 5 model calls that failed, the last: the model call failed: mock model: connection \
          reset\n\n\
@@ -934,7 +934,7 @@ async fn a_cancelled_run_ends_without_a_model_call() -> anyhow::Result<()> {
     let ran = fixture.run(builder, "Log one").await?;
     assert_eq!(ran.result.outcome, Outcome::Cancelled);
     assert!(
-        ran.result.final_text.starts_with("The task was not finished: the run was cancelled."),
+        ran.result.final_text.starts_with("I could not finish the task: the run was cancelled."),
         "{}",
         ran.result.final_text
     );

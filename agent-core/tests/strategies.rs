@@ -236,7 +236,7 @@ async fn without_a_summary_one_forced_call_answers_then_a_deterministic_text() -
 {
     for (forced, expected) in [
         (MockReply::text("Selected the toolbox; nothing logged."), None),
-        (call("think", json!({"user_summary": "no"})), Some("The task was not finished")),
+        (call("think", json!({"user_summary": "no"})), Some("I could not finish the task")),
     ] {
         let fixture = toolbox();
         let model = Arc::new(MockModel::new(vec![

@@ -468,7 +468,7 @@ async fn the_step_limit_answer_says_what_is_done_why_and_what_next() -> anyhow::
     assert_eq!(ran.result.outcome, Outcome::MaxTurns);
     let answer = &ran.result.final_text;
     for part in [
-        "The task was not finished: the step limit (3 steps: thoughts, replans and actions) \
+        "I could not finish the task: the step limit (3 steps: thoughts, replans and actions) \
          was reached.",
         "What was tried:\n- todo add milk: worked",
         "What you could do:\n- still to do: add eggs",

@@ -652,7 +652,7 @@ async fn repeated_planning_failures_end_the_run_stuck_with_a_text() -> anyhow::R
     // A stuck run ends with the report from the record, without asking the model again.
     let text = &ran.result.final_text;
     for part in [
-        "The task was not finished: 4 invalid_action failures in a row (cap 3).",
+        "I could not finish the task: 4 invalid_action failures in a row (cap 3).",
         "- 4 answers of the model that were no valid action, the last: the call to `make_plan` \
          had unreadable arguments",
         "- the model's answers were not valid actions: try a larger model (--model) or a \

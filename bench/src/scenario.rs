@@ -122,7 +122,8 @@ impl Check {
         }
     }
 
-    /// A run that completes with an answer that admits it cannot tell (see [`Check::admits`]).
+    /// A run that completes with an answer that admits it cannot tell, or stops (a budget,
+    /// stuck) with a text that does (see [`Check::admits`]).
     pub fn admits() -> Check {
         Check { admits: true, ..Check::completed(&[]) }
     }
@@ -168,7 +169,16 @@ impl Check {
             return vec!["the run has no run_finished event".to_owned()];
         };
         let outcome = finished.outcome.as_str();
-        if outcome != self.outcome {
+        // A task no skill can answer may also end degraded (exit code 3: a budget, stuck),
+        // as long as the text admits it: the "exit 0 with that answer, or 3". A run
+        // the bench cancelled, or one whose model failed, is no answer.
+        let admitted_stop = self.admits
+            && finished.outcome.is_degraded()
+            && !matches!(
+                finished.outcome,
+                agent_core::Outcome::Cancelled | agent_core::Outcome::Error
+            );
+        if outcome != self.outcome && !admitted_stop {
             failures.push(format!("outcome {outcome}, expected {}", self.outcome));
         }
         let final_text = finished.final_text.as_str();
@@ -602,6 +612,29 @@ pub(crate) mod tests {
             Check::ends(Outcome::Stuck, &[]).failures(&[], workspace.path()),
             vec!["the run has no run_finished event".to_owned()]
         );
+    }
+
+    #[test]
+    fn an_admission_may_end_the_run_degraded_but_not_cancelled() {
+        let workspace = tempfile::tempdir().unwrap();
+        let check = Check::admits();
+        let fine = |outcome: &str, text: &str| {
+            let events = [event(
+                99,
+                EventKind::RunFinished,
+                json!({
+                "outcome": outcome, "final_text": text, "grounded": true}),
+            )];
+            check.failures(&events, workspace.path()).is_empty()
+        };
+        assert!(fine("completed", "I cannot tell the checksum."));
+        assert!(fine(
+            "stuck",
+            "I could not finish the task: the same failing action came 3 times."
+        ));
+        assert!(fine("max_turns", "I could not finish the task: the turn limit (12) was reached."));
+        assert!(!fine("cancelled", "I could not finish the task: the run was cancelled."));
+        assert!(!fine("stuck", "The checksum is 42."));
     }
 
     #[test]
