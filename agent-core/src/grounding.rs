@@ -248,9 +248,9 @@ pub(crate) struct Sources<'a> {
     pub(crate) documents: Vec<&'a str>,
     /// Results of the run's actions: script output (also of a failed run), tool results.
     pub(crate) results: Vec<&'a str>,
-    /// A sum or difference may be rounded to a whole number, as records before format 6 were
-    /// checked.
-    pub(crate) rounded_sums: bool,
+    /// Arithmetic as records before format 6 were checked: a sum or difference may be
+    /// rounded to a whole number, and a figure two results repeat may be summed twice.
+    pub(crate) lenient_sums: bool,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -290,13 +290,13 @@ struct Known {
     summands: Vec<f64>,
     /// Counts of the lines or items of each result.
     counts: Vec<f64>,
-    /// See [`Sources::rounded_sums`].
-    rounded_sums: bool,
+    /// See [`Sources::lenient_sums`].
+    lenient_sums: bool,
 }
 
 impl Known {
     fn new(sources: &Sources<'_>) -> Known {
-        let Sources { user, documents, results, rounded_sums } = sources;
+        let Sources { user, documents, results, lenient_sums } = sources;
         let all = || user.iter().chain(documents).chain(results);
         let texts: Vec<String> = all().map(|text| text.to_lowercase()).collect();
         let mut values = Vec::new();
@@ -326,7 +326,18 @@ impl Known {
         // Sums over several results: all of the results' numbers when they are few, else the
         // first number of each result (a count, a total, a converted value).
         let mut summands: Vec<f64> = result_values;
-        summands.dedup();
+        if *lenient_sums {
+            summands.dedup();
+        } else {
+            // The same script run twice prints the same figures: with them twice, subset
+            // sums reached 106 (30 + 30 + 20 + 20 + 6) for "212 pounds are 106 kilograms".
+            let mut seen = Vec::new();
+            summands.retain(|value| {
+                let new = !seen.contains(value);
+                seen.push(*value);
+                new
+            });
+        }
         if summands.len() > MAX_SUMMANDS {
             summands = results
                 .iter()
@@ -335,7 +346,7 @@ impl Known {
                 .collect();
         }
         let counts = results.iter().flat_map(|text| counts(text)).collect();
-        Known { texts, values, paired, summands, counts, rounded_sums: *rounded_sums }
+        Known { texts, values, paired, summands, counts, lenient_sums: *lenient_sums }
     }
 
     fn grounds(&self, number: &Number, operands: &[f64]) -> bool {
@@ -347,7 +358,7 @@ impl Known {
         // A sum is not rounded to a whole number: among a CSV summary's figures, 85.2735 + 15
         // "grounded" an invented average of 100.
         let matches = |x: f64| {
-            (self.rounded_sums || number.decimals > 0 || x.fract() == 0.0) && same(number, x)
+            (self.lenient_sums || number.decimals > 0 || x.fract() == 0.0) && same(number, x)
         };
         // Few numbers: any two may be added or subtracted. Many (a CSV summary prints dozens,
         // and their pairwise sums cover most small numbers): only two the answer itself states.
@@ -677,8 +688,15 @@ mod tests {
         assert!(ungrounded("The average is 10.6 units, about 11.", &sources).is_empty());
         assert!(ungrounded("212 + 20 = 232 units", &sources).is_empty());
         assert!(ungrounded("1705.47 + 10.6 = 1716.07", &sources).is_empty());
-        sources.rounded_sums = true;
+        sources.lenient_sums = true;
         assert!(ungrounded("The average is 100 units.", &sources).is_empty());
+        // A result repeated (the same run twice) does not make its figures count twice.
+        let units = "units min: 2\nunits max: 30\nunits mean: 10.6\nunits sum: 212\nrows: 20\n6";
+        let mut sources = Sources { results: vec![units, units], ..Sources::default() };
+        assert_eq!(ungrounded("212 pounds are 106 kilograms.", &sources), ["106"]);
+        assert!(ungrounded("30 + 20 = 50", &sources).is_empty());
+        sources.lenient_sums = true;
+        assert!(ungrounded("212 pounds are 106 kilograms.", &sources).is_empty());
     }
 
     #[test]

@@ -982,7 +982,7 @@ impl Run {
     pub(crate) fn answer_sources(&self) -> crate::grounding::Sources<'_> {
         let mut sources = crate::grounding::Sources {
             user: self.grounding.user_texts.iter().map(String::as_str).collect(),
-            rounded_sums: self.format < 6,
+            lenient_sums: self.format < 6,
             ..Default::default()
         };
         let texts: std::collections::HashMap<&str, &str> =
