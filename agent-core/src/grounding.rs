@@ -57,6 +57,12 @@ pub(crate) const RESULT_CHARS: usize = 100;
 /// The first lines of a call's output, joined, cut at [`RESULT_CHARS`]: without the
 /// runtime's framing (`exit code N`, `stdout:`, `stderr:`) and blank lines.
 pub(crate) fn output_gist(text: &str) -> String {
+    gist_within(text, RESULT_CHARS)
+}
+
+/// [`output_gist`] cut at `max` characters (an ending report shows a script's error whole).
+pub(crate) fn gist_within(text: &str, max: usize) -> String {
+    let max = max.max(2);
     let mut gist = String::new();
     for line in text.lines().map(str::trim) {
         let framing = line.is_empty()
@@ -70,12 +76,12 @@ pub(crate) fn output_gist(text: &str) -> String {
             gist.push_str(" · ");
         }
         gist.push_str(line);
-        if gist.chars().count() >= RESULT_CHARS {
+        if gist.chars().count() >= max {
             break;
         }
     }
-    if gist.chars().count() > RESULT_CHARS {
-        gist = gist.chars().take(RESULT_CHARS - 1).collect();
+    if gist.chars().count() > max {
+        gist = gist.chars().take(max - 1).collect();
         gist.push('…');
     }
     if gist.is_empty() { "(no output)".to_owned() } else { gist }

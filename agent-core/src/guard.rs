@@ -247,6 +247,9 @@ fn pending_steps(state: &RunState) -> Vec<&str> {
         .collect()
 }
 
+/// The characters of a call's output or error a report line keeps.
+const REPORT_CHARS: usize = 240;
+
 /// Lines of a report's list: more than this and the rest are counted.
 const REPORT_LINES: usize = 8;
 
@@ -295,11 +298,17 @@ pub(crate) fn report<'a>(
         let how = match record.status {
             ObservationStatus::Ok => "worked".to_owned(),
             ObservationStatus::Failed => {
-                format!("failed: {}", crate::grounding::output_gist(text_of(&record.observation)))
+                format!(
+                    "failed: {}",
+                    crate::grounding::gist_within(text_of(&record.observation), REPORT_CHARS)
+                )
             }
             ObservationStatus::Timeout => "timed out".to_owned(),
             _ => {
-                format!("refused: {}", crate::grounding::output_gist(text_of(&record.observation)))
+                format!(
+                    "refused: {}",
+                    crate::grounding::gist_within(text_of(&record.observation), REPORT_CHARS)
+                )
             }
         };
         let times = if *times > 1 { format!(" ({times} times)") } else { String::new() };
@@ -334,7 +343,7 @@ pub(crate) fn report<'a>(
         let summary = record.action.as_ref().map(Action::summary).unwrap_or_default();
         text.push_str(&format!(
             "- {summary}: {}\n",
-            crate::grounding::output_gist(text_of(&record.observation))
+            crate::grounding::gist_within(text_of(&record.observation), REPORT_CHARS)
         ));
     }
     text.push_str("\nWhat you could do:\n");
