@@ -779,25 +779,16 @@ impl Run {
         }
     }
 
-    /// A completed answer that states no figure beyond the task's own, for a task that gives
-    /// some, while the task's results hold figures: the answer with those results after it
-    /// (format 6). The local 1.5B ended batches of conversions with "the conversions were
-    /// successful" or "10 km to miles, 72 F to C … have been successfully converted", the
-    /// values only in the transcript. An admission ("I cannot …") stays as it is.
+    /// A completed answer that states no figure for a task that gives some, while the task's
+    /// results hold figures: the answer with those results after it (format 6). The local
+    /// 1.5B ended a batch of conversions with "the conversions were successful", the values
+    /// only in the transcript. An admission ("I cannot …", "I do not know …") stays as it is.
     pub(crate) fn with_results(&self, answer: String) -> String {
         let digits = |text: &str| text.chars().any(|c| c.is_ascii_digit());
-        let figures = |text: &str| -> Vec<String> {
-            text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .map(|figure| figure.trim_matches('.').to_owned())
-                .filter(|figure| digits(figure))
-                .collect()
-        };
-        let task = figures(&self.state.task);
         let admits = ["I cannot", "I could not", "I do not know"]
             .iter()
             .any(|start| answer.trim_start().starts_with(start));
-        let new_figure = figures(&answer).iter().any(|figure| !task.contains(figure));
-        if self.format < 6 || admits || new_figure || task.is_empty() {
+        if self.format < 6 || admits || digits(&answer) || !digits(&self.state.task) {
             return answer;
         }
         let mut lines: Vec<(&Action, String)> = Vec::new();

@@ -89,7 +89,7 @@ pub struct RunResult {
 /// without the check; 6 refuses a repeat of a call that failed, ends a task stuck once one
 /// failing action came [`crate::GuardConfig::stuck_repeats`] times in it (not only in a row),
 /// ends a stuck run with a report written from the record, and appends the results to a
-/// completed answer with no figure beyond the task's own — records of 3 to
+/// completed answer without figures for a task with figures — records of 3 to
 /// 5 re-run as they were written.
 pub const RECORD_FORMAT: u32 = 6;
 

@@ -40,7 +40,7 @@ fn main() -> std::process::ExitCode {
             the_deterministic_answer_stands_in_when_the_degraded_call_fails,
             identical_failing_actions_end_the_run_as_stuck,
             a_failing_call_repeated_between_other_actions_ends_the_run_as_stuck,
-            an_answer_without_figures_beyond_the_tasks_gets_the_results,
+            an_answer_without_the_figures_the_task_asks_for_gets_the_results,
             failures_of_one_kind_past_their_cap_end_the_run,
             each_failure_kind_has_its_own_retry_cap,
             every_failure_is_an_observation_of_its_kind,
@@ -1740,7 +1740,7 @@ async fn a_runs_directory_inside_the_workspace_is_read_only_to_scripts() -> anyh
     Ok(())
 }
 
-async fn an_answer_without_figures_beyond_the_tasks_gets_the_results() -> anyhow::Result<()> {
+async fn an_answer_without_the_figures_the_task_asks_for_gets_the_results() -> anyhow::Result<()> {
     for (answer_text, expected) in [
         (
             "Printed them both.",
@@ -1748,15 +1748,8 @@ async fn an_answer_without_figures_beyond_the_tasks_gets_the_results() -> anyhow
              - run_script toolbox/scripts/print.sh 2 w: line 1 of 2: w · line 2 of 2: w\n\
              - run_script toolbox/scripts/log.sh 3: logged 3",
         ),
-        // Figures of the task's own are no answer either.
-        (
-            "Printed 2 lines and logged 3.",
-            "Printed 2 lines and logged 3.\n\nResults:\n\
-             - run_script toolbox/scripts/print.sh 2 w: line 1 of 2: w · line 2 of 2: w\n\
-             - run_script toolbox/scripts/log.sh 3: logged 3",
-        ),
-        // An answer with a figure of its own, or one that admits it cannot tell, stays.
-        ("Printed line 1 of 2 and logged 3.", "Printed line 1 of 2 and logged 3."),
+        // An answer with figures, or one that admits it cannot tell, stays as written.
+        ("Printed 2 lines and logged 3.", "Printed 2 lines and logged 3."),
         ("I cannot tell what was printed.", "I cannot tell what was printed."),
     ] {
         let fixture = toolbox();
