@@ -8,13 +8,20 @@
 //! 2. user: the request;
 //! 3. the transcript: each turn's answer and its observation (loaded skill bodies arrive here,
 //!    as the observation of `select_skills`), only ever appended;
-//! 4. a trailing note, rebuilt every turn and never kept: plan, budget, selected skills,
-//!    the results so far (react), allowed actions and the task restated.
+//! 4. a trailing note, rebuilt every turn: plan, budget, selected skills, the results so far
+//!    (react), allowed actions and the task restated. From record format 7 the note stays in
+//!    the transcript, before the answer it asked for: the next request then starts with
+//!    everything the model has already read and written (llama.cpp's slot holds the note and
+//!    the generated answer), so only the observation and the new note are new prompt tokens —
+//!    a dropped note made the server evaluate the old note, the answer, the observation and the
+//!    new note again every turn (~170 tokens more on the embedded model). Before format 7 the
+//!    note was never kept.
 //!
 //! Compaction is the only rewrite. When the packed context passes `compact_at` of
 //! `max_context_chars`, observations older than the last `keep_recent_observations` are cut to
 //! their first line plus their id and file reference; `recall_observation` brings any of them
-//! back whole. Every compacted item keeps its event id (`obs-N`).
+//! back whole. Every compacted item keeps its event id (`obs-N`). A compaction also drops the
+//! kept notes before the last one (the state of turns long gone).
 //!
 //! The same layout makes a request's fingerprint (the SHA-256 of its JSON body, which replay
 //! and resume compare) cheap: the hash state after the stable prefix is kept and only what
@@ -33,6 +40,8 @@ struct Entry {
     chars: usize,
     /// Set on observation messages.
     observation: Option<ObservationEntry>,
+    /// A kept turn note.
+    note: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +68,8 @@ pub(crate) struct Context {
     spare: Option<Vec<Message>>,
     /// The transcript length when [`Context::messages`] last lent its messages out.
     lent_at: Option<usize>,
+    /// Whether a request's note stays in the transcript (record format 7 on).
+    keep_notes: bool,
 }
 
 /// SHA-256 state after `{"model":…,"messages":[system,task,entry…` for the first `entries`
@@ -120,13 +131,27 @@ fn whole_body_fingerprint(request: &ChatRequest) -> Result<Fingerprint> {
 
 impl Context {
     pub(crate) fn new(system: String, task: String) -> Context {
-        Context { system, task, entries: Vec::new(), prefix_hash: None, spare: None, lent_at: None }
+        Context {
+            system,
+            task,
+            entries: Vec::new(),
+            prefix_hash: None,
+            spare: None,
+            lent_at: None,
+            keep_notes: false,
+        }
+    }
+
+    /// The same context keeping each request's note in the transcript (see the module docs).
+    pub(crate) fn keeping_notes(mut self, keep: bool) -> Context {
+        self.keep_notes = keep;
+        self
     }
 
     /// Appends a message that is not an observation (the model's answer).
     pub(crate) fn push(&mut self, message: Message) {
         let chars = message_chars(&message);
-        self.entries.push(Entry { message, chars, observation: None });
+        self.entries.push(Entry { message, chars, observation: None, note: false });
     }
 
     /// Appends an observation: `header` then `body`, as a tool result (when the answer was a
@@ -155,12 +180,30 @@ impl Context {
                 reference,
                 compacted: false,
             }),
+            note: false,
         });
     }
 
-    /// The messages of a request: system, task, transcript, then `note` (if any). Hand them
-    /// back with [`Context::recycle`] after the call, so the next request reuses them.
-    pub(crate) fn messages(&mut self, note: Option<&str>) -> Vec<Message> {
+    /// The messages of a request: system, task, transcript, then `note` (if any; kept in the
+    /// transcript when the context keeps notes, in place of a kept note no answer followed).
+    /// Hand them back with [`Context::recycle`] after the call, so the next request reuses
+    /// them.
+    pub(crate) fn messages(&mut self, mut note: Option<&str>) -> Vec<Message> {
+        if self.keep_notes
+            && let Some(text) = note.take()
+        {
+            if self.entries.last().is_some_and(|entry| entry.note) {
+                // The call that note asked for gave no answer (it failed): the new note
+                // replaces it, and what was lent or hashed with it is stale.
+                self.entries.pop();
+                self.spare = None;
+                self.prefix_hash = None;
+                self.lent_at = None;
+            }
+            let message = Message::user(text.to_owned());
+            let chars = message_chars(&message);
+            self.entries.push(Entry { message, chars, observation: None, note: true });
+        }
         let mut messages = match self.spare.take() {
             Some(spare) => spare,
             None => {
@@ -316,6 +359,13 @@ impl Context {
         if compacted.is_empty() {
             return None;
         }
+        let last_note = self.entries.iter().rposition(|entry| entry.note);
+        let mut index = 0;
+        self.entries.retain(|entry| {
+            let keep = !entry.note || Some(index) == last_note;
+            index += 1;
+            keep
+        });
         self.prefix_hash = None;
         self.spare = None;
         self.lent_at = None;
@@ -358,6 +408,56 @@ mod tests {
         assert!(text.contains("observations/1.txt"), "{text}");
         assert_eq!(after[9], before[9]);
         assert!(context.compact(2, 40).is_none());
+    }
+
+    #[test]
+    fn a_kept_note_makes_each_request_start_with_the_last_one_and_its_answer() {
+        let notes = |messages: &[Message]| -> Vec<Message> {
+            let is_note = |message: &&Message| {
+                matches!(message, Message::User { content }
+                if matches!(&content[0], ContentPart::Text { text } if text.starts_with("note")))
+            };
+            messages.iter().filter(is_note).cloned().collect()
+        };
+        let mut context = Context::new("system".into(), "task".into()).keeping_notes(true);
+        let mut last: Option<Vec<Message>> = None;
+        for n in 1..=4 {
+            let request = context.messages(Some(&format!("note {n}")));
+            if let Some(last) = last.take() {
+                // The whole previous request and its answer, the observation, the new note.
+                assert_eq!(request[..last.len()], last[..]);
+                assert_eq!(request.len(), last.len() + 2);
+            }
+            assert_eq!(request.last(), Some(&Message::user(format!("note {n}"))));
+            last = Some(request.clone());
+            context.recycle(request);
+            let answer = Message::from_response(&model_adapter::Response {
+                text: format!("step {n}"),
+                ..Default::default()
+            });
+            context.push(answer.clone());
+            if let Some(last) = last.as_mut() {
+                last.push(answer);
+            }
+            context.push_observation(
+                &format!("obs-{n}"),
+                format!("[obs-{n}] run_script → ok"),
+                &format!("line {n}\n{}", "x".repeat(400)),
+                None,
+                None,
+                false,
+            );
+        }
+        // A call that gave no answer: its note gives way to the next one.
+        let failed = context.messages(Some("note 5"));
+        context.recycle(failed);
+        let retried = context.messages(Some("note 5, again"));
+        assert_eq!(retried.last(), Some(&Message::user("note 5, again")));
+        assert_eq!(notes(&retried).len(), 5);
+        context.recycle(retried);
+        // Compaction drops every kept note but the last.
+        assert!(context.compact(1, 20).is_some());
+        assert_eq!(notes(&context.messages(None)), vec![Message::user("note 5, again")]);
     }
 
     #[test]

@@ -89,9 +89,10 @@ pub struct RunResult {
 /// without the check; 6 refuses a repeat of a call that failed, ends a task stuck once one
 /// failing action came [`crate::GuardConfig::stuck_repeats`] times in it (not only in a row),
 /// ends a stuck run with a report written from the record, and appends the results to a
-/// completed answer without figures for a task with figures — records of 3 to
-/// 5 re-run as they were written.
-pub const RECORD_FORMAT: u32 = 6;
+/// completed answer without figures for a task with figures; 7 keeps each turn's note in the
+/// transcript (the next request's prompt starts with what the model already read) — records of
+/// 3 to 6 re-run as they were written.
+pub const RECORD_FORMAT: u32 = 7;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -341,7 +342,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         deadlines,
         input: InputKind::Task,
         pending_call: None,
-        context: Context::new(system, start.task.clone()),
+        context: Context::new(system, start.task.clone()).keeping_notes(start.record_format >= 7),
         bus,
         model,
         executor,

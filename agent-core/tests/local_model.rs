@@ -1,7 +1,8 @@
 //! One whole run on the real local model: llama.cpp serving Qwen2.5-Coder-0.5B-Instruct,
-//! started by `cargo xtask local-llm start` (CI does this and sets `SKILLS_AGENT_LLM_URL`),
-//! asked in JSON mode (the per-turn schema becomes a grammar), with a real Python script run
-//! through the sandbox. Skipped, with a printed reason, when the variable is unset.
+//! started by `cargo xtask local-llm start` (CI does this and sets `SKILLS_AGENT_LLM_URL`) or
+//! by `skills-agent model start` (found through its state file; any size), asked in JSON mode
+//! (the per-turn schema becomes a grammar), with a real Python script run through the sandbox.
+//! Skipped, with a printed reason, when no model runs.
 //!
 //! It asserts structure, never wording: the run ends with a final text, `events.jsonl` is well
 //! formed, and the run replays exactly from its own record. It also prints how the wall time
@@ -15,6 +16,7 @@
 
 mod common;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,7 +27,7 @@ use async_trait::async_trait;
 use common::{Fixture, well_formed};
 use futures_util::StreamExt;
 use model_adapter::{
-    ChatRequest, DeltaStream, ModelProvider, OpenAiConfig, OpenAiProvider, Response,
+    ChatRequest, DeltaStream, ModelProvider, OpenAiConfig, OpenAiProvider, Response, SchemaFormat,
 };
 use serde_json::Value;
 
@@ -33,18 +35,56 @@ fn main() -> ExitCode {
     common::main(tests![a_run_on_the_local_model_ends_with_an_answer_and_replays])
 }
 
-/// The server root, or `None` (after saying why) when the test should not run.
+/// The server root: `SKILLS_AGENT_LLM_URL`, else the embedded model that `skills-agent model
+/// start` (the README's main job) or `cargo xtask local-llm start` left running — its state file
+/// under `$SKILLS_AGENT_CACHE` or `~/.cache/skills-agent`, the 0.5B first, when `/health`
+/// answers. `None`, after saying why, when there is none.
 fn server_url() -> Option<String> {
-    match std::env::var("SKILLS_AGENT_LLM_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().trim_end_matches('/').to_owned()),
-        _ => {
-            println!(
-                "skipped: SKILLS_AGENT_LLM_URL not set (run `cargo xtask local-llm start` and \
-                 export the URL it prints)"
-            );
-            None
+    let mut err = std::io::stderr();
+    if let Ok(url) = std::env::var("SKILLS_AGENT_LLM_URL")
+        && !url.trim().is_empty()
+    {
+        return Some(url.trim().trim_end_matches('/').to_owned());
+    }
+    let cache =
+        std::env::var_os("SKILLS_AGENT_CACHE").map(std::path::PathBuf::from).or_else(|| {
+            std::env::var_os("HOME")
+                .map(|home| std::path::Path::new(&home).join(".cache/skills-agent"))
+        });
+    for size in ["0.5b", "1.5b"] {
+        let state = cache.as_ref().map(|cache| cache.join("local-model").join(size).join("state"));
+        let port = state.and_then(|path| std::fs::read_to_string(path).ok()).and_then(|text| {
+            text.lines().find_map(|line| line.strip_prefix("port=")?.parse().ok())
+        });
+        if let Some(port) = port
+            && healthy(port)
+        {
+            // The real stderr, past the test harness's capture, so it shows which model ran.
+            let _ = writeln!(err, "using the running {size} model at http://127.0.0.1:{port}");
+            return Some(format!("http://127.0.0.1:{port}"));
         }
     }
+    let _ = writeln!(
+        err,
+        "skipping: no local model (start one with `skills-agent model start` or `cargo xtask \
+         local-llm start`, or export SKILLS_AGENT_LLM_URL)"
+    );
+    None
+}
+
+/// Whether llama.cpp's `/health` on 127.0.0.1:`port` answers 200.
+fn healthy(port: u16) -> bool {
+    use std::io::Read;
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(2))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut head = [0u8; 12];
+    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_ok()
+        && stream.read_exact(&mut head).is_ok()
+        && head.ends_with(b" 200")
 }
 
 /// A skill with a real script (`word-count` counts the words of a file), an unrelated skill,
@@ -129,10 +169,10 @@ impl ModelProvider for TimedModel {
 
 async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::Result<()> {
     let Some(url) = server_url() else { return Ok(()) };
-    let model = Arc::new(TimedModel {
-        inner: OpenAiProvider::new(OpenAiConfig::new(format!("{url}/v1")))?,
-        calls: Arc::default(),
-    });
+    // As `--model local` sends it: the per-turn schema as a one-line grammar.
+    let mut config = OpenAiConfig::new(format!("{url}/v1"));
+    config.schema_format = SchemaFormat::OneLineGrammar;
+    let model = Arc::new(TimedModel { inner: OpenAiProvider::new(config)?, calls: Arc::default() });
     let config = AgentConfig {
         decide: DecideMode::Json,
         model: ModelSettings { model: "local".to_owned(), temperature: Some(0.0), max_tokens: 200 },

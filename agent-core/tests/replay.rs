@@ -83,7 +83,7 @@ async fn record_a_busy_run(fixture: &Fixture) -> Ran {
         steps.next().unwrap_or_else(|| answer("Tried every script; one was denied."))
     });
     let mut config = AgentConfig::default();
-    config.budgets.max_context_chars = 5_000;
+    config.budgets.max_context_chars = 6_000;
     config.context.compact_at = 0.6;
     config.context.keep_recent_observations = 2;
     config.context.inline_observation_chars = 600;
@@ -143,8 +143,10 @@ async fn a_recorded_run_replays_to_the_same_events() -> anyhow::Result<()> {
             "load_resource notes/reference.md → refused",
             "run_script toolbox/scripts/fail.sh x → failed",
             "run_script toolbox/scripts/deny.sh → denied",
-            "run_script toolbox/scripts/log.sh approved → ok",
+            // The context is compacted after the denied run (format 7 keeps the turn notes):
+            // the model recalls an observation at once.
             "recall_observation obs-2 → ok",
+            "run_script toolbox/scripts/log.sh approved → ok",
         ]
     );
     let last = report.turns.last().unwrap();
@@ -429,22 +431,17 @@ async fn a_record_of_another_format_is_named_not_continued() -> anyhow::Result<(
     assert_eq!(replays_exactly(&ran).await.record_format, RECORD_FORMAT);
 
     let copies = tempfile::tempdir()?;
-    let unnumbered = |lines: &mut Vec<Value>| {
+    // The same record labelled as one from before formats were numbered: it re-runs as that
+    // format did (no kept turn notes, so the context differs from the first turn's end on),
+    // and the difference is reported with the reason it was to be expected.
+    let old = tampered(&ran.run_dir, copies.path(), "old", |lines| {
         let data = lines[0]["data"].as_object_mut().unwrap();
         data.remove("record_format");
         data.remove("written_by");
-    };
-    // Nothing else differs: the old record still reproduces, and says which format it is.
-    let old = tampered(&ran.run_dir, copies.path(), "old", unnumbered);
-    let report = replay_check(&old).await?;
-    assert_eq!((report.record_format, report.divergence), (0, None));
-    // A difference is reported with the reason it was to be expected.
-    let changed = tampered(&ran.run_dir, copies.path(), "changed", |lines| {
-        unnumbered(lines);
-        let at = position(lines, "model_response", 1);
-        lines[at]["data"]["response"]["tool_calls"][0]["arguments"]["content"] = json!("Other.");
     });
-    let message = replay_check(&changed).await?.divergence.unwrap().message;
+    let report = replay_check(&old).await?;
+    assert_eq!(report.record_format, 0);
+    let message = report.divergence.unwrap().message;
     assert!(message.starts_with("the events differ (the record was written in record format 0 by an earlier build; this build (agent-core "), "{message}");
     assert!(message.ends_with("replay it with that build)"), "{message}");
     // Continuing it is refused up front, with what to do instead; the record is left as it was.

@@ -1,34 +1,72 @@
 //! Integration tests against a real model: llama.cpp serving Qwen2.5-Coder-0.5B-Instruct, started
-//! by `cargo xtask local-llm start` (CI does this and sets `SKILLS_AGENT_LLM_URL`). Skipped, with
-//! a printed reason, when the variable is unset. They assert structure, never wording, and keep
-//! generations short (temperature 0, small `max_tokens`).
+//! by `cargo xtask local-llm start` (CI does this and sets `SKILLS_AGENT_LLM_URL`) or by
+//! `skills-agent model start` (found through its state file). Skipped, with a printed reason,
+//! when no model runs. They assert structure, never wording, and keep generations short
+//! (temperature 0, small `max_tokens`).
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use std::io::Write;
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use model_adapter::{
     ActionEvent, AnthropicConfig, AnthropicProvider, ChatRequest, Delta, FinishReason, Message,
-    ModelProvider, NamedToolChoice, OpenAiConfig, OpenAiProvider, Response, StructuredAction, Tool,
-    ToolChoice, Watch,
+    ModelProvider, NamedToolChoice, OpenAiConfig, OpenAiProvider, Response, ResponseFormat,
+    SchemaFormat, StructuredAction, Tool, ToolChoice, Watch,
 };
 use serde_json::{Value, json};
 
-/// The server root, or `None` (after saying why) when the tests should not run.
+/// The server root: `SKILLS_AGENT_LLM_URL`, else the embedded model that `skills-agent model
+/// start` (the README's main job) or `cargo xtask local-llm start` left running — its state file
+/// under `$SKILLS_AGENT_CACHE` or `~/.cache/skills-agent`, the 0.5B first, when `/health`
+/// answers. `None`, after saying why, when there is none.
 fn server_url() -> Option<String> {
-    match std::env::var("SKILLS_AGENT_LLM_URL") {
-        Ok(url) if !url.is_empty() => Some(url.trim_end_matches('/').to_owned()),
-        _ => {
-            // Written to the real stderr, past the test harness's capture, so the reason shows.
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipping: SKILLS_AGENT_LLM_URL is not set (run `cargo xtask local-llm start` and \
-                 export the URL it prints)"
-            );
-            None
+    let mut err = std::io::stderr();
+    if let Ok(url) = std::env::var("SKILLS_AGENT_LLM_URL")
+        && !url.trim().is_empty()
+    {
+        return Some(url.trim().trim_end_matches('/').to_owned());
+    }
+    let cache =
+        std::env::var_os("SKILLS_AGENT_CACHE").map(std::path::PathBuf::from).or_else(|| {
+            std::env::var_os("HOME")
+                .map(|home| std::path::Path::new(&home).join(".cache/skills-agent"))
+        });
+    for size in ["0.5b", "1.5b"] {
+        let state = cache.as_ref().map(|cache| cache.join("local-model").join(size).join("state"));
+        let port = state.and_then(|path| std::fs::read_to_string(path).ok()).and_then(|text| {
+            text.lines().find_map(|line| line.strip_prefix("port=")?.parse().ok())
+        });
+        if let Some(port) = port
+            && healthy(port)
+        {
+            // The real stderr, past the test harness's capture, so it shows which model ran.
+            let _ = writeln!(err, "using the running {size} model at http://127.0.0.1:{port}");
+            return Some(format!("http://127.0.0.1:{port}"));
         }
     }
+    let _ = writeln!(
+        err,
+        "skipping: no local model (start one with `skills-agent model start` or `cargo xtask \
+         local-llm start`, or export SKILLS_AGENT_LLM_URL)"
+    );
+    None
+}
+
+/// Whether llama.cpp's `/health` on 127.0.0.1:`port` answers 200.
+fn healthy(port: u16) -> bool {
+    use std::io::Read;
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(2))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut head = [0u8; 12];
+    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").is_ok()
+        && stream.read_exact(&mut head).is_ok()
+        && head.ends_with(b" 200")
 }
 
 fn openai(url: &str, named: NamedToolChoice) -> OpenAiProvider {
@@ -174,6 +212,66 @@ async fn json_schema_structured_output_streams_path_events() {
         );
         assert!(outcome.response.usage.is_some());
     }
+}
+
+#[tokio::test]
+async fn a_one_line_grammar_writes_the_document_on_one_line() {
+    let Some(url) = server_url() else { return };
+    // Optional members, a const, an enum, a bounded array and string: what actions use.
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string", "maxLength": 80},
+            "action": {"type": "object", "properties": {
+                "type": {"const": "run_script"},
+                "args": {"type": "array", "items": {"type": "string", "maxLength": 20},
+                         "minItems": 1, "maxItems": 3}
+            }, "required": ["type", "args"], "additionalProperties": false,
+               "propertyOrdering": ["type", "args"]},
+            "note": {"type": "string", "maxLength": 20}
+        },
+        "required": ["thought", "action"],
+        "propertyOrdering": ["thought", "action"],
+        "additionalProperties": false
+    });
+    let mut request = short_request(
+        "Run the script with the arguments 12, mi and km. Answer in pretty-printed JSON.",
+        120,
+    );
+    request.response_format =
+        ResponseFormat::JsonSchema { name: "action".into(), schema, strict: true };
+    let mut config = OpenAiConfig::new(format!("{url}/v1"));
+    config.schema_format = SchemaFormat::OneLineGrammar;
+    let model = OpenAiProvider::new(config).unwrap();
+    for response in [model.chat(&request).await.unwrap(), streamed(&model, &request).await.1] {
+        let value: Value = serde_json::from_str(&response.text).unwrap();
+        // One space after each colon and comma, nothing else between the tokens, and the
+        // members in the schema's order.
+        assert_eq!(stray_whitespace(&response.text), 0, "{}", response.text);
+        assert!(response.text.starts_with(r#"{"thought": ""#), "{}", response.text);
+        assert!(response.text.contains(r#"", "action": {"type": "run_script", "args": ["#));
+        assert_eq!(value["action"]["type"], "run_script");
+        let args = value["action"]["args"].as_array().unwrap();
+        assert!((1..=3).contains(&args.len()), "{value}");
+        assert!(value["thought"].as_str().unwrap().chars().count() <= 80);
+    }
+}
+
+/// Whitespace characters of `json` outside its strings other than one space after a `:` or `,`.
+fn stray_whitespace(json: &str) -> usize {
+    let (mut inside, mut escaped, mut count, mut last) = (false, false, 0, ' ');
+    for c in json.chars() {
+        match (inside, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => inside = !inside,
+            (false, _, ' ') if matches!(last, ':' | ',') => {}
+            (false, _, c) if c.is_whitespace() => count += 1,
+            _ => {}
+        }
+        last = c;
+    }
+    count
 }
 
 #[tokio::test]
