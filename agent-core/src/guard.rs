@@ -262,9 +262,7 @@ pub(crate) fn report<'a>(
     outcome: Outcome,
     reason: &str,
 ) -> String {
-    let first_turn = state.task_base.turns;
-    let records: Vec<&ActionRecord> =
-        state.actions.iter().filter(|record| record.turn > first_turn).collect();
+    let records: Vec<&ActionRecord> = state.task_actions().collect();
     // One line per distinct action, in the order first tried, with how it last ended.
     let mut tried: Vec<(&Action, usize, &ActionRecord)> = Vec::new();
     for record in &records {

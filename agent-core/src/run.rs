@@ -700,12 +700,6 @@ impl Run {
             .map_or("", |(_, text)| text.as_str())
     }
 
-    /// The records of the current task (a chat's earlier tasks are done).
-    pub(crate) fn task_records(&self) -> impl DoubleEndedIterator<Item = &ActionRecord> {
-        let first_turn = self.state.task_base.turns;
-        self.state.actions.iter().filter(move |record| record.turn > first_turn)
-    }
-
     /// Why a script run or tool call is refused without running: the same call already
     /// failed in this task (format 6). Scripts are deterministic enough that the same
     /// arguments give the same error; on held-out tasks the local 1.5B re-ran one failing call
@@ -715,7 +709,7 @@ impl Run {
             return None;
         }
         // The latest identical call that ran (a refused repeat did not).
-        let earlier = self.task_records().rev().find(|record| {
+        let earlier = self.state.task_actions().rev().find(|record| {
             record.action.as_ref() == Some(action)
                 && matches!(
                     record.status,
@@ -745,7 +739,7 @@ impl Run {
     fn unstated_arguments(&self, action: &Action, space: &ActionSpace) -> Option<String> {
         let Action::RunScript { skill, script, args } = action else { return None };
         if self.format < 6
-            || self.task_records().any(|record| record.action.as_ref() == Some(action))
+            || self.state.task_actions().any(|record| record.action.as_ref() == Some(action))
         {
             return None;
         }
@@ -791,14 +785,16 @@ impl Run {
         if self.format < 6 || admits || digits(&answer) || !digits(&self.state.task) {
             return answer;
         }
-        let mut lines: Vec<(&Action, String)> = Vec::new();
-        for record in self.task_records().filter(|record| record.is_result()) {
-            let Some(action) = &record.action else { continue };
-            lines.retain(|(earlier, _)| *earlier != action);
-            let gist = crate::grounding::output_gist(self.observation_text(&record.observation));
-            lines.push((action, gist));
-        }
-        lines.retain(|(_, gist)| digits(gist));
+        let lines: Vec<(&Action, String)> = self
+            .state
+            .latest_actions(ActionRecord::is_result)
+            .into_iter()
+            .filter_map(|record| {
+                let gist =
+                    crate::grounding::output_gist(self.observation_text(&record.observation));
+                Some((record.action.as_ref()?, gist)).filter(|(_, gist)| digits(gist))
+            })
+            .collect();
         if lines.is_empty() {
             return answer;
         }
@@ -816,10 +812,11 @@ impl Run {
         if self.format < 6 {
             return None;
         }
-        let last = self.task_records().next_back()?;
+        let last = self.state.task_actions().next_back()?;
         let action = last.action.as_ref().filter(|_| last.status != ObservationStatus::Ok)?;
         let count = self
-            .task_records()
+            .state
+            .task_actions()
             .rev()
             .filter(|record| record.action.as_ref() == Some(action))
             .take_while(|record| record.status != ObservationStatus::Ok)

@@ -185,16 +185,13 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
     // An answer of this task was refused as ungrounded: until a result comes in, the answer
     // may only say that the value is unknown (after a refusal, the local 1.5B ran a failing
     // conversion and gave the same invented temperature again).
-    let task_records = || {
-        let first_turn = state.task_base.turns;
-        state.actions.iter().filter(move |record| record.turn > first_turn)
-    };
     let refused_answer = |record: &&crate::state::ActionRecord| {
         record.status == ObservationStatus::Refused
             && matches!(record.action, Some(Action::FinalAnswer { .. }))
     };
-    if task_records().any(|record| refused_answer(&record))
-        && !task_records()
+    if state.task_actions().any(|record| refused_answer(&record))
+        && !state
+            .task_actions()
             .skip_while(|record| !refused_answer(record))
             .any(crate::state::ActionRecord::is_result)
     {

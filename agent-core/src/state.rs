@@ -264,6 +264,26 @@ impl RunState {
         used
     }
 
+    /// The action records of the current task (a chat's earlier tasks are done).
+    pub(crate) fn task_actions(&self) -> impl DoubleEndedIterator<Item = &ActionRecord> {
+        let first_turn = self.task_base.turns;
+        self.actions.iter().filter(move |record| record.turn > first_turn)
+    }
+
+    /// The latest record of each distinct action of the current task that `keep` takes, in
+    /// the order of those latest records (a call made again counts where it was made last).
+    pub(crate) fn latest_actions(
+        &self,
+        keep: impl Fn(&ActionRecord) -> bool,
+    ) -> Vec<&ActionRecord> {
+        let mut latest: Vec<&ActionRecord> = Vec::new();
+        for record in self.task_actions().filter(|record| keep(record)) {
+            latest.retain(|earlier| earlier.action != record.action);
+            latest.push(record);
+        }
+        latest
+    }
+
     /// The catalog entry of `name`.
     pub fn skill(&self, name: &str) -> Option<&SkillEntry> {
         self.catalog.iter().find(|entry| entry.name == name)

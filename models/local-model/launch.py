@@ -2,7 +2,9 @@
 
 Usage: launch.py MODEL.gguf CHAT_TEMPLATE.jinja PORT [N_CTX]
 Serves /v1/chat/completions, /v1/messages, /tokenize and /health until SIGTERM or SIGINT.
-Two slots share N_CTX tokens of context (default 8192).
+Two slots share N_CTX tokens of context (default 8192). SKILLS_AGENT_SPECULATIVE=ngram-simple,
+ngram-map-k, ngram-map-k4v, ngram-mod or ngram-cache turns on llama.cpp's n-gram speculative
+decoding of that kind (drafts looked up in the context, no second model); unset or `none`: off.
 """
 
 import os
@@ -31,6 +33,13 @@ def main() -> None:
     # renders earlier calls the same way, so llama.cpp's parser recognises them.
     with open(template_path, encoding="utf-8") as template:
         params.chat_template = template.read()
+    speculative = os.environ.get("SKILLS_AGENT_SPECULATIVE", "none")
+    if speculative != "none":
+        kind = "COMMON_SPECULATIVE_TYPE_" + speculative.upper().replace("-", "_")
+        if not speculative.startswith("ngram-") or not hasattr(xllamacpp.common_speculative_type, kind):
+            sys.exit(f"SKILLS_AGENT_SPECULATIVE={speculative}: not an n-gram kind (ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache)")
+        params.speculative.types = [getattr(xllamacpp.common_speculative_type, kind)]
+        print(f"speculative decoding: {speculative}", flush=True)
     server = xllamacpp.Server(params)
     print(f"listening on {server.listening_address}", flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})

@@ -82,23 +82,21 @@ const RESULTS_SHOWN: usize = 8;
 /// lines of what it printed or why it failed. On the local 1.5B, a batch of conversions ended
 /// with an answer that held only the last result: the earlier ones sat far up the transcript.
 pub(crate) fn results_lines(run: &Run) -> String {
-    let first_turn = run.state.task_base.turns;
-    let mut results: Vec<(&Action, ObservationStatus, &str)> = Vec::new();
-    for record in run.state.actions.iter().filter(|record| record.turn > first_turn) {
-        let Some(action @ (Action::RunScript { .. } | Action::CallTool { .. })) = &record.action
-        else {
-            continue;
-        };
-        if !matches!(
-            record.status,
-            ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
-        ) {
-            continue;
-        }
-        let text = run.observation_text(&record.observation);
-        results.retain(|(earlier, _, _)| *earlier != action);
-        results.push((action, record.status, text));
-    }
+    let results: Vec<(&Action, ObservationStatus, &str)> = run
+        .state
+        .latest_actions(|record| {
+            record.action.as_ref().is_some_and(Action::is_call)
+                && matches!(
+                    record.status,
+                    ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
+                )
+        })
+        .into_iter()
+        .filter_map(|record| {
+            let text = run.observation_text(&record.observation);
+            Some((record.action.as_ref()?, record.status, text))
+        })
+        .collect();
     if results.len() < 2 {
         return String::new();
     }
