@@ -316,15 +316,15 @@ pub(crate) fn report<'a>(
         text.push_str(&format!("- and {} more\n", tried.len() - REPORT_LINES));
     }
     for (records, one, many) in [
-        (&invalid, "answer of the model that was", "answers of the model that were"),
-        (&model_errors, "model call that", "model calls that"),
+        (
+            &invalid,
+            "answer of the model that was no valid action",
+            "answers of the model that were no valid action",
+        ),
+        (&model_errors, "model call that failed", "model calls that failed"),
     ] {
         if let Some(last) = records.last() {
             let what = if records.len() == 1 { one } else { many };
-            let what = match records == &model_errors {
-                true => format!("{what} failed"),
-                false => format!("{what} no valid action"),
-            };
             text.push_str(&format!(
                 "- {} {what}, the last: {}\n",
                 records.len(),

@@ -4,9 +4,11 @@
 //! The other strategies (`plan-execute-think`, `plan-thought-replan`, `safe`) run the same task
 //! too (their structure is checked, not their answer).
 //!
-//! Needs the model: runs when `SKILLS_AGENT_LOCAL_RUN=1` (CI starts the 1.5B model first with
-//! `cargo xtask local-llm start --size 1.5b`; the binary would start it itself, but installing
-//! it inside a test would hide where the time goes). Skipped, with a message, otherwise.
+//! Needs the model: runs when the 1.5B is running (`skills-agent model start`, found through its
+//! state file as the binary finds it) or `SKILLS_AGENT_LOCAL_RUN=1` is set (CI starts the 1.5B
+//! first with `cargo xtask local-llm start --size 1.5b`; the binary would start it itself, but
+//! installing it inside a test would hide where the time goes). Skipped, with a message,
+//! otherwise.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
