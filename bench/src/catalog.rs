@@ -304,7 +304,7 @@ fn multi_skill() -> Vec<Scenario> {
         converts(
             Check::completed(&["sales.csv", "212", "96.16158244"])
                 .script(FIND, FIND_SCRIPT, &["*.csv"])
-                .script(CSV, CSV_SCRIPT, &["sales.csv", "units"]),
+                .script_starting(CSV, CSV_SCRIPT, &["sales.csv"]),
             &["212", "lb", "kg"],
         ),
     )
@@ -511,6 +511,9 @@ fn failing_script() -> Vec<Scenario> {
             task,
             if skill == CONVERT {
                 converts(Check::completed(&[fact]), right)
+            } else if skill == CSV {
+                // The column is optional (see `solved`).
+                Check::completed(&[fact]).script_starting(skill, script, &right[..1])
             } else {
                 Check::completed(&[fact]).script(skill, script, right)
             },
@@ -672,7 +675,7 @@ fn malformed_output() -> Vec<Scenario> {
             name,
             Category::MalformedOutput,
             "What is the total of the amount column in sales.csv?",
-            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+            Check::completed(&["1705.47"]).script_starting(CSV, CSV_SCRIPT, &["sales.csv"]),
         )
         .script(
             REACT,
@@ -691,7 +694,7 @@ fn malformed_output() -> Vec<Scenario> {
             "missing-argument",
             Category::MalformedOutput,
             "What is the total of the amount column in sales.csv?",
-            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+            Check::completed(&["1705.47"]).script_starting(CSV, CSV_SCRIPT, &["sales.csv"]),
         )
         .script(
             REACT,
@@ -706,7 +709,7 @@ fn malformed_output() -> Vec<Scenario> {
             "broken-plan",
             Category::MalformedOutput,
             "What is the total of the amount column in sales.csv?",
-            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+            Check::completed(&["1705.47"]).script_starting(CSV, CSV_SCRIPT, &["sales.csv"]),
         )
         .script(
             PLAN_EXECUTE_THINK,
@@ -727,7 +730,7 @@ fn disallowed_skill() -> Vec<Scenario> {
             name,
             Category::DisallowedSkill,
             "What is the total of the amount column in sales.csv?",
-            Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]),
+            Check::completed(&["1705.47"]).script_starting(CSV, CSV_SCRIPT, &["sales.csv"]),
         )
         .script(
             REACT,
@@ -767,7 +770,7 @@ fn disallowed_skill() -> Vec<Scenario> {
 }
 
 fn silent_calls() -> Vec<Scenario> {
-    let check = || Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]);
+    let check = || Check::completed(&["1705.47"]).script_starting(CSV, CSV_SCRIPT, &["sales.csv"]);
     let conversions =
         || converts(Check::completed(&["8.04672", "6.213711922", "32"]), &["5", "mi", "km"]);
     let run_silent = |skill: &str, args: &[&str]| {
@@ -835,7 +838,7 @@ fn silent_calls() -> Vec<Scenario> {
 
 fn reasoned() -> Vec<Scenario> {
     let args = json!({"skill": CSV, "script": CSV_SCRIPT, "args": ["sales.csv", "amount"]});
-    let check = || Check::completed(&["1705.47"]).script(CSV, CSV_SCRIPT, &["sales.csv", "amount"]);
+    let check = || Check::completed(&["1705.47"]).script_starting(CSV, CSV_SCRIPT, &["sales.csv"]);
     let task = "What is the total of the amount column in sales.csv?";
     vec![
         Scenario::new("reasoned-in-text", Category::Reasoned, task, check()).script(
