@@ -474,7 +474,7 @@ fn resume_goes_on_with_the_recorded_model_skills_and_workspace() {
     assert_code(&run, 0);
     let run_dir = fixture.run_dir();
     let started = &events(&run_dir)[0]["data"];
-    assert_eq!(started["record_format"], 6);
+    assert_eq!(started["record_format"], 7);
     assert_eq!(started["origin"]["model"], spec);
     assert!(started["skill_hashes"]["tally"].as_str().is_some_and(|hash| hash.len() == 64));
     // Killed inside its second script: the record ends before that script's result.
@@ -543,11 +543,12 @@ fn a_record_that_does_not_name_its_model_resumes_only_with_the_model_given() {
     let spec = happy(&fixture);
     assert_code(&fixture.run(&["run", "--quiet", "--model", &spec, "Count a b c"]), 0);
     let run_dir = fixture.run_dir();
-    // A record of format 3: no origin, roots or hashes; cut before its last turn.
+    // A record of format 3: no origin, roots or hashes; cut before its first turn (format 3
+    // re-runs without the turn notes format 7 keeps, so this build's turns would not match).
     let lines: Vec<String> = std::fs::read_to_string(run_dir.join("events.jsonl"))
         .unwrap()
         .lines()
-        .take_while(|line| !line.contains("\"turn\":3"))
+        .take_while(|line| !line.contains("\"turn\":1"))
         .map(|line| {
             let mut event: Value = serde_json::from_str(line).unwrap();
             if event["type"] == "run_started" {
