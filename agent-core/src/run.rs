@@ -512,14 +512,21 @@ impl Run {
             Some(action) => format!("[{id}] {} → {}", action.summary(), status.as_str()),
             None => format!("[{id}] → {}", status.as_str()),
         };
-        self.context.push_observation(
-            &id,
-            header,
-            &shown,
-            tool_call_id,
-            stored.as_ref().map(|stored| stored.path.clone()),
-            status != ObservationStatus::Ok,
-        );
+        // A failed model call is the transport's, not the model's: from format 7 the model does
+        // not read it (the note of the call gives way to the next one, as if it never happened).
+        // On the local 1.5B, a server killed mid-call left "the model call failed: …" and two
+        // notes in the transcript, and the next answer reported the failure instead of the task.
+        let model_failure = action.is_none() && status == ObservationStatus::ModelError;
+        if !(model_failure && self.format >= 7) {
+            self.context.push_observation(
+                &id,
+                header,
+                &shown,
+                tool_call_id,
+                stored.as_ref().map(|stored| stored.path.clone()),
+                status != ObservationStatus::Ok,
+            );
+        }
         self.emit(ObservationRecorded {
             id: id.clone(),
             action: action.cloned(),

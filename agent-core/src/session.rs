@@ -90,8 +90,8 @@ pub struct RunResult {
 /// failing action came [`crate::GuardConfig::stuck_repeats`] times in it (not only in a row),
 /// ends a stuck run with a report written from the record, and appends the results to a
 /// completed answer without figures for a task with figures; 7 keeps each turn's note in the
-/// transcript (the next request's prompt starts with what the model already read) — records of
-/// 3 to 6 re-run as they were written.
+/// transcript (the next request's prompt starts with what the model already read) and leaves a
+/// failed model call out of it — records of 3 to 6 re-run as they were written.
 pub const RECORD_FORMAT: u32 = 7;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

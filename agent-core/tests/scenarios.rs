@@ -888,11 +888,10 @@ async fn every_failure_is_an_observation_of_its_kind() -> anyhow::Result<()> {
     assert_eq!(executed[1]["result"]["exit_code"], 3);
     assert_eq!(executed[2]["result"]["timed_out"], true);
     assert_eq!(executed[3]["status"], "denied");
-    // The model saw each kind by name, in the next request.
+    // The model saw each kind by name, in the next request ...
     let requests = model.requests();
     for (index, header) in [
         (1, "[obs-1] → invalid_action"),
-        (3, "[obs-3] → model_error"),
         (5, "[obs-5] run_script toolbox/scripts/fail.sh x → failed"),
         (6, "[obs-6] run_script toolbox/scripts/sleep.sh 5 → timeout"),
         (7, "[obs-7] load_resource notes/reference.md → refused"),
@@ -900,6 +899,15 @@ async fn every_failure_is_an_observation_of_its_kind() -> anyhow::Result<()> {
     ] {
         assert!(last_observation(&requests[index]).starts_with(header), "request {index}");
     }
+    // ... but a failed model call (format 7): the next request is the one the failed call had,
+    // its note replaced by the new one.
+    let texts: Vec<String> = requests[3].messages.iter().map(message_text).collect();
+    assert!(texts.iter().all(|text| !text.contains("model_error")), "{texts:?}");
+    assert_eq!(requests[3].messages.len(), requests[2].messages.len());
+    assert_eq!(
+        requests[3].messages[..requests[3].messages.len() - 1],
+        requests[2].messages[..requests[2].messages.len() - 1]
+    );
     Ok(())
 }
 
