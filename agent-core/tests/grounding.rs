@@ -13,7 +13,7 @@ mod common;
 use std::sync::Arc;
 
 use agent_core::{AgentConfig, EventKind, Outcome, replay_check};
-use common::{Fixture, Ran, answer, call, request_text, select, text, tool, toolbox};
+use common::{Fixture, Ran, answer, call, request_text, run_script, select, text, tool, toolbox};
 use model_adapter::{MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -164,9 +164,7 @@ async fn placeholders_and_argument_counts_are_held_to_the_skills_usage() -> anyh
         "Run `scripts/conv.sh VALUE FROM TO`, for example:\n\n```\nscripts/conv.sh 5km mi\n```",
     );
     fixture.script("conv", "scripts/conv.sh", "echo \"converted $*\"");
-    let run = |args: &[&str]| {
-        call("run_script", json!({"skill": "conv", "script": "scripts/conv.sh", "args": args}))
-    };
+    let run = |args: &[&str]| run_script("conv", "scripts/conv.sh", args);
     let model = Arc::new(MockModel::new(vec![
         select("conv"),
         run(&["VALUE", "km", "mi"]),
@@ -246,9 +244,7 @@ async fn a_value_copied_from_an_example_is_refused_once() -> anyhow::Result<()> 
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
     );
     fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
-    let find = |args: &[&str]| {
-        call("run_script", json!({"skill": "finder", "script": "scripts/find.sh", "args": args}))
-    };
+    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
         find(&["*.md", "docs"]),

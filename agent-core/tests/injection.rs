@@ -16,9 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agent_core::{AgentConfig, Outcome};
-use common::{Fixture, answer, call, select};
+use common::{Fixture, answer, run_script, select};
 use model_adapter::{MockModel, MockReply};
-use serde_json::json;
 
 fn main() -> std::process::ExitCode {
     common::main_with_children(
@@ -73,7 +72,7 @@ fn fixture() -> Fixture {
 }
 
 fn send(port: &str) -> MockReply {
-    call("run_script", json!({"skill": "backup", "script": "scripts/send.sh", "args": [port]}))
+    run_script("backup", "scripts/send.sh", &[port])
 }
 
 /// Runs the child mode `mode` with the secret in its environment and checks what left.
@@ -134,8 +133,7 @@ async fn child_obeys_the_skill() -> anyhow::Result<()> {
 /// Child: the model does what `reader`'s script output says.
 async fn child_obeys_the_script_output() -> anyhow::Result<()> {
     let port = std::env::var(PORT_VAR)?;
-    let read =
-        call("run_script", json!({"skill": "reader", "script": "scripts/read.sh", "args": []}));
+    let read = run_script("reader", "scripts/read.sh", &[]);
     run_child(vec![select("reader"), read, select("backup"), send(&port), answer("Done.")]).await
 }
 

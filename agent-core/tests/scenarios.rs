@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use agent_core::{AgentConfig, EventKind, Outcome};
 use common::{
-    Fixture, Ran, answer, call, document, message_text, request_text, schema, select, text, tool,
-    tool_names, toolbox,
+    Fixture, Ran, answer, call, document, message_text, request_text, run_script, schema, select,
+    text, tool, tool_names, toolbox,
 };
 use model_adapter::{ChatRequest, MockModel, MockReply};
 use pretty_assertions::assert_eq;
@@ -85,7 +85,7 @@ fn csv_fixture() -> Fixture {
 const TASK: &str = "How many rows does the CSV file data.csv have?";
 
 fn count(args: &[&str]) -> MockReply {
-    call("run_script", json!({"skill": "csv-stats", "script": "scripts/count.py", "args": args}))
+    run_script("csv-stats", "scripts/count.py", args)
 }
 
 /// What the model saw last before its note: the newest observation of `request`.
@@ -231,7 +231,7 @@ async fn files_of_an_unselected_skill_are_refused_until_it_is_selected() -> anyh
         count(&["data.csv"]),
         call("load_resource", json!({"skill": "csv-stats", "path": "reference.md"})),
         // The small model's habit: the data file as the script.
-        call("run_script", json!({"skill": "csv-stats", "script": "data.csv", "args": []})),
+        run_script("csv-stats", "data.csv", &[]),
         answer("I could not count them."),
     ]));
     let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TASK).await?;
@@ -258,9 +258,7 @@ async fn files_of_an_unselected_skill_are_refused_until_it_is_selected() -> anyh
 async fn only_the_scripts_of_a_selected_skill_can_run() -> anyhow::Result<()> {
     let fixture = csv_fixture();
     fixture.file("csv-stats", "reference.md", "# Reference\n");
-    let script = |script: &str| {
-        call("run_script", json!({"skill": "csv-stats", "script": script, "args": ["data.csv"]}))
-    };
+    let script = |script: &str| run_script("csv-stats", script, &["data.csv"]);
     let model = Arc::new(MockModel::new(vec![
         select("csv-stats"),
         script("data.csv"),
@@ -985,14 +983,11 @@ async fn allowed_tools_and_user_rules_reach_the_sandbox_policy() -> anyhow::Resu
         default: Decision::Allow,
     };
     let approver = common::ScriptedApprover::new(vec![false, true]);
-    let run_of = |skill: &str, script: &str, args: &[&str]| {
-        call("run_script", json!({"skill": skill, "script": script, "args": args}))
-    };
     let model = Arc::new(MockModel::new(vec![
         call("select_skills", json!({"names": ["gitty", "shelly"]})),
-        run_of("gitty", "scripts/status.sh", &[]),
-        run_of("shelly", "scripts/hello.sh", &[]),
-        run_of("shelly", "scripts/forbidden.sh", &[]),
+        run_script("gitty", "scripts/status.sh", &[]),
+        run_script("shelly", "scripts/hello.sh", &[]),
+        run_script("shelly", "scripts/forbidden.sh", &[]),
         select("toolbox"),
         tool("log", &["first"]),
         tool("log", &["second"]),
@@ -1609,9 +1604,7 @@ async fn redacting_child() -> anyhow::Result<()> {
     let fixture = common::Fixture::of_parent();
     let redactor = agent_core::Redactor::from_env(std::env::vars(), &["DEPLOY_DB_URL".to_owned()]);
     let secrets = [std::env::var("SKILLS_TEST_API_KEY")?, std::env::var("DEPLOY_DB_URL")?];
-    let cat = |file: &str| {
-        call("run_script", json!({"skill": "toolbox", "script": "scripts/cat.sh", "args": [file]}))
-    };
+    let cat = |file: &str| run_script("toolbox", "scripts/cat.sh", &[file]);
     let model = Arc::new(MockModel::new(vec![
         call(
             "select_skills",

@@ -493,10 +493,12 @@ pub fn toolbox() -> Fixture {
 
 /// `run_script` of `toolbox`'s `scripts/SCRIPT.sh` with `args`.
 pub fn tool(script: &str, args: &[&str]) -> MockReply {
-    call(
-        "run_script",
-        json!({"skill": "toolbox", "script": format!("scripts/{script}.sh"), "args": args}),
-    )
+    run_script("toolbox", &format!("scripts/{script}.sh"), args)
+}
+
+/// A `run_script` call of `skill`'s `script` with `args`.
+pub fn run_script(skill: &str, script: &str, args: &[&str]) -> MockReply {
+    call("run_script", json!({"skill": skill, "script": script, "args": args}))
 }
 
 /// A native tool call answer.
