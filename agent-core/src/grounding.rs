@@ -16,6 +16,10 @@
 /// (its answers were taken unchecked, and the re-run must match it event for event).
 pub(crate) const SINCE_FORMAT: u32 = 5;
 
+/// The record format from which file names, codes and the task's unused numbers are checked,
+/// and a guessed argument's result grounds nothing.
+pub(crate) const STRICT_SINCE_FORMAT: u32 = 8;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -26,6 +30,13 @@ pub(crate) struct Grounding {
     pub(crate) user_texts: Vec<String>,
     /// The current task had an answer refused: the next ungrounded one is taken, marked.
     pub(crate) refused: bool,
+    /// How many of the task's numbers the calls had used when an answer of the current task
+    /// was last refused for leaving others unused (format 8): the next such answer is refused
+    /// again only if the calls used more since (the batch goes on), else taken as it is.
+    pub(crate) incomplete_at: Option<usize>,
+    /// Answers are checked for file names and codes, and for the task's unused numbers; a
+    /// guessed argument's result grounds nothing (format 8).
+    pub(crate) strict: bool,
     /// The answer that ends the current piece of work is ungrounded.
     pub(crate) ungrounded: bool,
 }
@@ -36,6 +47,8 @@ impl Grounding {
             applies: record_format >= SINCE_FORMAT,
             user_texts: vec![task.to_owned()],
             refused: false,
+            incomplete_at: None,
+            strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
         }
     }
@@ -153,6 +166,21 @@ pub(crate) fn unstated_arguments<'a>(
         .collect()
 }
 
+/// The words of a usage line that may be literal arguments (a subcommand, a mode): plain
+/// identifiers, not the example values beside them (`*.csv`, `sales.csv`, `12`).
+pub(crate) fn usage_literals(usage: &str) -> String {
+    usage
+        .split(|c: char| {
+            c.is_whitespace() || matches!(c, '"' | '\'' | '[' | ']' | '{' | '}' | ',' | ':' | '`')
+        })
+        .filter(|word| {
+            word.starts_with(|c: char| c.is_alphabetic())
+                && word.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_'))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Whether `arg` is written, as a whole value, inside a code example of one of `documents`
 /// (a fenced block or an inline code span): an example value a model may copy.
 pub(crate) fn in_code_example(arg: &str, documents: &[&str]) -> bool {
@@ -229,19 +257,113 @@ pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
             push(format!("\"{quoted}\""));
         }
     }
+    if sources.strict {
+        // A file name comes from the task, a result, the run's own calls or a document's
+        // prose (a script's output file): a path in a skill's example output
+        // (`data/invoice-2024.csv`) is no file of this workspace.
+        let prose = sources.documents.iter().flat_map(|document| document.split("```").step_by(2));
+        let named: Vec<String> = sources
+            .user
+            .iter()
+            .chain(&sources.results)
+            .chain(&sources.names)
+            .copied()
+            .chain(prose)
+            .map(str::to_lowercase)
+            .collect();
+        for word in answer.split_whitespace().map(trim_word) {
+            let lower = word.trim_start_matches("./").to_lowercase();
+            let unseen = if is_file_name(&lower) {
+                !named.iter().any(|text| text.contains(&lower))
+            } else {
+                is_code(word) && !known.texts.iter().any(|text| text.contains(&lower))
+            };
+            if unseen {
+                push(word.to_owned());
+            }
+        }
+    }
     missing
 }
 
+/// The numbers of `task` that no call's `args` used and `answer` does not state, when another
+/// of the task's numbers was used or two or more are left: the rest of a batch ("5 miles to
+/// km; 10 km to miles; …") that the model answered after its first call, or the second part
+/// of a task it left undone. Also how many of the task's numbers the calls used (the batch's
+/// progress). The caller asks only once a script ran in the task.
+pub(crate) fn unused_task_numbers(task: &str, args: &[&str], answer: &str) -> (usize, Vec<String>) {
+    let in_args: Vec<Number> = args.iter().flat_map(|arg| stated_numbers(arg)).collect();
+    let stated = stated_numbers(answer);
+    let among = |list: &[Number], number: &Number| {
+        list.iter().any(|other| (other.value - number.value).abs() <= 1e-9 * number.value.max(1.0))
+    };
+    let mut task_numbers: Vec<Number> = Vec::new();
+    for number in stated_numbers(task) {
+        if !among(&task_numbers, &number) {
+            task_numbers.push(number);
+        }
+    }
+    let used = task_numbers.iter().filter(|number| among(&in_args, number)).count();
+    let unused: Vec<String> = task_numbers
+        .into_iter()
+        .filter(|number| !among(&in_args, number) && !among(&stated, number))
+        .map(|number| number.text)
+        .collect();
+    // One number no call used may be no argument at all ("rounded to 2 decimals").
+    if used == 0 && unused.len() < 2 {
+        return (0, Vec::new());
+    }
+    (used, unused)
+}
+
+/// Whether `answer` states a figure of a call's `output` (as written or rounded), other than
+/// the numbers of the call's own `args`; an output with no such figure needs none.
+pub(crate) fn states_figures(answer: &str, output: &str, args: &[String]) -> bool {
+    let given: Vec<f64> =
+        args.iter().flat_map(|arg| stated_numbers(arg)).map(|n| n.value).collect();
+    let figures: Vec<f64> = stated_numbers(output)
+        .into_iter()
+        .map(|number| number.value)
+        .filter(|value| !given.iter().any(|arg| (arg - value).abs() <= 1e-9 * value.max(1.0)))
+        .collect();
+    let stated = stated_numbers(answer);
+    figures.is_empty()
+        || figures.iter().any(|&figure| stated.iter().any(|number| same(number, figure)))
+}
+
+/// The note that refuses, once, an answer that leaves some of the task's numbers unused.
+pub(crate) fn incomplete_note(unused: &[String]) -> String {
+    let list = unused.iter().take(8).map(String::as_str).collect::<Vec<_>>().join(", ");
+    let (them, verb) = if unused.len() == 1 { ("it", "has") } else { ("each of them", "have") };
+    format!(
+        "answer not accepted yet: the task also gives {list}, which no script call {verb} used. \
+         If the task asks about {them}, run a script for it (select the skill that does it if \
+         needed), one call per value, then answer with every result; if not, give the same \
+         answer again."
+    )
+}
+
 /// The note that refuses an ungrounded answer once: the values, and what to do instead.
-pub(crate) fn refusal_note(values: &[String]) -> String {
+/// `unbacked` names the calls whose results do not count (see [`Sources::unbacked`]).
+pub(crate) fn refusal_note(values: &[String], unbacked: &[String]) -> String {
     let list = values.iter().take(6).map(String::as_str).collect::<Vec<_>>().join(", ");
     let (subject, verb) =
         if values.len() == 1 { ("this value", "appears") } else { ("these values", "appear") };
-    format!(
+    let mut note = format!(
         "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of this \
-         run. Do not guess. Run a script that gives the value and answer from its output, or \
-         answer that the value is unknown and why."
-    )
+         run."
+    );
+    if let Some(call) = unbacked.first() {
+        note.push_str(&format!(
+            " The result of {call} does not count: the task and the results never give that \
+             argument, it was guessed."
+        ));
+    }
+    note.push_str(
+        " Do not guess. Run a script that gives the value and answer from its output, or answer \
+         that the value is unknown and why.",
+    );
+    note
 }
 
 /// What a run saw, by kind: only results take part in arithmetic and counts, since a
@@ -257,6 +379,17 @@ pub(crate) struct Sources<'a> {
     /// Arithmetic as records before format 6 were checked: a sum or difference may be
     /// rounded to a whole number, and a figure two results repeat may be summed twice.
     pub(crate) lenient_sums: bool,
+    /// From format 8: file names and codes (hashes, identifiers) are checked too, and the
+    /// result of a call made with a figure nothing gave is no source (see `unbacked`).
+    pub(crate) strict: bool,
+    /// What the run's own calls name (scripts, resources, arguments): a file name in an
+    /// answer may come from them.
+    pub(crate) names: Vec<&'a str>,
+    /// The calls whose results are left out of `results`, as a note names them
+    /// (`` scripts/convert.py with `20` ``): a script run with a number that neither the user
+    /// nor an earlier result gave (a temperature asked of a unit converter, "20", became
+    /// "68 °F").
+    pub(crate) unbacked: Vec<String>,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -302,7 +435,7 @@ struct Known {
 
 impl Known {
     fn new(sources: &Sources<'_>) -> Known {
-        let Sources { user, documents, results, lenient_sums } = sources;
+        let Sources { user, documents, results, lenient_sums, .. } = sources;
         let all = || user.iter().chain(documents).chain(results);
         let texts: Vec<String> = all().map(|text| text.to_lowercase()).collect();
         let mut values = Vec::new();
@@ -523,6 +656,70 @@ fn answer_tokens(answer: &str) -> Vec<Token> {
 }
 
 fn word_tokens(word: &str, tokens: &mut Vec<Token>) {
+    let word = trim_word(word);
+    let body = word.trim_start_matches(['-', '+', '−', '$', '€', '£', '¥', '#', '≈', '~']);
+    if !body.starts_with(|c: char| c.is_ascii_digit()) {
+        return;
+    }
+    if is_date(body) {
+        tokens.push(Token::Date(body[..10].to_owned()));
+        return;
+    }
+    let mut rest = body;
+    loop {
+        let (number, after) = leading_number(rest);
+        let Some(number) = number else { return };
+        tokens.push(Token::Number(number));
+        // A range, a ratio or a time goes on with its next number.
+        let mut chars = after.chars();
+        match (chars.next(), chars.as_str()) {
+            (Some('-' | '–' | '/' | ':' | 'x' | '×'), next)
+                if next.starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                rest = next
+            }
+            _ => return,
+        }
+    }
+}
+
+/// The numbers `text` states, as an answer's are read (no dates).
+fn stated_numbers(text: &str) -> Vec<Number> {
+    answer_tokens(text)
+        .into_iter()
+        .filter_map(|token| match token {
+            Token::Number(number) => Some(number),
+            Token::Date(_) => None,
+        })
+        .collect()
+}
+
+/// Whether `word` reads as a file name: a name (two characters or more, or a path) and an
+/// extension of one to five letters or digits that starts with a letter (`sales.csv`,
+/// `docs/report.md`; not `e.g`, `8.04672` or `v1.2`).
+fn is_file_name(word: &str) -> bool {
+    let Some((stem, ext)) = word.rsplit_once('.') else { return false };
+    let name = stem.rsplit('/').next().unwrap_or(stem);
+    !name.is_empty()
+        && (name.chars().count() >= 2 || stem.contains('/'))
+        && (1..=5).contains(&ext.len())
+        && ext.starts_with(|c: char| c.is_ascii_alphabetic())
+        && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        && word.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '/' | '_' | '-'))
+}
+
+/// Whether `word` reads as a code (a checksum, an identifier): eight characters or more of
+/// letters, digits and dashes, with at least two of each of letters and digits.
+fn is_code(word: &str) -> bool {
+    let count = |f: fn(&char) -> bool| word.chars().filter(f).count();
+    word.chars().count() >= 8
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && count(char::is_ascii_digit) >= 2
+        && count(char::is_ascii_alphabetic) >= 2
+}
+
+/// `word` without the punctuation and quoting around it.
+fn trim_word(word: &str) -> &str {
     let word = word.trim_matches(|c: char| {
         matches!(
             c,
@@ -552,31 +749,7 @@ fn word_tokens(word: &str, tokens: &mut Vec<Token>) {
                 | '|'
         )
     });
-    let word = word.trim_end_matches('.');
-    let body = word.trim_start_matches(['-', '+', '−', '$', '€', '£', '¥', '#', '≈', '~']);
-    if !body.starts_with(|c: char| c.is_ascii_digit()) {
-        return;
-    }
-    if is_date(body) {
-        tokens.push(Token::Date(body[..10].to_owned()));
-        return;
-    }
-    let mut rest = body;
-    loop {
-        let (number, after) = leading_number(rest);
-        let Some(number) = number else { return };
-        tokens.push(Token::Number(number));
-        // A range, a ratio or a time goes on with its next number.
-        let mut chars = after.chars();
-        match (chars.next(), chars.as_str()) {
-            (Some('-' | '–' | '/' | ':' | 'x' | '×'), next)
-                if next.starts_with(|c: char| c.is_ascii_digit()) =>
-            {
-                rest = next
-            }
-            _ => return,
-        }
-    }
+    word.trim_end_matches('.')
 }
 
 /// `YYYY-MM-DD` at the start of `text`.
@@ -899,6 +1072,71 @@ mod tests {
     }
 
     #[test]
+    fn strict_checks_file_names_and_codes() {
+        let finder = "# File finder\nFind files: writes found.txt.\n```text\nfile: data/invoice-2024.csv\n```";
+        let sources = |strict: bool| Sources {
+            user: vec!["Which Markdown files are in the workspace?"],
+            documents: vec![finder],
+            results: vec!["pattern: *.md\nfile: TASK.md\nmatches: 1 of 8.04672"],
+            names: vec!["scripts/find_files.py", "out.json"],
+            strict,
+            ..Sources::default()
+        };
+        let answer = "TASK.md and ./task.md, docs/report.md, data/invoice-2024.csv (e.g. via \
+                      scripts/find_files.py into out.json and found.txt; v1.2, 8.04672 km).";
+        assert_eq!(ungrounded(answer, &sources(true)), ["docs/report.md", "data/invoice-2024.csv"]);
+        assert!(ungrounded(answer, &sources(false)).is_empty());
+        // A checksum nothing printed is a guess; one a result shows is not.
+        let hash = "e3b0c44298fc1c149afbf41c04f9e051b9016974817d8878989d34f07d93da29";
+        let answer = format!("The SHA-256 is {hash}.");
+        assert_eq!(ungrounded(&answer, &sources(true)), [hash]);
+        let mut shown = sources(true);
+        let printed = format!("sha256: {hash}");
+        shown.results.push(&printed);
+        assert!(ungrounded(&answer, &shown).is_empty());
+        // Words with a digit or two are no codes.
+        assert!(ungrounded("utf-8, sha256, Qwen2.5 and x86_64", &sources(true)).is_empty());
+    }
+
+    #[test]
+    fn the_numbers_of_a_batch_left_unused() {
+        let task = "Convert each of these: 5 miles to km; 10 km to miles; 72 F to C; 2 lb to oz.";
+        let unused = |args: &[&str], answer: &str| unused_task_numbers(task, args, answer).1;
+        assert_eq!(unused(&["5", "mi", "km"], "5 miles are 8.04672 km."), ["10", "72", "2"]);
+        assert_eq!(unused(&["5", "mi", "km", "10", "km", "mi"], "8.04672; 6.2"), ["72", "2"]);
+        assert_eq!(unused_task_numbers(task, &["5", "10", "2"], "").0, 3);
+        // Stated in the answer, or no number used by any call: nothing to say.
+        assert!(
+            unused(&["5", "mi", "km"], "5 → 8.04672; 10, 72 and 2 were not converted").is_empty()
+        );
+        assert!(unused(&["sales.csv"], "done") == ["5", "10", "72", "2"]);
+        assert!(unused_task_numbers("The 3 largest in sales.csv", &["sales.csv"], "").1.is_empty());
+        assert!(
+            unused_task_numbers("Sum of sales.csv on 2026-01-05", &["sales.csv"], "").1.is_empty()
+        );
+    }
+
+    #[test]
+    fn figures_of_a_result_stated_or_not() {
+        let args = |list: &[&str]| list.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
+        let output = "5 mi = 8.04672 km\nquantity: length";
+        assert!(states_figures("5 miles are 8.05 km", output, &args(&["5", "mi", "km"])));
+        assert!(!states_figures(
+            "5 miles, and 10 km are 6.2 mi",
+            output,
+            &args(&["5", "mi", "km"])
+        ));
+        assert!(states_figures("done", "quantity: length", &args(&["5"])));
+    }
+
+    #[test]
+    fn only_a_usage_lines_plain_words_are_literals() {
+        let usage = r#"{"skill": "file-finder", "script": "scripts/find_files.py", "args": ["*.csv", "--name", "report", "12"]}"#;
+        assert_eq!(usage_literals(usage), "skill file-finder script args report");
+        assert_eq!(usage_literals("scripts/convert.py VALUE FROM TO [--precise]"), "VALUE FROM TO");
+    }
+
+    #[test]
     fn values_inside_code_blocks_are_checked() {
         let answer = "Output:\n```\nlines: 12\n```";
         assert_eq!(check(answer, &[], &["lines: 11"]), vec!["12"]);
@@ -917,7 +1155,7 @@ mod tests {
     fn the_note_names_each_value_once() {
         let values = check("10 lines, then 10 again and 12", &[], &[]);
         assert_eq!(values, vec!["10", "12"]);
-        let note = refusal_note(&values);
+        let note = refusal_note(&values, &[]);
         assert!(note.contains("(10, 12)"), "{note}");
         assert!(note.contains("unknown"), "{note}");
     }

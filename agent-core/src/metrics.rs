@@ -31,6 +31,10 @@ pub struct ReasoningMetrics {
     /// `grounded: false` (written only when not 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub ungrounded_answers: u64,
+    /// Final answers refused once because they left numbers of the task unused while a call
+    /// used another (a batch answered after its first item; written only when not 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub incomplete_refusals: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

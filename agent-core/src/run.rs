@@ -132,6 +132,19 @@ pub(crate) enum InputKind {
     Answer,
 }
 
+/// `answer` with the last [`RESULTS_APPENDED`] of `lines` (an action, its result's gist) after
+/// it under "Results:"; `answer` as it is when there are none.
+fn appended(answer: String, lines: &[(&Action, String)]) -> String {
+    if lines.is_empty() {
+        return answer;
+    }
+    let mut text = format!("{}\n\nResults:\n", answer.trim_end());
+    for (action, gist) in &lines[lines.len().saturating_sub(RESULTS_APPENDED)..] {
+        text.push_str(&format!("- {}: {gist}\n", action.summary()));
+    }
+    text.trim_end().to_owned()
+}
+
 /// The most results [`Run::with_results`] appends to an answer.
 const RESULTS_APPENDED: usize = 8;
 
@@ -755,6 +768,15 @@ impl Run {
             .selected_skill(skill)
             .and_then(|selected| selected.usage_of(script))
             .map_or("", |usage| usage.example.as_str());
+        // From format 8 only a usage line's words count (a subcommand), not its example
+        // values: file-finder's `["*.csv"]` made `*.csv` "stated" for a Markdown task.
+        let literals;
+        let usage = if self.grounding.strict {
+            literals = crate::grounding::usage_literals(usage);
+            literals.as_str()
+        } else {
+            usage
+        };
         let mut sources = self.answer_sources();
         let documents = std::mem::take(&mut sources.documents);
         let mut unstated = crate::grounding::unstated_arguments(args, &sources, usage);
@@ -789,8 +811,15 @@ impl Run {
         let admits = ["I cannot", "I could not", "I do not know"]
             .iter()
             .any(|start| answer.trim_start().starts_with(start));
-        if self.format < 6 || admits || digits(&answer) || !digits(&self.state.task) {
+        if self.format < 6 || admits {
             return answer;
+        }
+        if digits(&answer) || !digits(&self.state.task) {
+            return if self.grounding.strict && digits(&answer) && digits(&self.state.task) {
+                self.with_batch_results(answer)
+            } else {
+                answer
+            };
         }
         let lines: Vec<(&Action, String)> = self
             .state
@@ -802,14 +831,46 @@ impl Run {
                 Some((record.action.as_ref()?, gist)).filter(|(_, gist)| digits(gist))
             })
             .collect();
-        if lines.is_empty() {
+        appended(answer, &lines)
+    }
+
+    /// An answer with figures to a batch — one script run on several arguments in this task —
+    /// with the results of the batch's runs whose figures it does not state after it (format
+    /// 8): the local 1.5B, told to go on with a batch of conversions, answered with the last
+    /// one only.
+    fn with_batch_results(&self, answer: String) -> String {
+        let runs = self.state.latest_actions(|record| {
+            record.status == ObservationStatus::Ok
+                && matches!(record.action, Some(Action::RunScript { .. }))
+        });
+        let script_of = |record: &ActionRecord| match &record.action {
+            Some(Action::RunScript { skill, script, .. }) => Some((skill.clone(), script.clone())),
+            _ => None,
+        };
+        let batch: Vec<(&Action, &str, bool)> = runs
+            .iter()
+            .filter(|record| {
+                runs.iter().filter(|other| script_of(other) == script_of(record)).count() >= 2
+            })
+            .filter_map(|record| {
+                let Some(action @ Action::RunScript { args, .. }) = &record.action else {
+                    return None;
+                };
+                let text = self.observation_text(&record.observation);
+                let output = crate::grounding::script_output(text).join("\n");
+                Some((action, text, crate::grounding::states_figures(&answer, &output, args)))
+            })
+            .collect();
+        // The answer gave some of the batch's figures, not all: else it is no batch's answer.
+        if !batch.iter().any(|(_, _, stated)| *stated) {
             return answer;
         }
-        let mut text = format!("{}\n\nResults:\n", answer.trim_end());
-        for (action, gist) in &lines[lines.len().saturating_sub(RESULTS_APPENDED)..] {
-            text.push_str(&format!("- {}: {gist}\n", action.summary()));
-        }
-        text.trim_end().to_owned()
+        let missing: Vec<(&Action, String)> = batch
+            .into_iter()
+            .filter(|(_, _, stated)| !stated)
+            .map(|(action, text, _)| (action, crate::grounding::output_gist(text)))
+            .collect();
+        appended(answer, &missing)
     }
 
     /// Whether the task's last action is one that has now failed or been refused
@@ -984,15 +1045,27 @@ impl Run {
     /// actions that ran (a refusal's or an invalid answer's text is the runtime's, not a
     /// source). A script's result is its output without the status line.
     pub(crate) fn answer_sources(&self) -> crate::grounding::Sources<'_> {
+        let strict = self.grounding.strict;
         let mut sources = crate::grounding::Sources {
             user: self.grounding.user_texts.iter().map(String::as_str).collect(),
             lenient_sums: self.format < 6,
+            strict,
             ..Default::default()
         };
         let texts: std::collections::HashMap<&str, &str> =
             self.observation_texts.iter().map(|(id, text)| (id.as_str(), text.as_str())).collect();
         for record in &self.state.actions {
             let Some(action) = &record.action else { continue };
+            if strict {
+                match action {
+                    Action::RunScript { script, args, .. } => {
+                        sources.names.push(script);
+                        sources.names.extend(args.iter().map(String::as_str));
+                    }
+                    Action::LoadResource { path, .. } => sources.names.push(path),
+                    _ => {}
+                }
+            }
             if !matches!(
                 record.status,
                 ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
@@ -1001,8 +1074,25 @@ impl Run {
             }
             let Some(&text) = texts.get(record.observation.as_str()) else { continue };
             match action {
-                Action::RunScript { .. } => {
-                    sources.results.extend(crate::grounding::script_output(text))
+                Action::RunScript { script, args, .. } => {
+                    // A figure the call made up (no user text, no earlier result gives it)
+                    // makes its result no ground: a converter run on a guessed temperature.
+                    let guessed = strict.then(|| {
+                        let before = crate::grounding::Sources {
+                            user: sources.user.clone(),
+                            results: sources.results.clone(),
+                            ..Default::default()
+                        };
+                        args.iter().find(|arg| {
+                            arg.chars().any(|c| c.is_ascii_digit())
+                                && !crate::grounding::ungrounded(arg, &before).is_empty()
+                        })
+                    });
+                    if let Some(Some(arg)) = guessed {
+                        sources.unbacked.push(format!("{script} with `{arg}`"));
+                    } else {
+                        sources.results.extend(crate::grounding::script_output(text))
+                    }
                 }
                 Action::CallTool { .. } | Action::Todo { .. } | Action::Schedule { .. } => {
                     sources.results.push(text)

@@ -91,8 +91,11 @@ pub struct RunResult {
 /// ends a stuck run with a report written from the record, and appends the results to a
 /// completed answer without figures for a task with figures; 7 keeps each turn's note in the
 /// transcript (the next request's prompt starts with what the model already read) and leaves a
-/// failed model call out of it — records of 3 to 6 re-run as they were written.
-pub const RECORD_FORMAT: u32 = 7;
+/// failed model call out of it — records of 3 to 6 re-run as they were written; 8 checks a
+/// final answer's file names and codes too, lets no result of a call made with a guessed
+/// figure ground it, refuses once an answer that leaves numbers of the task unused while a
+/// call used another, and counts only a usage line's plain words as stated arguments.
+pub const RECORD_FORMAT: u32 = 8;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -383,6 +386,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
     run.input = input;
     if input == InputKind::Task {
         run.grounding.refused = false;
+        run.grounding.incomplete_at = None;
     }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;

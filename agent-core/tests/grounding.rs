@@ -27,6 +27,9 @@ fn main() -> std::process::ExitCode {
         placeholders_and_argument_counts_are_held_to_the_skills_usage,
         a_file_placeholder_without_a_file_in_the_task_says_to_find_it,
         a_value_copied_from_an_example_is_refused_once,
+        a_result_of_a_guessed_figure_grounds_nothing,
+        a_batch_answered_after_its_first_item_is_refused_once,
+        an_example_value_in_the_usage_line_is_no_statement,
     ])
 }
 
@@ -41,7 +44,10 @@ async fn replays_exactly(ran: &Ran) {
 async fn run(replies: Vec<MockReply>, config: AgentConfig) -> (Fixture, Ran, Arc<MockModel>) {
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(replies));
-    let ran = fixture.run(fixture.agent(&model, config), "How many lines does notes.txt have?");
+    // The task gives the figures the scripts are run with: from format 8 the result of a call
+    // made with a figure nothing gave grounds no answer.
+    let task = "How many lines does notes.txt have? Print it 3 times as x.";
+    let ran = fixture.run(fixture.agent(&model, config), task);
     let ran = ran.await.unwrap();
     replays_exactly(&ran).await;
     (fixture, ran, model)
@@ -131,19 +137,19 @@ async fn a_think_that_completes_with_an_invented_figure_is_refused_once() -> any
             json!({"reasoning": "next", "steps": [{"tool": tool, "args": args}]}),
         )
     };
-    let print = json!({"skill": "toolbox", "script": "scripts/print.sh", "args": ["2", "y"]});
+    let print = json!({"skill": "toolbox", "script": "scripts/print.sh", "args": ["3", "x"]});
     let replies = vec![
         plan("select_skills", json!({"names": ["toolbox"]})),
         think("The toolbox is selected.", false),
         plan("run_script", print.clone()),
         think("It printed 7 lines.", true),
         plan("run_script", print),
-        think("It printed 2 lines.", true),
+        think("It printed 3 lines.", true),
     ];
     let config = AgentConfig { strategy: "plan-execute-think".into(), ..AgentConfig::default() };
     let (_fixture, ran, model) = run(replies, config).await;
     assert_eq!(ran.result.outcome, Outcome::Completed);
-    assert_eq!(ran.result.final_text, "It printed 2 lines.");
+    assert_eq!(ran.result.final_text, "It printed 3 lines.");
     assert!(ran.result.grounded);
     assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
     // The refusal answered the think call, and the next round's plan saw it.
@@ -261,6 +267,97 @@ async fn a_value_copied_from_an_example_is_refused_once() -> anyhow::Result<()> 
         "`docs` is from an example in the skill's instructions, not from the task or a result: \
          leave it out or write the value the task gives; if it is right, make the same call again"
     );
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_result_of_a_guessed_figure_grounds_nothing() -> anyhow::Result<()> {
+    // The task gives no figure: print.sh run with 4 prints "4", which grounds nothing.
+    let fixture = toolbox();
+    let honest = "I cannot tell: no skill reads the lines of notes.txt.";
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("print", &["4", "x"]),
+        answer("notes.txt has 4 lines."),
+        answer(honest),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "How many lines does notes.txt have?")
+        .await?;
+    // Without ask_user on offer the call runs; its answer is refused.
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused"]);
+    let note = &ran.observations()[2].1;
+    assert!(note.contains("(4)") && note.contains("scripts/print.sh with `4`"), "{note}");
+    assert_eq!(ran.result.final_text, honest);
+    assert!(ran.result.grounded);
+    assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_batch_answered_after_its_first_item_is_refused_once() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("print", &["2", "a"]),
+        answer("The last line is \"line 2 of 2: a\"."),
+        tool("print", &["3", "b"]),
+        answer("Printed 2 lines of a, then 3 lines of b."),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Print 2 lines of a, then 3 of b.")
+        .await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok"]);
+    let note = &ran.observations()[2].1;
+    assert!(note.starts_with("answer not accepted yet: the task also gives 3,"), "{note}");
+    // A batch (one script on several arguments): a run whose figures the answer does not
+    // state has its result after the answer (here print.sh 2 a's "line 1").
+    assert_eq!(
+        ran.result.final_text,
+        "Printed 2 lines of a, then 3 lines of b.\n\nResults:\n- run_script \
+         toolbox/scripts/print.sh 2 a: line 1 of 2: a · line 2 of 2: a"
+    );
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
+    assert_eq!(ran.finished()["reasoning_metrics"]["incomplete_refusals"], json!(1));
+    // Refused once per task: the same answer given again is taken.
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("print", &["2", "a"]),
+        answer("Printed 2 lines of a."),
+        answer("Printed 2 lines of a."),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Print 2 lines of a, then 3 of b.")
+        .await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused"]);
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn an_example_value_in_the_usage_line_is_no_statement() -> anyhow::Result<()> {
+    // The usage line is the example itself: its `*.csv` is the skill's, not the task's.
+    let fixture = Fixture::new();
+    fixture.skill(
+        "finder",
+        "Finds files.",
+        "",
+        "Run it:\n\n```json\n{\"skill\": \"finder\", \"script\": \"scripts/find.sh\", \"args\": [\"*.csv\"]}\n```",
+    );
+    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
+    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
+    let model = Arc::new(MockModel::new(vec![
+        select("finder"),
+        find(&["*.csv"]),
+        find(&["*.md"]),
+        answer("found *.md"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
+        .await?;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    let note = &ran.observations()[1].1;
+    assert!(note.starts_with("`*.csv` is from an example in the skill's instructions"), "{note}");
     replays_exactly(&ran).await;
     Ok(())
 }

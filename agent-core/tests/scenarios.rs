@@ -1170,12 +1170,12 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
             json!({"skill": "toolbox", "script": "scripts/log.sh", "args": ["one"]}),
             json!({"plan_update": {"update": [{"id": "s1", "status": "done"}]}}),
         ),
-        document("final_answer", json!({"content": "Logged one line in log.txt."}), json!({})),
+        document("final_answer", json!({"content": "Logged one line."}), json!({})),
     ]));
     let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
     let ran = fixture.run(fixture.agent(&model, config), "Log one").await?;
     assert_eq!(ran.result.outcome, Outcome::Completed);
-    assert_eq!(ran.result.final_text, "Logged one line in log.txt.");
+    assert_eq!(ran.result.final_text, "Logged one line.");
     assert_eq!(ran.statuses(), ["ok", "invalid_action", "ok"]);
     assert!(
         ran.observations()[1].1.starts_with("the answer is not valid JSON"),
@@ -1217,7 +1217,7 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
     let planned: Vec<&Value> =
         ran.data(EventKind::ActionPlanned).into_iter().map(|data| &data["type"]).collect();
     assert_eq!(planned, [&json!("select_skills"), &json!("run_script"), &json!("final_answer")]);
-    check_streaming(&ran, "Logged one line in log.txt.");
+    check_streaming(&ran, "Logged one line.");
     assert_eq!(ran.state()["plan"]["steps"][0]["status"], "done");
     Ok(())
 }

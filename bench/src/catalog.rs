@@ -259,7 +259,7 @@ fn one_skill() -> Vec<Scenario> {
             CSV,
             &["sales.csv"],
             "sales.csv has 20 rows.",
-            &["20 rows"],
+            &["20"],
         ),
         one(
             "convert-miles",

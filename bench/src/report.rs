@@ -52,6 +52,9 @@ pub struct StrategySummary {
     /// Runs that ended with an ungrounded answer (taken after a refusal, marked).
     #[serde(default)]
     pub ungrounded_answers: u64,
+    /// Final answers refused once for leaving numbers of the task unused.
+    #[serde(default)]
+    pub incomplete_refusals: u64,
     /// Runs that `replay --check` reproduced.
     pub replay_reproduced: u64,
     /// Wall time of all runs, in milliseconds (differs between runs).
@@ -169,6 +172,7 @@ pub fn summarise(mode: &str, model: &str, runs: Vec<RunRecord>) -> Results {
                 refusals: sum(|run| run.refusals),
                 ungrounded_refusals: sum(|run| run.ungrounded_refusals),
                 ungrounded_answers: sum(|run| u64::from(run.ungrounded)),
+                incomplete_refusals: sum(|run| run.incomplete_refusals),
                 replay_reproduced: sum(|run| u64::from(run.replay_reproduced)),
                 wall_ms: sum(|run| run.wall_ms),
                 reasoning: ReasoningSummary {

@@ -162,7 +162,9 @@ impl Check {
         self
     }
 
-    /// What fails in a run: its events and the workspace it ran in. Empty when it passes.
+    /// What fails in a run: its events and the workspace it ran in. Empty when it passes. A
+    /// figure counts where the answer writes it whole: `20` is not in `2026`, nor `212` in
+    /// `2120`; a decimal may go on with more digits (`6.213711922` in `6.2137119224`).
     pub fn failures(&self, events: &[Event], workspace: &std::path::Path) -> Vec<String> {
         let mut failures = Vec::new();
         let Some(finished) = agent_core::last_finished(events) else {
@@ -183,7 +185,7 @@ impl Check {
         }
         let final_text = finished.final_text.as_str();
         for fact in &self.facts {
-            if !final_text.contains(fact.as_str()) {
+            if !states(final_text, fact) {
                 failures.push(format!("the answer lacks `{fact}`"));
             }
         }
@@ -673,5 +675,50 @@ pub(crate) mod tests {
         let literal = json!({"any_of": [1], "b": 2});
         assert!(holds(&json!({"any_of": [1], "b": 2}), &literal, false));
         assert!(!holds(&json!({"any_of": 1, "b": 2}), &literal, false));
+    }
+}
+
+/// Whether `text` writes `fact` as a whole: not inside a longer word or number (see
+/// [`Check::failures`]).
+fn states(text: &str, fact: &str) -> bool {
+    let starts_digit = fact.starts_with(|c: char| c.is_ascii_digit());
+    let ends_digit = fact.ends_with(|c: char| c.is_ascii_digit());
+    text.match_indices(fact).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let mut after = text[at + fact.len()..].chars();
+        let (next, then) = (after.next(), after.next());
+        let word = |c: char| c.is_alphanumeric() || c == '_';
+        let digit = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit());
+        // `1.5` does not state `5`, nor `20.5` state `20`: a number is not a decimal's part.
+        let decimal = fact.contains('.');
+        let joined_before = before.is_some_and(word)
+            || (before == Some('.') && digit(text[..at].chars().rev().nth(1)));
+        let joined_after =
+            next.is_some_and(word) || (!decimal && matches!(next, Some('.' | ',')) && digit(then));
+        let clean_before = !starts_digit || !joined_before;
+        let clean_after = !ends_digit || (decimal && digit(next)) || !joined_after;
+        clean_before && clean_after
+    })
+}
+
+#[cfg(test)]
+mod states_tests {
+    use super::states;
+
+    #[test]
+    fn a_fact_is_stated_whole() {
+        assert!(states("sales.csv has 20 rows.", "20"));
+        assert!(states("20", "20"));
+        assert!(states("(20)", "20"));
+        assert!(!states("in 2026", "20"));
+        assert!(!states("20.5 rows", "20"));
+        assert!(!states("1.20 rows", "20"));
+        assert!(!states("2120 units", "212"));
+        assert!(states("212, 1705.47.", "212"));
+        assert!(states("6.2137119224 mi", "6.213711922"));
+        assert!(!states("16.213711922 mi", "6.213711922"));
+        assert!(states("Which column do you mean?", "Which column"));
+        assert!(states("Which columns?", "Which column"));
+        assert!(states("at 1,852 m", "1,852"));
     }
 }

@@ -95,6 +95,9 @@ pub struct RunRecord {
     /// Final answers refused once for stating a value nothing in the run showed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ungrounded_refusals: u64,
+    /// Final answers refused once for leaving numbers of the task unused.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub incomplete_refusals: u64,
     /// Whether the answer the run ended with states a value nothing in the run showed
     /// (`run_finished.grounded: false`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -522,6 +525,7 @@ impl RunRecord {
             reasoned_calls: 0,
             reasoning_chars: 0,
             ungrounded_refusals: 0,
+            incomplete_refusals: 0,
             ungrounded: false,
             warnings: BTreeMap::new(),
             replay_reproduced: false,
@@ -564,6 +568,7 @@ pub fn score_events(events: &[Event]) -> RunRecord {
         reasoned_calls: reasoning(|metrics| metrics.reasoned_call_count),
         reasoning_chars: reasoning(|metrics| metrics.reasoning_chars_total),
         ungrounded_refusals: reasoning(|metrics| metrics.ungrounded_refusals),
+        incomplete_refusals: reasoning(|metrics| metrics.incomplete_refusals),
         ungrounded: finished.as_ref().is_some_and(|finished| !finished.grounded),
         warnings,
         ..RunRecord::empty()

@@ -521,21 +521,57 @@ pub(crate) async fn run_batch(run: &mut Run, batch: &mut impl Batch) -> Result<B
 }
 
 /// Reviews a final answer before it is taken: an ungrounded answer is refused once per task
-/// (the note to give the model is returned); a second is taken, counted and marked.
+/// (the note to give the model is returned); a second is taken, counted and marked. From
+/// format 8, a grounded answer that leaves some of the task's numbers unused while a call
+/// used another is refused once too (a batch answered after its first item).
 pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     if !run.grounding.applies {
         return None;
     }
-    let values = grounding::ungrounded(answer, &run.answer_sources());
+    let sources = run.answer_sources();
+    let values = grounding::ungrounded(answer, &sources);
     if values.is_empty() {
-        return None;
+        return review_completeness(run, answer);
     }
     if run.grounding.refused {
         run.state.reasoning.ungrounded_answers += 1;
         run.grounding.ungrounded = true;
         return None;
     }
+    let note = grounding::refusal_note(&values, &sources.unbacked);
     run.grounding.refused = true;
     run.state.reasoning.ungrounded_refusals += 1;
-    Some(grounding::refusal_note(&values))
+    Some(note)
+}
+
+/// The refusal of an answer that leaves numbers of the task unused (format 8): once, and again
+/// after each step of the batch (a call that used another of the task's numbers).
+fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
+    if !run.grounding.strict {
+        return None;
+    }
+    let args: Vec<&str> = run
+        .state
+        .task_actions()
+        .filter_map(|record| match &record.action {
+            Some(Action::RunScript { args, .. }) => Some(args),
+            _ => None,
+        })
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let ran_script = run
+        .state
+        .task_actions()
+        .any(|record| matches!(record.action, Some(Action::RunScript { .. })));
+    if !ran_script {
+        return None;
+    }
+    let (used, unused) = grounding::unused_task_numbers(&run.state.task, &args, answer);
+    if unused.is_empty() || run.grounding.incomplete_at.is_some_and(|before| used <= before) {
+        return None;
+    }
+    run.grounding.incomplete_at = Some(used);
+    run.state.reasoning.incomplete_refusals += 1;
+    Some(grounding::incomplete_note(&unused))
 }
