@@ -179,6 +179,28 @@ pub(crate) struct InvalidAnswer {
     pub message: String,
 }
 
+/// A JSON-mode final answer the token limit cut inside its `content` (format 8): the answer
+/// up to the cut, closed. The local 1.5B asked for a checksum wrote "229444…" until the limit,
+/// the same each time it was asked again; taken cut, the answer goes to the grounding check
+/// like any other (which refuses the made-up figure) instead of failing as invalid JSON.
+pub(crate) fn cut_final_answer(response: &Response) -> Option<Decision> {
+    if response.finish_reason != model_adapter::FinishReason::Length
+        || !response.tool_calls.is_empty()
+        || !response.invalid_tool_calls.is_empty()
+    {
+        return None;
+    }
+    let text = strip_fence(&response.text);
+    // A cut escape (`\` or `\u00`) is dropped with what follows it.
+    let text = match text.rfind('\\') {
+        Some(at) if text.len() - at <= 6 => &text[..at],
+        _ => text,
+    };
+    let closed = format!("{text}\"}}}}}}");
+    let decision = parse_answer(&Response { text: closed, ..Response::default() }, false).ok()?;
+    matches!(decision.action, Action::FinalAnswer { .. }).then_some(decision)
+}
+
 /// Reads a model answer as one decision.
 ///
 /// A tool call named after an action is that action (its `thought`, `plan` and `plan_update`
@@ -344,6 +366,35 @@ mod tests {
 
     fn text(text: &str) -> Response {
         Response { text: text.to_owned(), ..Response::default() }
+    }
+
+    #[test]
+    fn a_final_answer_cut_by_the_token_limit_is_taken_cut() {
+        let cut = |text: &str, reason: model_adapter::FinishReason| {
+            cut_final_answer(&Response {
+                text: text.to_owned(),
+                finish_reason: reason,
+                ..Response::default()
+            })
+            .map(|decision| decision.action)
+        };
+        let length = model_adapter::FinishReason::Length;
+        let answer =
+            r#"{"thought": "t", "action": {"type": "final_answer", "args": {"content": "2294444"#;
+        assert_eq!(
+            cut(answer, length.clone()),
+            Some(Action::FinalAnswer { content: "2294444".to_owned() })
+        );
+        let escaped = r#"{"action": {"type": "final_answer", "args": {"content": "a\u00"#;
+        assert_eq!(
+            cut(escaped, length.clone()),
+            Some(Action::FinalAnswer { content: "a".to_owned() })
+        );
+        // Not cut by the limit, cut in the thought, or another action: nothing to take.
+        assert_eq!(cut(answer, model_adapter::FinishReason::Stop), None);
+        assert_eq!(cut(r#"{"thought": "4444"#, length.clone()), None);
+        let script = r#"{"action": {"type": "run_script", "args": {"skill": "s", "script": "x"#;
+        assert_eq!(cut(script, length), None);
     }
 
     #[test]

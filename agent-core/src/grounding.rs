@@ -709,13 +709,16 @@ fn is_file_name(word: &str) -> bool {
 }
 
 /// Whether `word` reads as a code (a checksum, an identifier): eight characters or more of
-/// letters, digits and dashes, with at least two of each of letters and digits.
+/// letters, digits and dashes, with at least two of each of letters and digits; or sixteen
+/// digits or more (beyond what a figure holds).
 fn is_code(word: &str) -> bool {
     let count = |f: fn(&char) -> bool| word.chars().filter(f).count();
-    word.chars().count() >= 8
+    let digits = count(char::is_ascii_digit);
+    (word.chars().count() >= 8
         && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        && count(char::is_ascii_digit) >= 2
-        && count(char::is_ascii_alphabetic) >= 2
+        && digits >= 2
+        && count(char::is_ascii_alphabetic) >= 2)
+        || (digits >= 16 && digits == word.chars().count())
 }
 
 /// `word` without the punctuation and quoting around it.
@@ -1094,6 +1097,9 @@ mod tests {
         let printed = format!("sha256: {hash}");
         shown.results.push(&printed);
         assert!(ungrounded(&answer, &shown).is_empty());
+        // Digits beyond a figure's are a code too.
+        let long = format!("It is 229{}.", "4".repeat(600));
+        assert_eq!(ungrounded(&long, &sources(true)), [&long[6..long.len() - 1]]);
         // Words with a digit or two are no codes.
         assert!(ungrounded("utf-8, sha256, Qwen2.5 and x86_64", &sources(true)).is_empty());
     }

@@ -94,7 +94,8 @@ pub struct RunResult {
 /// failed model call out of it — records of 3 to 6 re-run as they were written; 8 checks a
 /// final answer's file names and codes too, lets no result of a call made with a guessed
 /// figure ground it, refuses once an answer that leaves numbers of the task unused while a
-/// call used another, and counts only a usage line's plain words as stated arguments.
+/// call used another, counts only a usage line's plain words as stated arguments, and takes a
+/// JSON-mode final answer cut by the token limit as written so far (react).
 pub const RECORD_FORMAT: u32 = 8;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

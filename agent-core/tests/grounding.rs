@@ -30,6 +30,7 @@ fn main() -> std::process::ExitCode {
         a_result_of_a_guessed_figure_grounds_nothing,
         a_batch_answered_after_its_first_item_is_refused_once,
         an_example_value_in_the_usage_line_is_no_statement,
+        a_final_answer_cut_by_the_token_limit_is_checked_like_any_other,
     ])
 }
 
@@ -358,6 +359,36 @@ async fn an_example_value_in_the_usage_line_is_no_statement() -> anyhow::Result<
     assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
     let note = &ran.observations()[1].1;
     assert!(note.starts_with("`*.csv` is from an example in the skill's instructions"), "{note}");
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_final_answer_cut_by_the_token_limit_is_checked_like_any_other() -> anyhow::Result<()> {
+    // The local 1.5B wrote a made-up checksum's digits until the token limit, each time.
+    let cut = model_adapter::Response {
+        text: format!(
+            r#"{{"thought": "t", "action": {{"type": "final_answer", "args": {{"content": "229{}"#,
+            "4".repeat(300)
+        ),
+        finish_reason: model_adapter::FinishReason::Length,
+        ..model_adapter::Response::default()
+    };
+    let honest = "I cannot tell: no skill computes a checksum.";
+    let model = Arc::new(MockModel::new(vec![
+        MockReply::response(&cut),
+        MockReply::text(
+            &json!({"action": {"type": "final_answer", "args": {"content": honest}}}).to_string(),
+        ),
+    ]));
+    let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
+    let fixture = toolbox();
+    let ran =
+        fixture.run(fixture.agent(&model, config), "What is the SHA-256 of notes.txt?").await?;
+    // Taken cut, refused as ungrounded (not "not valid JSON"), then the admission.
+    assert_eq!(ran.statuses(), ["refused"]);
+    assert!(ran.observations()[0].1.starts_with("answer not accepted: this value (2294444"));
+    assert_eq!(ran.result.final_text, honest);
+    assert!(ran.result.grounded);
     replays_exactly(&ran).await;
     Ok(())
 }

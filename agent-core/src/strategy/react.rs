@@ -2,7 +2,7 @@
 //! plan or plan patch; the runtime validates, executes and feeds the observation back, until
 //! `final_answer`, a budget, or a stuck loop ends the run.
 
-use crate::action::parse_answer;
+use crate::action::{cut_final_answer, parse_answer};
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::run::Run;
@@ -32,7 +32,12 @@ impl Strategy for React {
         let mut reasoning = None;
         let mut flow = Flow::Continue;
         if let Some(response) = kernel::ask(run, "decide", request, Some(mode)).await? {
-            let parsed = parse_answer(&response, mode == DecideMode::Tools);
+            let parsed = parse_answer(&response, mode == DecideMode::Tools).or_else(|invalid| {
+                match run.grounding.strict.then(|| cut_final_answer(&response)).flatten() {
+                    Some(decision) => Ok(decision),
+                    None => Err(invalid),
+                }
+            });
             let tool_call_id = run.push_answer(&response);
             match parsed {
                 Err(invalid) => {
