@@ -334,9 +334,9 @@ pub(crate) fn states_figures(answer: &str, output: &str, args: &[String]) -> boo
 /// The note that refuses, once, an answer that leaves some of the task's numbers unused.
 pub(crate) fn incomplete_note(unused: &[String]) -> String {
     let list = unused.iter().take(8).map(String::as_str).collect::<Vec<_>>().join(", ");
-    let (them, verb) = if unused.len() == 1 { ("it", "has") } else { ("each of them", "have") };
+    let them = if unused.len() == 1 { "it" } else { "each of them" };
     format!(
-        "answer not accepted yet: the task also gives {list}, which no script call {verb} used. \
+        "answer not accepted yet: the task also gives {list}, which no script call has used. \
          If the task asks about {them}, run a script for it (select the skill that does it if \
          needed), one call per value, then answer with every result; if not, give the same \
          answer again."
