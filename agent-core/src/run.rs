@@ -1054,22 +1054,26 @@ impl Run {
         };
         let texts: std::collections::HashMap<&str, &str> =
             self.observation_texts.iter().map(|(id, text)| (id.as_str(), text.as_str())).collect();
+        // What calls that did not run named: an answer may say "there is no missing.md", but
+        // not cite a path the model copied from a document's example and was refused for.
+        let mut not_run: Vec<&str> = Vec::new();
         for record in &self.state.actions {
             let Some(action) = &record.action else { continue };
-            if strict {
-                match action {
-                    Action::RunScript { script, args, .. } => {
-                        sources.names.push(script);
-                        sources.names.extend(args.iter().map(String::as_str));
-                    }
-                    Action::LoadResource { path, .. } => sources.names.push(path),
-                    _ => {}
-                }
-            }
-            if !matches!(
+            let ran = matches!(
                 record.status,
                 ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
-            ) {
+            );
+            if strict {
+                let names = match action {
+                    Action::RunScript { script, args, .. } => std::iter::once(script.as_str())
+                        .chain(args.iter().map(String::as_str))
+                        .collect(),
+                    Action::LoadResource { path, .. } => vec![path.as_str()],
+                    _ => Vec::new(),
+                };
+                if ran { sources.names.extend(names) } else { not_run.extend(names) }
+            }
+            if !ran {
                 continue;
             }
             let Some(&text) = texts.get(record.observation.as_str()) else { continue };
@@ -1100,6 +1104,10 @@ impl Run {
                 _ => sources.documents.push(text),
             }
         }
+        let documents = sources.documents.clone();
+        sources.names.extend(
+            not_run.into_iter().filter(|name| !crate::grounding::in_code_example(name, &documents)),
+        );
         sources
     }
 

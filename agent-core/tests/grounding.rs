@@ -31,6 +31,7 @@ fn main() -> std::process::ExitCode {
         a_batch_answered_after_its_first_item_is_refused_once,
         an_example_value_in_the_usage_line_is_no_statement,
         a_final_answer_cut_by_the_token_limit_is_checked_like_any_other,
+        a_refused_example_path_grounds_no_answer,
     ])
 }
 
@@ -388,6 +389,36 @@ async fn a_final_answer_cut_by_the_token_limit_is_checked_like_any_other() -> an
     assert_eq!(ran.statuses(), ["refused"]);
     assert!(ran.observations()[0].1.starts_with("answer not accepted: this value (2294444"));
     assert_eq!(ran.result.final_text, honest);
+    assert!(ran.result.grounded);
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_refused_example_path_grounds_no_answer() -> anyhow::Result<()> {
+    let fixture = Fixture::new();
+    fixture.skill(
+        "finder",
+        "Finds files.",
+        "",
+        "Run `scripts/find.sh PATTERN`. It prints:\n\n```text\nfile: data/invoice-2024.csv\n```",
+    );
+    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
+    let model = Arc::new(MockModel::new(vec![
+        select("finder"),
+        run_script("finder", "scripts/find.sh", &["data/invoice-2024.csv"]),
+        answer("The file is data/invoice-2024.csv."),
+        answer("I cannot tell which files there are."),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
+        .await?;
+    // The call is refused (an example value); its path then grounds no answer.
+    assert_eq!(ran.statuses(), ["ok", "refused", "refused"]);
+    assert!(
+        ran.observations()[2].1.contains("(data/invoice-2024.csv)"),
+        "{:?}",
+        ran.observations()[2]
+    );
     assert!(ran.result.grounded);
     replays_exactly(&ran).await;
     Ok(())
