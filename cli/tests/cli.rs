@@ -594,7 +594,9 @@ fn sigterm_stops_the_run_and_leaves_no_script_process_behind() {
     // A script whose child (the `sleep`) outlives the shell unless the run stops it.
     std::fs::write(&skill, "#!/bin/sh\nsleep \"$1\"\necho slept\n").unwrap();
     std::fs::set_permissions(&skill, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let seconds = format!("{}", 400_000 + std::process::id() % 100_000);
+    // A figure of its own: the SIGKILL test below runs in the same process (same pid) at the
+    // same time, and seeing its `sleep` would send SIGTERM before this CLI could handle it.
+    let seconds = format!("{}", 600_000 + std::process::id() % 100_000);
     let nap = json!({"tool_calls": [{"name": "run_script", "arguments":
         {"skill": "counter", "script": "scripts/nap.sh", "args": [seconds]}}]});
     let spec = fixture.answers("nap.json", &json!([select(&["counter"]), nap, answer("Rested.")]));
