@@ -295,7 +295,7 @@ pub(crate) fn unused_task_numbers(task: &str, args: &[&str], answer: &str) -> (u
     let in_args: Vec<Number> = args.iter().flat_map(|arg| stated_numbers(arg)).collect();
     let stated = stated_numbers(answer);
     let among = |list: &[Number], number: &Number| {
-        list.iter().any(|other| (other.value - number.value).abs() <= 1e-9 * number.value.max(1.0))
+        list.iter().any(|other| equal(other.value, number.value))
     };
     let mut task_numbers: Vec<Number> = Vec::new();
     for number in stated_numbers(task) {
@@ -324,7 +324,7 @@ pub(crate) fn states_figures(answer: &str, output: &str, args: &[String]) -> boo
     let figures: Vec<f64> = stated_numbers(output)
         .into_iter()
         .map(|number| number.value)
-        .filter(|value| !given.iter().any(|arg| (arg - value).abs() <= 1e-9 * value.max(1.0)))
+        .filter(|&value| !given.iter().any(|&arg| equal(arg, value)))
         .collect();
     let stated = stated_numbers(answer);
     figures.is_empty()
@@ -523,12 +523,18 @@ impl Known {
     }
 }
 
+/// Whether `a` and `b` are the same figure (equal up to floating-point noise, relative to
+/// `b`).
+fn equal(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.max(1.0)
+}
+
 /// Whether the answer's `number` is `x`, as written or rounded (or cut) to the decimals the
 /// answer shows.
 fn same(number: &Number, x: f64) -> bool {
     let x = x.abs();
     let v = number.value;
-    if (x - v).abs() <= 1e-9 * v.max(1.0) {
+    if equal(x, v) {
         return true;
     }
     let scale = 10f64.powi(number.decimals.min(12) as i32);

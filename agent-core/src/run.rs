@@ -802,6 +802,18 @@ impl Run {
         }
     }
 
+    /// This turn's action space ([`crate::space::action_space`] on the run's state).
+    pub(crate) fn action_space(&self) -> crate::space::ActionSpace {
+        crate::space::action_space(&self.state, &self.config, self.repeat_not_new())
+    }
+
+    /// Whether a repeat of a call that already worked counts as no new result after a refused
+    /// answer: from format 9, once an answer of the task was refused as ungrounded (after a
+    /// refusal for the task's unused numbers, a repeat still frees the answer).
+    pub(crate) fn repeat_not_new(&self) -> bool {
+        self.format >= 9 && self.grounding.refused
+    }
+
     /// A completed answer that states no figure for a task that gives some, while the task's
     /// results hold figures: the answer with those results after it (format 6). The local
     /// 1.5B ended a batch of conversions with "the conversions were successful", the values
@@ -814,12 +826,12 @@ impl Run {
         if self.format < 6 || admits {
             return answer;
         }
-        if digits(&answer) || !digits(&self.state.task) {
-            return if self.grounding.strict && digits(&answer) && digits(&self.state.task) {
-                self.with_batch_results(answer)
-            } else {
-                answer
-            };
+        let (answer_digits, task_digits) = (digits(&answer), digits(&self.state.task));
+        if answer_digits && task_digits && self.grounding.strict {
+            return self.with_batch_results(answer);
+        }
+        if answer_digits || !task_digits {
+            return answer;
         }
         let lines: Vec<(&Action, String)> = self
             .state

@@ -58,8 +58,17 @@ pub(crate) fn scored_skills(state: &RunState) -> Vec<(f64, String)> {
 }
 
 /// The actions this turn allows, derived from the state.
-pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpace {
+///
+/// `repeat_not_new`: a repeat of a call that already worked is no new result after a refused
+/// answer (from format 9, once an answer of the task was refused as ungrounded; see
+/// [`answer_refused`]).
+pub(crate) fn action_space(
+    state: &RunState,
+    config: &AgentConfig,
+    repeat_not_new: bool,
+) -> ActionSpace {
     let last = state.actions.last();
+    let refused = answer_refused(state, repeat_not_new);
     let mut space = ActionSpace {
         max_select: match config.decide {
             DecideMode::Json => 1,
@@ -85,6 +94,20 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             .to_owned(),
         );
         space.plan_field = PlanField::None;
+        // The repeat brings nothing new: a refused answer still has to admit (the local 1.5B
+        // re-ran the call its refused checksum came after, then gave the checksum again), and
+        // so does the thought before it (free, it stated the refused figure again, and the
+        // answer after it ran on as "will be ouch, it's ouch, …" to the token limit).
+        if refused && repeat_not_new {
+            space.answer_without_figures = true;
+            space.thought_without_figures = true;
+            space.quote_free = true;
+            space.note = Some(
+                "that call already ran with the same arguments and gives no new value: say \
+                 that you cannot tell, and what is missing"
+                    .to_owned(),
+            );
+        }
         return space;
     }
     // A skill was just selected: nothing but answers that were not actions at all, or selects
@@ -182,20 +205,9 @@ pub(crate) fn action_space(state: &RunState, config: &AgentConfig) -> ActionSpac
             space.run.push((skill.name.clone(), skill.scripts.clone()));
         }
     }
-    // An answer of this task was refused as ungrounded: until a result comes in, the answer
-    // may only say that the value is unknown (after a refusal, the local 1.5B ran a failing
-    // conversion and gave the same invented temperature again).
-    let refused_answer = |record: &&crate::state::ActionRecord| {
-        record.status == ObservationStatus::Refused
-            && matches!(record.action, Some(Action::FinalAnswer { .. }))
-    };
-    if state.task_actions().any(|record| refused_answer(&record))
-        && !state
-            .task_actions()
-            .skip_while(|record| !refused_answer(record))
-            .any(crate::state::ActionRecord::is_result)
-    {
+    if refused {
         space.answer_without_figures = true;
+        space.quote_free = repeat_not_new;
         space.note = Some(
             "your answer was refused: no result of this run shows its figure. Find the value \
              with an action, or admit that you cannot: what you tried and what is missing"
@@ -318,6 +330,12 @@ pub(crate) struct ActionSpace {
     /// answer was refused for a figure no result shows, and no result came since.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub answer_without_figures: bool,
+    /// The JSON-mode thought may hold no digit either (only the admission is left).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub thought_without_figures: bool,
+    /// The admission's pattern leaves out `"` (from format 9).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quote_free: bool,
 }
 
 /// Which plan field the turn's schema offers.
@@ -333,10 +351,41 @@ pub(crate) enum PlanField {
     PlanUpdate,
 }
 
+/// Whether an answer of this task was refused as ungrounded (or incomplete) and no new result
+/// came since: until one does, the answer may only say that the value is unknown (after a
+/// refusal, the local 1.5B ran a failing conversion and gave the same invented temperature
+/// again). With `repeat_not_new`, a repeat of a call that already worked is not new.
+fn answer_refused(state: &RunState, repeat_not_new: bool) -> bool {
+    let records: Vec<&crate::state::ActionRecord> = state.task_actions().collect();
+    let Some(refusal) = records.iter().position(|record| {
+        record.status == ObservationStatus::Refused
+            && matches!(record.action, Some(Action::FinalAnswer { .. }))
+    }) else {
+        return false;
+    };
+    let new_result = |index: usize| {
+        let record = records[index];
+        record.is_result()
+            && (!repeat_not_new
+                || !records[..index].iter().any(|earlier| {
+                    earlier.status == ObservationStatus::Ok && earlier.action == record.action
+                }))
+    };
+    !(refusal + 1..records.len()).any(new_result)
+}
+
 /// What an answer may be after one was refused as ungrounded and no result came since: an
 /// admission, with no figure (told only, or held to no digits, the local 1.5B wrote the same
 /// invented figure again, then "has ****** lines").
 const UNKNOWN_ANSWER: &str = "^I (cannot|could not|do not know)[^0-9]*$";
+
+/// [`UNKNOWN_ANSWER`] without quotes (see [`ActionSpace::quote_free`]): llama.cpp turns a
+/// pattern into grammar as written, so `[^0-9]` lets an unescaped `"` into the JSON string
+/// and the server then fails the call ("does not match the expected peg-native format").
+const UNKNOWN_ANSWER_QUOTE_FREE: &str = r#"^I (cannot|could not|do not know)[^0-9"]*$"#;
+
+/// A thought with no figure and no quote (see [`ActionSpace::thought_without_figures`]).
+const NO_FIGURES: &str = r#"^[^0-9"]*$"#;
 
 /// The most scripts that get a `run_script` variant each in JSON mode (beyond, one for all).
 const MAX_SCRIPT_VARIANTS: usize = 12;
@@ -627,7 +676,11 @@ impl ActionSpace {
             _ => {
                 let mut content = string(ANSWER_MAX);
                 if self.answer_without_figures {
-                    content["pattern"] = json!(UNKNOWN_ANSWER);
+                    content["pattern"] = json!(if self.quote_free {
+                        UNKNOWN_ANSWER_QUOTE_FREE
+                    } else {
+                        UNKNOWN_ANSWER
+                    });
                 }
                 json!({
                     "type": "object",
@@ -786,7 +839,11 @@ impl ActionSpace {
             json!({"anyOf": variants})
         };
         let mut properties = Map::new();
-        properties.insert("thought".into(), json!({"type": "string", "maxLength": THOUGHT_MAX}));
+        let mut thought = json!({"type": "string", "maxLength": THOUGHT_MAX});
+        if self.thought_without_figures {
+            thought["pattern"] = json!(NO_FIGURES);
+        }
+        properties.insert("thought".into(), thought);
         properties.insert("action".into(), action);
         let mut order = vec!["thought", "action"];
         if let Some((name, schema)) = self.plan_property() {
@@ -927,16 +984,16 @@ mod tests {
         .unwrap();
         let config = AgentConfig { decide: DecideMode::Json, ..AgentConfig::default() };
         // Before a result: the converter shares "units" with the task.
-        assert_eq!(action_space(&state, &config).select, ["unit-converter"]);
+        assert_eq!(action_space(&state, &config, true).select, ["unit-converter"]);
         // The summary printed a column `units`: nothing is left open for it.
         state.result_words.extend(words("column units: numeric, 20 values; units sum: 212"));
-        assert_eq!(action_space(&state, &config).select, Vec::<String>::new());
+        assert_eq!(action_space(&state, &config, true).select, Vec::<String>::new());
         // A task with a step the results do not cover still offers its skill.
         state.task = "Total the amount column of sales.csv and convert 5 miles to km".into();
-        assert_eq!(action_space(&state, &config).select, ["unit-converter"]);
+        assert_eq!(action_space(&state, &config, true).select, ["unit-converter"]);
         // Native tool callers see every skill, ranked, as before.
         let tools = AgentConfig { decide: DecideMode::Tools, ..AgentConfig::default() };
-        assert_eq!(action_space(&state, &tools).select.len(), 2);
+        assert_eq!(action_space(&state, &tools, true).select.len(), 2);
     }
 
     #[test]
@@ -1055,6 +1112,24 @@ mod tests {
         assert_eq!(
             schema["properties"]["name"]["enum"].as_array().unwrap().len(),
             MAX_OWN_FUNCTIONS + 1
+        );
+    }
+
+    #[test]
+    fn an_admission_without_figures_holds_the_thought_too_when_asked() {
+        let admission = ActionSpace { answer_without_figures: true, ..ActionSpace::default() };
+        let schema = admission.json_schema();
+        assert_eq!(schema["properties"]["thought"].get("pattern"), None);
+        assert_eq!(
+            schema["properties"]["action"]["properties"]["args"]["properties"]["content"]["pattern"],
+            json!(UNKNOWN_ANSWER)
+        );
+        let held = ActionSpace { thought_without_figures: true, quote_free: true, ..admission };
+        let schema = held.json_schema();
+        assert_eq!(schema["properties"]["thought"]["pattern"], json!(NO_FIGURES));
+        assert_eq!(
+            schema["properties"]["action"]["properties"]["args"]["properties"]["content"]["pattern"],
+            json!(UNKNOWN_ANSWER_QUOTE_FREE)
         );
     }
 

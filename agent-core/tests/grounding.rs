@@ -32,6 +32,7 @@ fn main() -> std::process::ExitCode {
         an_example_value_in_the_usage_line_is_no_statement,
         a_final_answer_cut_by_the_token_limit_is_checked_like_any_other,
         a_refused_example_path_grounds_no_answer,
+        a_repeat_of_a_call_that_worked_brings_no_new_result,
     ])
 }
 
@@ -73,7 +74,7 @@ async fn an_ungrounded_answer_is_refused_once_then_taken_and_marked() -> anyhow:
     assert!(request_text(second).contains(note.as_str()));
     let final_answer = second.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
     let pattern = &final_answer.parameters["properties"]["content"]["pattern"];
-    assert_eq!(pattern, &json!("^I (cannot|could not|do not know)[^0-9]*$"));
+    assert_eq!(pattern, &json!("^I (cannot|could not|do not know)[^0-9\"]*$"));
     let first = &model.requests()[0];
     let final_answer = first.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
     assert_eq!(final_answer.parameters["properties"]["content"].get("pattern"), None);
@@ -122,6 +123,43 @@ async fn after_a_refusal_the_honest_answer_is_grounded() -> anyhow::Result<()> {
     assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
     assert_eq!(ran.result.reasoning_metrics.ungrounded_answers, 0);
     assert_eq!(ran.finished().get("grounded"), None);
+    Ok(())
+}
+
+async fn a_repeat_of_a_call_that_worked_brings_no_new_result() -> anyhow::Result<()> {
+    // The local 1.5B's way out of the admission: run the call its refused answer came after
+    // again, then give the refused value again. From format 9 the repeat is no new result.
+    let honest = "I cannot tell: printing does not count the lines of notes.txt.";
+    let replies = vec![
+        select("toolbox"),
+        tool("print", &["3", "x"]),
+        answer("notes.txt has 12 lines"),
+        tool("print", &["3", "x"]),
+        answer(honest),
+    ];
+    let (_fixture, ran, model) = run(replies, AgentConfig::default()).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok"]);
+    let last = model.requests().last().unwrap().clone();
+    let names: Vec<&str> = last.tools.iter().map(|tool| tool.name.as_str()).collect();
+    assert_eq!(names, ["final_answer"]);
+    // From format 9 the admission leaves quotes out (a grammar let one end the JSON string).
+    let content = &last.tools[0].parameters["properties"]["content"];
+    assert_eq!(content["pattern"], json!("^I (cannot|could not|do not know)[^0-9\"]*$"));
+    assert_eq!(ran.result.final_text, honest);
+    assert!(ran.result.grounded);
+    // A call that was not made before is a new result: the pattern goes.
+    let replies = vec![
+        select("toolbox"),
+        tool("print", &["3", "x"]),
+        answer("notes.txt has 12 lines"),
+        tool("print", &["3", "y"]),
+        answer("It printed 3 lines."),
+    ];
+    let (_fixture, ran, model) = run(replies, AgentConfig::default()).await;
+    let last = model.requests().last().unwrap().clone();
+    let final_answer = last.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
+    assert_eq!(final_answer.parameters["properties"]["content"].get("pattern"), None);
+    assert_eq!(ran.result.final_text, "It printed 3 lines.");
     Ok(())
 }
 

@@ -28,7 +28,6 @@ use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::{Payload, PlanChange};
 use crate::run::{Ending, Run, Stop};
-use crate::space;
 use crate::space::ActionSpace;
 use crate::state::{Plan, PlanStep, StepStatus};
 
@@ -172,7 +171,7 @@ impl Strategy for PlanExecuteThink {
 
     async fn turn(&mut self, run: &mut Run) -> Result<Flow> {
         let rounds = &mut self.rounds;
-        let space_of = |run: &Run| space::action_space(&run.state, &run.config);
+        let space_of = |run: &Run| run.action_space();
         let note_of = |run: &Run, space: &ActionSpace| plan_note(run, rounds, space);
         let Prepared { space, note } = match kernel::prepare(run, space_of, note_of).await? {
             Ok(prepared) => prepared,
@@ -326,7 +325,7 @@ impl Batch for RoundBatch<'_> {
 
     async fn run_step(&mut self, run: &mut Run, index: usize) -> Result<(bool, Option<Stop>)> {
         let action = &self.actions[index];
-        let space = space::action_space(&run.state, &run.config);
+        let space = run.action_space();
         let stop = run.act(action, &space, None).await?;
         self.ran = index + 1;
         let ok = run.last_ok(action);

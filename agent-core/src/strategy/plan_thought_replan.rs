@@ -65,7 +65,6 @@ use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::{Payload, PlanChange, ThoughtDecided};
 use crate::run::{Ending, InputKind, Run, Stop};
-use crate::space;
 use crate::space::ActionSpace;
 use crate::state::{Plan, PlanStep, StepStatus};
 
@@ -376,7 +375,7 @@ fn last_input_text(run: &mut Run) -> String {
 /// The guard's reason when it leaves no skill action but the answer (an identical successful
 /// script run repeated, a skill without files just selected).
 fn answer_now(run: &Run) -> Option<String> {
-    let space = space::action_space(&run.state, &run.config);
+    let space = run.action_space();
     let skill_actions = space
         .allowed()
         .into_iter()
@@ -386,7 +385,7 @@ fn answer_now(run: &Run) -> Option<String> {
 
 /// The thought's action space: the turn's, with the built-in tools.
 fn thought_space(run: &Run) -> ActionSpace {
-    let mut space = space::action_space(&run.state, &run.config);
+    let mut space = run.action_space();
     space.builtins = true;
     space
 }

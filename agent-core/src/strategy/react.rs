@@ -6,7 +6,6 @@ use crate::action::{cut_final_answer, parse_answer};
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::run::Run;
-use crate::space;
 
 use super::kernel::{self, Flow, Strategy};
 use super::notes::turn_note;
@@ -20,7 +19,7 @@ pub(super) struct React;
 
 impl Strategy for React {
     async fn turn(&mut self, run: &mut Run) -> Result<Flow> {
-        let space_of = |run: &Run| space::action_space(&run.state, &run.config);
+        let space_of = |run: &Run| run.action_space();
         let kernel::Prepared { space, note } =
             match kernel::prepare(run, space_of, turn_note).await? {
                 Ok(prepared) => prepared,

@@ -464,7 +464,7 @@ async fn judge_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
     safe.complexity_by_model = judged.is_some();
     safe.phase = Phase::Plan;
     if complexity == Complexity::Complex {
-        let space = space::action_space(&run.state, &run.config);
+        let space = run.action_space();
         safe.sop_candidates = sop_candidates(run, &space);
         if !safe.sop_candidates.is_empty() {
             safe.phase = Phase::Sop;
@@ -496,7 +496,7 @@ fn sop_candidates(run: &Run, space: &ActionSpace) -> Vec<String> {
 
 /// Turn 2 of a complex task: the model picks an SOP, which is loaded.
 async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
-    let space = space::action_space(&run.state, &run.config);
+    let space = run.action_space();
     let candidates: Vec<String> =
         safe.sop_candidates.iter().filter(|name| space.select.contains(name)).cloned().collect();
     safe.phase = Phase::Plan;
@@ -525,7 +525,7 @@ async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
         reasoning = run.record_reasoning_with(&response, why.as_deref());
         if let Some(sop) = chosen {
             let action = Action::SelectSkills { names: vec![sop.clone()] };
-            let space = space::action_space(&run.state, &run.config);
+            let space = run.action_space();
             let stopped = run.act(&action, &space, tool_call_id.as_deref()).await?;
             if run.last_ok(&action) {
                 safe.sop = Some(sop);
@@ -545,7 +545,7 @@ async fn sop_turn(run: &mut Run, safe: &mut SafeState) -> Result<Flow> {
 /// the strategy's own `select_skills`, not the model's — does not count as a select made
 /// straight before (which would forbid selecting the skills the SOP names).
 fn step_space(run: &Run, safe: &SafeState) -> ActionSpace {
-    let space = space::action_space(&run.state, &run.config);
+    let space = run.action_space();
     let sop_loaded_last = run.state.actions.last().is_some_and(|record| {
         record.status == ObservationStatus::Ok
             && matches!(&record.action, Some(Action::SelectSkills { names })
@@ -556,7 +556,7 @@ fn step_space(run: &Run, safe: &SafeState) -> ActionSpace {
     }
     let mut state = run.state.clone();
     state.actions.pop();
-    space::action_space(&state, &run.config)
+    space::action_space(&state, &run.config, run.repeat_not_new())
 }
 
 /// A plan cycle: make_plan, its steps, the report.
