@@ -467,6 +467,31 @@ impl McpHub {
 }
 
 /// Starts one server; every failure becomes its state.
+/// Whether this build speaks TLS to https servers (one of the `tls-*` features).
+const TLS: bool = cfg!(any(feature = "tls-aws-lc", feature = "tls-ring"));
+
+/// Why an https `url` cannot be reached by a build without TLS (`tls` false), if it cannot.
+fn tls_missing(url: &str, tls: bool) -> Option<String> {
+    let https = url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"));
+    (https && !tls).then(|| {
+        format!(
+            "{url} needs TLS, and this build of skills-agent-mcp has none: build it with the \
+             `tls-aws-lc` (default) or `tls-ring` feature, or use an http:// URL"
+        )
+    })
+}
+
+/// With `tls-ring` alone, reqwest has no crypto provider of its own: ring becomes the process's
+/// default unless the program installed one already (reqwest panics building a client with
+/// none).
+fn install_crypto_provider() {
+    #[cfg(all(feature = "tls-ring", not(feature = "tls-aws-lc")))]
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may install one between the check and here: either is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 async fn start_server(name: String, config: ServerConfig, launch: &Launch) -> Server {
     let transport = if config.url.is_some() { "http" } else { "stdio" };
     let (state, _) = watch::channel(ServerState::Running);
@@ -501,6 +526,10 @@ async fn start_server(name: String, config: ServerConfig, launch: &Launch) -> Se
     let handler = Handler { shared: shared.clone() };
     let startup = config.startup_timeout();
     if let Some(url) = &config.url {
+        if let Some(reason) = tls_missing(url, TLS) {
+            return fail(server, reason);
+        }
+        install_crypto_provider();
         let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
         if let Some(variable) = &config.bearer_token_env_var {
             let token = launch.base_environment.iter().find(|(name, _)| name == variable);
@@ -644,6 +673,14 @@ mod tests {
         assert_eq!(with_runner_hint("no answer".to_owned(), &networked), "no answer");
         let node = ServerConfig { command: Some("/usr/bin/node".to_owned()), ..npx };
         assert_eq!(with_runner_hint("no answer".to_owned(), &node), "no answer");
+    }
+
+    #[test]
+    fn an_https_server_without_tls_says_which_features_bring_it() {
+        let reason = tls_missing("HTTPS://mcp.example/mcp", false).unwrap();
+        assert!(reason.contains("`tls-aws-lc`") && reason.contains("`tls-ring`"), "{reason}");
+        assert_eq!(tls_missing("https://mcp.example/mcp", true), None);
+        assert_eq!(tls_missing("http://127.0.0.1:8080/mcp", false), None);
     }
 
     #[test]

@@ -94,6 +94,9 @@ impl PreparedRequest {
         mut headers: Vec<(String, String)>,
         body: &Value,
     ) -> Result<PreparedRequest> {
+        if let Some(error) = tls_missing(provider, &url, TLS) {
+            return Err(error);
+        }
         headers.insert(0, ("content-type".to_owned(), "application/json".to_owned()));
         let body = crate::ordered::to_vec(body).map_err(|error| Error::InvalidRequest {
             provider: provider.to_owned(),
@@ -109,8 +112,36 @@ pub(crate) struct Transport {
     config: HttpConfig,
 }
 
+/// Whether this build speaks TLS (one of the `tls-*` features).
+const TLS: bool = cfg!(any(feature = "tls-aws-lc", feature = "tls-ring"));
+
+/// The error for an https `url` in a build without TLS (`tls` false): not retried, and it
+/// says which features bring TLS.
+fn tls_missing(provider: &str, url: &str, tls: bool) -> Option<Error> {
+    let https = url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"));
+    (https && !tls).then(|| Error::InvalidRequest {
+        provider: provider.to_owned(),
+        message: format!(
+            "{url} needs TLS, and this build of model-adapter has none: build it with the \
+             `tls-aws-lc` (default) or `tls-ring` feature, or use an http:// URL"
+        ),
+    })
+}
+
+/// With `tls-ring` alone, reqwest has no crypto provider of its own: ring becomes the process's
+/// default unless the program installed one already (reqwest panics building a client with
+/// none).
+fn install_crypto_provider() {
+    #[cfg(all(feature = "tls-ring", not(feature = "tls-aws-lc")))]
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may install one between the check and here: either is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 impl Transport {
     pub(crate) fn new(config: HttpConfig) -> Result<Transport> {
+        install_crypto_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .build()
@@ -426,4 +457,22 @@ pub(crate) fn body_excerpt(body: &[u8]) -> String {
         excerpt.push('…');
     }
     if excerpt.is_empty() { "empty body".to_owned() } else { excerpt }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_https_url_without_tls_is_a_request_error_that_names_the_features() {
+        let error = tls_missing("openai", "https://api.openai.com/v1/chat/completions", false);
+        let Some(error @ Error::InvalidRequest { .. }) = error else {
+            panic!("expected an invalid request, got {error:?}")
+        };
+        assert!(!error.is_retryable());
+        let message = error.to_string();
+        assert!(message.contains("`tls-aws-lc`") && message.contains("`tls-ring`"), "{message}");
+        assert!(tls_missing("openai", "https://api.openai.com/v1", true).is_none());
+        assert!(tls_missing("local", "http://127.0.0.1:8080/v1", false).is_none());
+    }
 }

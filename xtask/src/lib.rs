@@ -2,6 +2,7 @@
 //! under `cargo test --workspace` as well as from `cargo xtask tidy`.
 
 pub mod bench;
+pub mod features;
 pub mod fleet_bench;
 pub mod local_llm;
 pub mod package;

@@ -170,7 +170,7 @@ fn cargo_command() -> Command {
 }
 
 /// Runs cargo with `arguments`, stderr passed through, and returns its stdout.
-fn cargo(arguments: &[&str]) -> Result<String> {
+pub(crate) fn cargo(arguments: &[&str]) -> Result<String> {
     let output = cargo_command()
         .args(arguments)
         .stderr(std::process::Stdio::inherit())
@@ -183,7 +183,7 @@ fn cargo(arguments: &[&str]) -> Result<String> {
 }
 
 /// Runs cargo with `arguments`, its output passed through.
-fn cargo_status(arguments: &[&str]) -> Result<()> {
+pub(crate) fn cargo_status(arguments: &[&str]) -> Result<()> {
     let status = cargo_command()
         .args(arguments)
         .status()
