@@ -804,14 +804,12 @@ impl Run {
 
     /// This turn's action space ([`crate::space::action_space`] on the run's state).
     pub(crate) fn action_space(&self) -> crate::space::ActionSpace {
-        crate::space::action_space(&self.state, &self.config, self.repeat_not_new())
+        crate::space::action_space(&self.state, &self.config, self.space_rules())
     }
 
-    /// Whether a repeat of a call that already worked counts as no new result after a refused
-    /// answer: from format 9, once an answer of the task was refused as ungrounded (after a
-    /// refusal for the task's unused numbers, a repeat still frees the answer).
-    pub(crate) fn repeat_not_new(&self) -> bool {
-        self.format >= 9 && self.grounding.refused
+    /// What of the run, beside its state and configuration, shapes the action space.
+    pub(crate) fn space_rules(&self) -> crate::space::SpaceRules {
+        crate::space::SpaceRules { format: self.format, ungrounded_refused: self.grounding.refused }
     }
 
     /// A completed answer that states no figure for a task that gives some, while the task's
@@ -1093,18 +1091,22 @@ impl Run {
                 Action::RunScript { script, args, .. } => {
                     // A figure the call made up (no user text, no earlier result gives it)
                     // makes its result no ground: a converter run on a guessed temperature.
-                    let guessed = strict.then(|| {
+                    let mut numeric =
+                        args.iter().filter(|arg| arg.chars().any(|c| c.is_ascii_digit()));
+                    let mut guessed = None;
+                    if strict && let Some(first) = numeric.next() {
+                        // What the run had before this call (built only for a call with a
+                        // figure).
                         let before = crate::grounding::Sources {
                             user: sources.user.clone(),
                             results: sources.results.clone(),
                             ..Default::default()
                         };
-                        args.iter().find(|arg| {
-                            arg.chars().any(|c| c.is_ascii_digit())
-                                && !crate::grounding::ungrounded(arg, &before).is_empty()
-                        })
-                    });
-                    if let Some(Some(arg)) = guessed {
+                        guessed = std::iter::once(first)
+                            .chain(numeric)
+                            .find(|arg| !crate::grounding::ungrounded(arg, &before).is_empty());
+                    }
+                    if let Some(arg) = guessed {
                         sources.unbacked.push(format!("{script} with `{arg}`"));
                     } else {
                         sources.results.extend(crate::grounding::script_output(text))

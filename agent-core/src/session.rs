@@ -96,8 +96,10 @@ pub struct RunResult {
 /// figure ground it, refuses once an answer that leaves numbers of the task unused while a
 /// call used another, counts only a usage line's plain words as stated arguments, and takes a
 /// JSON-mode final answer cut by the token limit as written so far (react); 9 takes a repeat
-/// of a call that already worked as no new result after a refused answer (the answer must
-/// still admit that the value is unknown).
+/// of a call that already worked as no new result after a refused ungrounded answer (the
+/// answer must still admit that the value is unknown, with no figure in its thought and no
+/// quote in the admission), and offers no skill for the task's arithmetic words ("add",
+/// "sum", …) once results are in.
 pub const RECORD_FORMAT: u32 = 9;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

@@ -35,7 +35,8 @@ fn skill_text(entry: &crate::state::SkillEntry) -> String {
 
 /// The task's words that neither a selected skill's name or description nor a result of the
 /// run holds: what the run has not yet found a skill or a result for.
-fn open_words(state: &RunState) -> std::collections::HashSet<String> {
+/// With `arithmetic_done`, the [`ARITHMETIC_WORDS`] are never open (from format 9).
+fn open_words(state: &RunState, arithmetic_done: bool) -> std::collections::HashSet<String> {
     let mut covered: std::collections::HashSet<String> =
         state.result_words.iter().cloned().collect();
     for skill in &state.selected {
@@ -43,7 +44,46 @@ fn open_words(state: &RunState) -> std::collections::HashSet<String> {
             covered.extend(words(&skill_text(entry)));
         }
     }
+    if arithmetic_done {
+        covered.extend(ARITHMETIC_WORDS.map(str::to_owned));
+    }
     words(&state.task).into_iter().filter(|word| !covered.contains(word)).collect()
+}
+
+/// Words that ask for arithmetic the final answer does itself (a sum or difference of results,
+/// which the grounding accepts): once results are in, no skill is offered for them (asked to
+/// add two column totals it had, the local 1.5B selected a slide-deck skill whose description
+/// says "add a slide").
+const ARITHMETIC_WORDS: [&str; 6] = ["add", "plus", "sum", "subtract", "minus", "difference"];
+
+/// What of the run, beside its state and configuration, shapes the action space.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SpaceRules {
+    /// The record format the run follows ([`crate::RECORD_FORMAT`], or a re-run record's).
+    pub(crate) format: u32,
+    /// An answer of the current task was refused as ungrounded.
+    pub(crate) ungrounded_refused: bool,
+}
+
+impl SpaceRules {
+    /// The rules of the current format with no answer refused.
+    #[cfg(test)]
+    pub(crate) fn current() -> SpaceRules {
+        SpaceRules { format: crate::RECORD_FORMAT, ungrounded_refused: false }
+    }
+
+    /// A repeat of a call that already worked is no new result after a refused answer (from
+    /// format 9, once an answer of the task was refused as ungrounded; see [`answer_refused`];
+    /// after a refusal for the task's unused numbers, a repeat still frees the answer).
+    fn repeat_not_new(self) -> bool {
+        self.format >= 9 && self.ungrounded_refused
+    }
+
+    /// The answer does the task's simple arithmetic: no skill is offered for it once results
+    /// are in (from format 9).
+    fn arithmetic_done(self) -> bool {
+        self.format >= 9
+    }
 }
 
 /// The most skills a small model (JSON mode) is offered to select at once, best first.
@@ -58,16 +98,13 @@ pub(crate) fn scored_skills(state: &RunState) -> Vec<(f64, String)> {
 }
 
 /// The actions this turn allows, derived from the state.
-///
-/// `repeat_not_new`: a repeat of a call that already worked is no new result after a refused
-/// answer (from format 9, once an answer of the task was refused as ungrounded; see
-/// [`answer_refused`]).
 pub(crate) fn action_space(
     state: &RunState,
     config: &AgentConfig,
-    repeat_not_new: bool,
+    rules: SpaceRules,
 ) -> ActionSpace {
     let last = state.actions.last();
+    let repeat_not_new = rules.repeat_not_new();
     let refused = answer_refused(state, repeat_not_new);
     let mut space = ActionSpace {
         max_select: match config.decide {
@@ -144,7 +181,8 @@ pub(crate) fn action_space(
         // that neither the selected skills' descriptions nor the results cover (after a CSV
         // summary listed a column `units`, the local 1.5B selected the unit converter for
         // "How many units were sold").
-        let open = (relevant_only && !state.result_words.is_empty()).then(|| open_words(state));
+        let open = (relevant_only && !state.result_words.is_empty())
+            .then(|| open_words(state, rules.arithmetic_done()));
         space.select = scored
             .into_iter()
             .filter(|(score, name)| {
@@ -984,16 +1022,32 @@ mod tests {
         .unwrap();
         let config = AgentConfig { decide: DecideMode::Json, ..AgentConfig::default() };
         // Before a result: the converter shares "units" with the task.
-        assert_eq!(action_space(&state, &config, true).select, ["unit-converter"]);
+        assert_eq!(action_space(&state, &config, SpaceRules::current()).select, ["unit-converter"]);
         // The summary printed a column `units`: nothing is left open for it.
         state.result_words.extend(words("column units: numeric, 20 values; units sum: 212"));
-        assert_eq!(action_space(&state, &config, true).select, Vec::<String>::new());
+        assert_eq!(
+            action_space(&state, &config, SpaceRules::current()).select,
+            Vec::<String>::new()
+        );
         // A task with a step the results do not cover still offers its skill.
         state.task = "Total the amount column of sales.csv and convert 5 miles to km".into();
-        assert_eq!(action_space(&state, &config, true).select, ["unit-converter"]);
+        assert_eq!(action_space(&state, &config, SpaceRules::current()).select, ["unit-converter"]);
         // Native tool callers see every skill, ranked, as before.
         let tools = AgentConfig { decide: DecideMode::Tools, ..AgentConfig::default() };
-        assert_eq!(action_space(&state, &tools, true).select.len(), 2);
+        assert_eq!(action_space(&state, &tools, SpaceRules::current()).select.len(), 2);
+        // Adding two results up is the answer's work (format 9), not a slide deck's.
+        state.catalog.push(
+            serde_json::from_value(entry("slide-deck", "Create slides: add a slide per topic."))
+                .unwrap(),
+        );
+        state.task = "Add the total of the amount column to the total of units: the sum?".into();
+        state.result_words.extend(words("amount sum: 1705.47"));
+        assert_eq!(
+            action_space(&state, &config, SpaceRules::current()).select,
+            Vec::<String>::new()
+        );
+        let format_8 = SpaceRules { format: 8, ungrounded_refused: false };
+        assert_eq!(action_space(&state, &config, format_8).select, ["slide-deck"]);
     }
 
     #[test]

@@ -556,7 +556,7 @@ fn step_space(run: &Run, safe: &SafeState) -> ActionSpace {
     }
     let mut state = run.state.clone();
     state.actions.pop();
-    space::action_space(&state, &run.config, run.repeat_not_new())
+    space::action_space(&state, &run.config, run.space_rules())
 }
 
 /// A plan cycle: make_plan, its steps, the report.
