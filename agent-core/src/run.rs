@@ -723,7 +723,9 @@ impl Run {
     /// Why a script run or tool call is refused without running: the same call already
     /// failed in this task (format 6). Scripts are deterministic enough that the same
     /// arguments give the same error; on held-out tasks the local 1.5B re-ran one failing call
-    /// five times, reading unrelated documents in between.
+    /// five times, reading unrelated documents in between. From format 9 a timeout, and a
+    /// tool call's failure (a server or network error may pass), get one retry: the call is
+    /// refused once it ended so twice.
     fn repeated_failure(&self, action: &Action) -> Option<String> {
         if self.format < 6 || !action.is_call() {
             return None;
@@ -736,6 +738,21 @@ impl Run {
                     ObservationStatus::Ok | ObservationStatus::Failed | ObservationStatus::Timeout
                 )
         })?;
+        let transient = earlier.status == ObservationStatus::Timeout
+            || (earlier.status == ObservationStatus::Failed
+                && matches!(action, Action::CallTool { .. }));
+        if self.format >= 9 && transient {
+            let times = self
+                .state
+                .task_actions()
+                .filter(|record| {
+                    record.action.as_ref() == Some(action) && record.status == earlier.status
+                })
+                .count();
+            if times < 2 {
+                return None;
+            }
+        }
         let what = match earlier.status {
             ObservationStatus::Failed => {
                 let text = self.observation_text(&earlier.observation);

@@ -98,8 +98,9 @@ pub struct RunResult {
 /// JSON-mode final answer cut by the token limit as written so far (react); 9 takes a repeat
 /// of a call that already worked as no new result after a refused ungrounded answer (the
 /// answer must still admit that the value is unknown, with no figure in its thought and no
-/// quote in the admission), and offers no skill for the task's arithmetic words ("add",
-/// "sum", …) once results are in.
+/// quote in the admission, which may quote the task's words with digits), offers no skill for
+/// the task's arithmetic words ("add", "sum", …) once results are in, and gives a timed-out
+/// call, or a tool call that failed, one retry before a repeat is refused.
 pub const RECORD_FORMAT: u32 = 9;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

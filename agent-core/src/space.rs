@@ -139,6 +139,7 @@ pub(crate) fn action_space(
             space.answer_without_figures = true;
             space.thought_without_figures = true;
             space.quote_free = true;
+            space.admission_words = task_words_with_digits(&state.task);
             space.note = Some(
                 "that call already ran with the same arguments and gives no new value: say \
                  that you cannot tell, and what is missing"
@@ -246,6 +247,9 @@ pub(crate) fn action_space(
     if refused {
         space.answer_without_figures = true;
         space.quote_free = repeat_not_new;
+        if repeat_not_new {
+            space.admission_words = task_words_with_digits(&state.task);
+        }
         space.note = Some(
             "your answer was refused: no result of this run shows its figure. Find the value \
              with an action, or admit that you cannot: what you tried and what is missing"
@@ -374,6 +378,10 @@ pub(crate) struct ActionSpace {
     /// The admission's pattern leaves out `"` (from format 9).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quote_free: bool,
+    /// Words of the task with digits that the admission may still write whole ("SHA-256"),
+    /// from format 9.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission_words: Vec<String>,
 }
 
 /// Which plan field the turn's schema offers.
@@ -417,13 +425,47 @@ fn answer_refused(state: &RunState, repeat_not_new: bool) -> bool {
 /// invented figure again, then "has ****** lines").
 const UNKNOWN_ANSWER: &str = "^I (cannot|could not|do not know)[^0-9]*$";
 
-/// [`UNKNOWN_ANSWER`] without quotes (see [`ActionSpace::quote_free`]): llama.cpp turns a
-/// pattern into grammar as written, so `[^0-9]` lets an unescaped `"` into the JSON string
-/// and the server then fails the call ("does not match the expected peg-native format").
-const UNKNOWN_ANSWER_QUOTE_FREE: &str = r#"^I (cannot|could not|do not know)[^0-9"]*$"#;
+/// [`UNKNOWN_ANSWER`] without quotes and bounded (see [`ActionSpace::quote_free`]): llama.cpp
+/// turns a pattern into grammar as written, so `[^0-9]` lets an unescaped `"` into the JSON
+/// string and the server then fails the call ("does not match the expected peg-native
+/// format"), and it ignores `maxLength` beside a pattern (an admission ran on as "ouch, it's
+/// ouch, …" to the token limit): the bound is in the pattern.
+const UNKNOWN_ANSWER_QUOTE_FREE: &str = r#"^I (cannot|could not|do not know)[^0-9"]{0,400}$"#;
 
-/// A thought with no figure and no quote (see [`ActionSpace::thought_without_figures`]).
-const NO_FIGURES: &str = r#"^[^0-9"]*$"#;
+/// The most task words an admission may quote whole.
+const MAX_ADMISSION_WORDS: usize = 6;
+
+/// The task's words that hold a digit and a letter, and only letters, digits and `.-_/`
+/// ("SHA-256", "sales-2024.csv"; not a bare figure, which repeated would be any number), at
+/// most [`MAX_ADMISSION_WORDS`], each once: an admission may write them (held to no digit at
+/// all, the 1.5B wrote "the SHA-  checksum").
+fn task_words_with_digits(task: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for word in task.split_whitespace() {
+        let word = word.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        let plain = word.chars().all(|c| c.is_ascii_alphanumeric() || ".-_/".contains(c));
+        if plain
+            && word.len() <= ARG_MAX
+            && word.chars().any(|c| c.is_ascii_digit())
+            && word.chars().any(|c| c.is_ascii_alphabetic())
+            && !found.iter().any(|known| known == word)
+            && found.len() < MAX_ADMISSION_WORDS
+        {
+            found.push(word.to_owned());
+        }
+    }
+    found
+}
+
+/// [`UNKNOWN_ANSWER_QUOTE_FREE`] that also lets `words` through whole.
+fn admission_pattern(words: &[String]) -> String {
+    let escaped: Vec<String> = words.iter().map(|word| word.replace('.', "\\.")).collect();
+    format!(r#"^I (cannot|could not|do not know)([^0-9"]|{}){{0,400}}$"#, escaped.join("|"))
+}
+
+/// A thought with no figure and no quote, bounded in the pattern (see
+/// [`UNKNOWN_ANSWER_QUOTE_FREE`] and [`ActionSpace::thought_without_figures`]).
+const NO_FIGURES: &str = r#"^[^0-9"]{0,200}$"#;
 
 /// The most scripts that get a `run_script` variant each in JSON mode (beyond, one for all).
 const MAX_SCRIPT_VARIANTS: usize = 12;
@@ -714,10 +756,12 @@ impl ActionSpace {
             _ => {
                 let mut content = string(ANSWER_MAX);
                 if self.answer_without_figures {
-                    content["pattern"] = json!(if self.quote_free {
-                        UNKNOWN_ANSWER_QUOTE_FREE
+                    content["pattern"] = json!(if !self.admission_words.is_empty() {
+                        admission_pattern(&self.admission_words)
+                    } else if self.quote_free {
+                        UNKNOWN_ANSWER_QUOTE_FREE.to_owned()
                     } else {
-                        UNKNOWN_ANSWER
+                        UNKNOWN_ANSWER.to_owned()
                     });
                 }
                 json!({
@@ -1167,6 +1211,27 @@ mod tests {
             schema["properties"]["name"]["enum"].as_array().unwrap().len(),
             MAX_OWN_FUNCTIONS + 1
         );
+    }
+
+    #[test]
+    fn an_admission_may_quote_the_tasks_words_with_digits() {
+        let task = "What is the SHA-256 of sales-2024.csv, (v2) and 42? And of sales-2024.csv?";
+        let words = task_words_with_digits(task);
+        assert_eq!(words, ["SHA-256", "sales-2024.csv", "v2"]);
+        assert_eq!(
+            admission_pattern(&words),
+            r#"^I (cannot|could not|do not know)([^0-9"]|SHA-256|sales-2024\.csv|v2){0,400}$"#
+        );
+        assert_eq!(task_words_with_digits("Convert 20 C to F"), Vec::<String>::new());
+        let space = ActionSpace {
+            answer_without_figures: true,
+            quote_free: true,
+            admission_words: words,
+            ..ActionSpace::default()
+        };
+        let content = &space.json_schema()["properties"]["action"]["properties"]["args"]["properties"]
+            ["content"];
+        assert!(content["pattern"].as_str().unwrap().contains("|SHA-256|"), "{content}");
     }
 
     #[test]

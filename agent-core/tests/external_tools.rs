@@ -30,6 +30,7 @@ fn main() -> std::process::ExitCode {
         forbidden_tools_are_not_offered_and_calls_are_refused,
         prompt_tools_ask_the_approver_or_are_refused,
         failing_and_slow_calls_become_observations,
+        a_failed_or_timed_out_tool_call_gets_one_retry,
         blobs_are_stored_by_hash,
         tool_calls_count_against_max_tool_calls,
         a_long_tool_list_is_summarised_and_described_on_demand,
@@ -360,6 +361,34 @@ async fn failing_and_slow_calls_become_observations() -> anyhow::Result<()> {
     assert!(observations[1].1.contains("server `calc` is unavailable"), "{}", observations[1].1);
     assert!(observations[2].1.contains("did not answer within 100 ms"), "{}", observations[2].1);
     assert_eq!(servers.calls()[2].2, Some(Duration::from_millis(100)));
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_failed_or_timed_out_tool_call_gets_one_retry() -> anyhow::Result<()> {
+    // A server that crashed or did not answer may work the second time (format 9); a third
+    // identical call is refused without reaching it.
+    let fixture = toolbox();
+    let mut slow = external("mcp__calc__sleep", "Never answers.", json!({"type": "object"}));
+    slow.timeout = Some(Duration::from_millis(100));
+    let crash = external("mcp__calc__crash", "Kills the server.", json!({"type": "object"}));
+    let servers = FakeServers::new(vec![crash, slow]);
+    let model = Arc::new(MockModel::new(vec![
+        call("mcp__calc__crash", json!({})),
+        call("mcp__calc__sleep", json!({})),
+        call("mcp__calc__crash", json!({})),
+        call("mcp__calc__sleep", json!({})),
+        call("mcp__calc__crash", json!({})),
+        answer("The calculator server is down."),
+    ]));
+    let mut config = AgentConfig::default();
+    config.guard.stuck_repeats = 10;
+    let builder = fixture.agent(&model, config).external_tools(servers.clone());
+    let ran = fixture.run(builder, "Try the tools").await?;
+    assert_eq!(ran.statuses(), ["failed", "timeout", "failed", "timeout", "refused"]);
+    assert_eq!(servers.calls().len(), 4);
+    let refusal = &ran.observations()[4].1;
+    assert!(refusal.starts_with("this exact call already failed (obs-3: "), "{refusal}");
     replays_exactly(&ran).await;
     Ok(())
 }

@@ -39,6 +39,7 @@ fn main() -> std::process::ExitCode {
             the_time_limit_stops_the_run_before_the_next_turn,
             the_deterministic_answer_stands_in_when_the_degraded_call_fails,
             identical_failing_actions_end_the_run_as_stuck,
+            a_timed_out_script_gets_one_retry,
             a_failing_call_repeated_between_other_actions_ends_the_run_as_stuck,
             an_answer_without_the_figures_the_task_asks_for_gets_the_results,
             failures_of_one_kind_past_their_cap_end_the_run,
@@ -686,6 +687,33 @@ async fn identical_failing_actions_end_the_run_as_stuck() -> anyhow::Result<()> 
         )
     );
     assert_eq!(model.remaining(), 1, "no degraded call");
+    Ok(())
+}
+
+async fn a_timed_out_script_gets_one_retry() -> anyhow::Result<()> {
+    // A timeout may be the machine's load, not the call (format 9): the same call runs once
+    // more, and is refused after a second timeout.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("sleep", &["5"]),
+        tool("log", &["a"]),
+        tool("sleep", &["5"]),
+        tool("sleep", &["5"]),
+        MockReply::text("unused"),
+    ]));
+    let mut config = AgentConfig::default();
+    config.scripts.timeout_ms = 200;
+    let ran = fixture.run(fixture.agent(&model, config), "Sleep, then log").await?;
+    assert_eq!(ran.statuses(), ["ok", "timeout", "ok", "timeout", "refused"]);
+    assert_eq!(ran.result.script_runs, 3);
+    assert!(
+        ran.observations()[4].1.starts_with("this exact call already timed out (obs-4)"),
+        "{}",
+        ran.observations()[4].1
+    );
+    // Three non-ok ends of one action: stuck, as before.
+    assert_eq!(ran.result.outcome, Outcome::Stuck);
     Ok(())
 }
 
