@@ -268,6 +268,7 @@ pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
             .chain(&sources.results)
             .chain(&sources.names)
             .copied()
+            .chain(sources.qualified_names.iter().map(String::as_str))
             .chain(prose)
             .map(str::to_lowercase)
             .collect();
@@ -331,6 +332,18 @@ pub(crate) fn states_figures(answer: &str, output: &str, args: &[String]) -> boo
         || figures.iter().any(|&figure| stated.iter().any(|number| same(number, figure)))
 }
 
+/// Whether `task` asks for a quantity: "how many", "how much", or a total, sum, average,
+/// mean, count or number of something (English only, like [`reads_as_plan`]).
+pub(crate) fn asks_quantity(task: &str) -> bool {
+    let lower = task.to_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).collect();
+    lower.contains("how many")
+        || lower.contains("how much")
+        || words
+            .iter()
+            .any(|word| matches!(*word, "total" | "sum" | "average" | "mean" | "count" | "number"))
+}
+
 /// The note that refuses, once, an answer that leaves some of the task's numbers unused.
 pub(crate) fn incomplete_note(unused: &[String]) -> String {
     let list = unused.iter().take(8).map(String::as_str).collect::<Vec<_>>().join(", ");
@@ -385,6 +398,9 @@ pub(crate) struct Sources<'a> {
     /// What the run's own calls name (scripts, resources, arguments): a file name in an
     /// answer may come from them.
     pub(crate) names: Vec<&'a str>,
+    /// The run's scripts and resources as the notes write them (`csv-summary/scripts/s.py`),
+    /// from format 9.
+    pub(crate) qualified_names: Vec<String>,
     /// The calls whose results are left out of `results`, as a note names them
     /// (`` scripts/convert.py with `20` ``): a script run with a number that neither the user
     /// nor an earlier result gave (a temperature asked of a unit converter, "20", became
@@ -1108,6 +1124,15 @@ mod tests {
         assert_eq!(ungrounded(&long, &sources(true)), [&long[6..long.len() - 1]]);
         // Words with a digit or two are no codes.
         assert!(ungrounded("utf-8, sha256, Qwen2.5 and x86_64", &sources(true)).is_empty());
+    }
+
+    #[test]
+    fn questions_for_a_quantity() {
+        assert!(asks_quantity("How many rows does sales.csv have?"));
+        assert!(asks_quantity("What is the total of the amount column?"));
+        assert!(asks_quantity("Count the words of TASK.md"));
+        assert!(!asks_quantity("Which Markdown files are in the workspace?"));
+        assert!(!asks_quantity("Summarise the totals table")); // "totals" is no quantity asked
     }
 
     #[test]

@@ -832,7 +832,11 @@ impl Run {
     /// A completed answer that states no figure for a task that gives some, while the task's
     /// results hold figures: the answer with those results after it (format 6). The local
     /// 1.5B ended a batch of conversions with "the conversions were successful", the values
-    /// only in the transcript. An admission ("I cannot …", "I do not know …") stays as it is.
+    /// only in the transcript. From format 9 the same holds for a task that asks for a
+    /// quantity without giving a figure ([`crate::grounding::asks_quantity`]): the 1.5B's
+    /// plan-execute-think summary for "How many rows does sales.csv have?" was "The script …
+    /// has run successfully and provided the correct answer." An admission ("I cannot …", "I do
+    /// not know …") stays as it is.
     pub(crate) fn with_results(&self, answer: String) -> String {
         let digits = |text: &str| text.chars().any(|c| c.is_ascii_digit());
         let admits = ["I cannot", "I could not", "I do not know"]
@@ -845,7 +849,8 @@ impl Run {
         if answer_digits && task_digits && self.grounding.strict {
             return self.with_batch_results(answer);
         }
-        if answer_digits || !task_digits {
+        let quantity = self.format >= 9 && crate::grounding::asks_quantity(&self.state.task);
+        if answer_digits || !(task_digits || quantity) {
             return answer;
         }
         let lines: Vec<(&Action, String)> = self
@@ -1098,7 +1103,21 @@ impl Run {
                     Action::LoadResource { path, .. } => vec![path.as_str()],
                     _ => Vec::new(),
                 };
-                if ran { sources.names.extend(names) } else { not_run.extend(names) }
+                if ran {
+                    sources.names.extend(names)
+                } else {
+                    not_run.extend(names)
+                }
+                // From format 9 also as the notes write them, `skill/scripts/x.py`: the local
+                // 1.5B's plan-execute-think summary named "csv-summary/scripts/csv_summary.py"
+                // and was refused as a file no result shows.
+                if ran
+                    && self.format >= 9
+                    && let Action::RunScript { skill, script: path, .. }
+                    | Action::LoadResource { skill, path, .. } = action
+                {
+                    sources.qualified_names.push(format!("{skill}/{path}"));
+                }
             }
             if !ran {
                 continue;

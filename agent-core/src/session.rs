@@ -99,8 +99,10 @@ pub struct RunResult {
 /// of a call that already worked as no new result after a refused ungrounded answer (the
 /// answer must still admit that the value is unknown, with no figure in its thought and no
 /// quote in the admission, which may quote the task's words with digits), offers no skill for
-/// the task's arithmetic words ("add", "sum", …) once results are in, and gives a timed-out
-/// call, or a tool call that failed, one retry before a repeat is refused.
+/// the task's arithmetic words ("add", "sum", …) once results are in, gives a timed-out
+/// call, or a tool call that failed, one retry before a repeat is refused, grounds a script
+/// or resource named as the notes write it (`skill/scripts/x.py`), and appends the results to
+/// a figure-less answer to a task that asks for a quantity.
 pub const RECORD_FORMAT: u32 = 9;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

@@ -33,6 +33,8 @@ fn main() -> std::process::ExitCode {
         a_final_answer_cut_by_the_token_limit_is_checked_like_any_other,
         a_refused_example_path_grounds_no_answer,
         a_repeat_of_a_call_that_worked_brings_no_new_result,
+        a_script_named_as_the_notes_write_it_is_grounded,
+        a_quantity_answered_without_a_figure_gets_the_results,
     ])
 }
 
@@ -160,6 +162,38 @@ async fn a_repeat_of_a_call_that_worked_brings_no_new_result() -> anyhow::Result
     let final_answer = last.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
     assert_eq!(final_answer.parameters["properties"]["content"].get("pattern"), None);
     assert_eq!(ran.result.final_text, "It printed 3 lines.");
+    Ok(())
+}
+
+async fn a_script_named_as_the_notes_write_it_is_grounded() -> anyhow::Result<()> {
+    // The notes write a call as `skill/scripts/x.sh`, and so may an answer (format 9).
+    let said = "toolbox/scripts/print.sh printed 3 lines of x.";
+    let replies = vec![select("toolbox"), tool("print", &["3", "x"]), answer(said)];
+    let (_fixture, ran, _) = run(replies, AgentConfig::default()).await;
+    assert_eq!(ran.statuses(), ["ok", "ok"]);
+    assert_eq!(ran.result.final_text, said);
+    assert!(ran.result.grounded);
+    Ok(())
+}
+
+async fn a_quantity_answered_without_a_figure_gets_the_results() -> anyhow::Result<()> {
+    // A task that asks "how many" and gives no figure, answered with no figure: the results
+    // follow the answer (format 9), so the user sees the value.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("print", &["3", "x"]),
+        answer("The script ran and printed the answer."),
+    ]));
+    let task = "How many lines does the print script of toolbox print?";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(
+        ran.result.final_text,
+        "The script ran and printed the answer.\n\nResults:\n- run_script \
+         toolbox/scripts/print.sh 3 x: line 1 of 3: x · line 2 of 3: x · line 3 of 3: x"
+    );
     Ok(())
 }
 
