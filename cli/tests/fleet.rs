@@ -51,13 +51,27 @@ impl Nats {
             eprintln!("skipping: nats-server is not installed (apt-get install nats-server)");
             return None;
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Nats::spawn(&binary, port, store);
-        Some(Nats { child, url: format!("nats://127.0.0.1:{port}"), port, store: store.to_owned() })
+        // A free port can be taken by another process before the server binds it: then the
+        // server exits, and another port is tried.
+        for _ in 0..5 {
+            let port =
+                std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            if let Some(child) = Nats::try_spawn(&binary, port, store) {
+                let url = format!("nats://127.0.0.1:{port}");
+                return Some(Nats { child, url, port, store: store.to_owned() });
+            }
+        }
+        panic!("nats-server did not start on any of five free ports");
     }
 
     fn spawn(binary: &Path, port: u16, store: &Path) -> Child {
-        let child = Command::new(binary)
+        Nats::try_spawn(binary, port, store).expect("nats-server exited at start")
+    }
+
+    /// Starts the server on `port` and waits until it accepts connections; `None` when it
+    /// exited first (the port was taken).
+    fn try_spawn(binary: &Path, port: u16, store: &Path) -> Option<Child> {
+        let mut child = Command::new(binary)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store)
             .stdout(Stdio::null())
@@ -65,11 +79,20 @@ impl Nats {
             .spawn()
             .unwrap();
         let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return None;
+            }
+            // A connection to itself (an ephemeral source port equal to `port`, which Linux
+            // allows on loopback) is no server.
+            let accepted = std::net::TcpStream::connect(("127.0.0.1", port))
+                .is_ok_and(|stream| stream.local_addr().is_ok_and(|local| local.port() != port));
+            if accepted {
+                return Some(child);
+            }
             assert!(started.elapsed() < Duration::from_secs(20), "nats-server did not start");
             std::thread::sleep(Duration::from_millis(50));
         }
-        child
     }
 
     /// Kills the server outright and starts it again on the same port and store.
