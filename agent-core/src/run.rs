@@ -1127,10 +1127,10 @@ impl Run {
                 Action::RunScript { script, args, .. } => {
                     // A figure the call made up (no user text, no earlier result gives it)
                     // makes its result no ground: a converter run on a guessed temperature.
-                    let mut numeric =
-                        args.iter().filter(|arg| arg.chars().any(|c| c.is_ascii_digit()));
+                    let numeric: Vec<&String> =
+                        args.iter().filter(|arg| arg.chars().any(|c| c.is_ascii_digit())).collect();
                     let mut guessed = None;
-                    if strict && let Some(first) = numeric.next() {
+                    if strict && !numeric.is_empty() {
                         // What the run had before this call (built only for a call with a
                         // figure).
                         let before = crate::grounding::Sources {
@@ -1138,8 +1138,8 @@ impl Run {
                             results: sources.results.clone(),
                             ..Default::default()
                         };
-                        guessed = std::iter::once(first)
-                            .chain(numeric)
+                        guessed = numeric
+                            .into_iter()
                             .find(|arg| !crate::grounding::ungrounded(arg, &before).is_empty());
                     }
                     if let Some(arg) = guessed {

@@ -466,7 +466,6 @@ impl McpHub {
     }
 }
 
-/// Starts one server; every failure becomes its state.
 /// Whether this build speaks TLS to https servers (one of the `tls-*` features).
 const TLS: bool = cfg!(any(feature = "tls-aws-lc", feature = "tls-ring"));
 
@@ -492,6 +491,7 @@ fn install_crypto_provider() {
     }
 }
 
+/// Starts one server; every failure becomes its state.
 async fn start_server(name: String, config: ServerConfig, launch: &Launch) -> Server {
     let transport = if config.url.is_some() { "http" } else { "stdio" };
     let (state, _) = watch::channel(ServerState::Running);
