@@ -20,6 +20,9 @@ commands:
   features                      model-adapter, skills-agent-mcp and agent-core build without their
                                 default features and with `tls-ring` alone, with no aws-lc-sys;
                                 print each build's dependency count
+  outside                       a throwaway project outside the workspace depends on stream-json,
+                                skill-registry and model-adapter by path (default features, then
+                                none) and builds and runs every README example of theirs
   tidy                          check dependency direction and `//!` file headers across the workspace
   local-llm start|stop|status [--size 0.5b|1.5b]
                                 run a real local model (llama.cpp + Qwen2.5-Coder, default 0.5B) on
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Some("bench") => outcome("bench", xtask::bench::run(&args[1..])),
         Some("package") => outcome("package", xtask::package::run(&args[1..])),
         Some("features") => outcome("features", xtask::features::run(&args[1..])),
+        Some("outside") => outcome("outside", xtask::outside::run(&args[1..])),
         Some("local-llm") => outcome("local-llm", xtask::local_llm::run(&args[1..])),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

@@ -184,8 +184,14 @@ pub(crate) fn cargo(arguments: &[&str]) -> Result<String> {
 
 /// Runs cargo with `arguments`, its output passed through.
 pub(crate) fn cargo_status(arguments: &[&str]) -> Result<()> {
+    cargo_status_in(Path::new("."), arguments)
+}
+
+/// Runs cargo with `arguments` in `folder`, its output passed through.
+pub(crate) fn cargo_status_in(folder: &Path, arguments: &[&str]) -> Result<()> {
     let status = cargo_command()
         .args(arguments)
+        .current_dir(folder)
         .status()
         .with_context(|| format!("cannot run cargo {}", arguments.join(" ")))?;
     if !status.success() {
