@@ -13,7 +13,7 @@
 //! 101–150, 151–199: the slope against history length); then Criterion times whole runs of 50,
 //! 100 and 200 turns (its throughput line gives turns per second).
 //!
-//! `cargo bench -p agent-core --bench turn_overhead` (`-- tmpfs` or `-- disk`: one place only);
+//! `cargo bench -p skills-agent-core --bench turn_overhead` (`-- tmpfs` or `-- disk`: one place only);
 //! figures go into `agent-core/BENCHMARKS.md`. `… -- --test` runs each part once, small.
 
 // A benchmark's setup failing should stop it loudly.
@@ -25,12 +25,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{Agent, AgentConfig, Budgets, DecideMode, Outcome};
 use async_trait::async_trait;
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use model_adapter::{ChatRequest, Delta, MockReply, ModelProvider, Response};
 use serde_json::json;
-use skill_registry::{RootKind, SkillRoot};
+use skills_agent_core::{Agent, AgentConfig, Budgets, DecideMode, Outcome};
+use skills_agent_registry::{RootKind, SkillRoot};
 
 /// Answers from a prepared list at once, and notes when each call began and ended.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use model_adapter::ModelProvider;
 use serde_json::json;
 use skill_loader::{LoaderConfig, SkillLoader};
-use skill_registry::{IndexConfig, SkillIndex, SkillRoot};
+use skills_agent_registry::{IndexConfig, SkillIndex, SkillRoot};
 use tokio_util::sync::CancellationToken;
 use tools_runtime::{ApprovalAnswer, ApprovalRequest, Approver, Runtime, RuntimeConfig};
 
@@ -104,7 +104,7 @@ impl AgentBuilder {
         self
     }
 
-    /// Skill roots in priority order (see `skill_registry::default_roots`).
+    /// Skill roots in priority order (see `skills_agent_registry::default_roots`).
     pub fn skill_roots(mut self, roots: Vec<SkillRoot>) -> AgentBuilder {
         self.roots = roots;
         self

@@ -21,7 +21,7 @@ pub enum Error {
     Config(String),
     /// The skill roots could not be indexed.
     #[error("cannot index the skill roots: {0}")]
-    Registry(#[from] skill_registry::Error),
+    Registry(#[from] skills_agent_registry::Error),
     /// A recorded run (`events.jsonl`) could not be read or does not describe a run.
     #[error("recorded run {path}: {message}")]
     Recording {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use skill_loader::{ExcerptContent, ResourceKind, SkillLoader};
-use skill_registry::SkillIndex;
+use skills_agent_registry::SkillIndex;
 use tools_runtime::{
     ApprovalRequest, Decision, ExecOutcome, ExecRequest, Refusal, RefusalKind, RuleSet, Runtime,
 };
@@ -531,7 +531,7 @@ fn split_files(paths: impl Iterator<Item = String>) -> (Vec<String>, Vec<String>
     for path in paths {
         if path.starts_with("scripts/") {
             scripts.push(path);
-        } else if path != skill_registry::SKILL_FILE_NAME {
+        } else if path != skills_agent_registry::SKILL_FILE_NAME {
             resources.push(path);
         }
     }

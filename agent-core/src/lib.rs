@@ -45,10 +45,10 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use agent_core::{Agent, MemorySink, Outcome};
+//! use skills_agent_core::{Agent, MemorySink, Outcome};
 //! use model_adapter::{MockModel, MockReply};
 //! use serde_json::json;
-//! use skill_registry::{RootKind, SkillRoot};
+//! use skills_agent_registry::{RootKind, SkillRoot};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let skills = tempfile::tempdir()?;

@@ -454,7 +454,7 @@ mod tests {
 }
 
 /// The tokens the signal and the notice add to a turn on the normal path, with real tokenizers
-/// (`cargo test -p agent-core --lib token_overhead -- --nocapture` prints them).
+/// (`cargo test -p skills-agent-core --lib token_overhead -- --nocapture` prints them).
 #[cfg(test)]
 mod token_overhead {
     use super::*;

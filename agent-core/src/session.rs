@@ -29,7 +29,7 @@ use crate::run::{
 };
 use crate::rundir::RunDir;
 use crate::state::{Counters, RunState, SkillEntry};
-use skill_registry::SkillIndex;
+use skills_agent_registry::SkillIndex;
 
 /// Token usage of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

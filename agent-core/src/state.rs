@@ -27,9 +27,9 @@ pub struct SkillEntry {
     pub allowed_tools: Option<Vec<String>>,
 }
 
-impl From<&skill_registry::Skill> for SkillEntry {
+impl From<&skills_agent_registry::Skill> for SkillEntry {
     /// The catalog entry of an indexed skill (its frontmatter only).
-    fn from(skill: &skill_registry::Skill) -> SkillEntry {
+    fn from(skill: &skills_agent_registry::Skill) -> SkillEntry {
         SkillEntry {
             name: skill.name.clone(),
             description: skill.description.clone(),

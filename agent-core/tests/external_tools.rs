@@ -10,10 +10,6 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{
-    AgentConfig, ConsoleOptions, ConsoleSink, DecideMode, EventKind, ExternalBlob, ExternalOutcome,
-    ExternalTool, ExternalTools, Outcome, compliance, replay_check,
-};
 use common::{
     Ran, ScriptedApprover, answer, call, document, request_text, schema, schema_actions,
     schema_args, select, tool, tool_names, toolbox,
@@ -21,6 +17,10 @@ use common::{
 use model_adapter::MockModel;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use skills_agent_core::{
+    AgentConfig, ConsoleOptions, ConsoleSink, DecideMode, EventKind, ExternalBlob, ExternalOutcome,
+    ExternalTool, ExternalTools, Outcome, compliance, replay_check,
+};
 use tools_runtime::{ApprovalMode, Decision};
 
 fn main() -> std::process::ExitCode {
@@ -407,7 +407,7 @@ async fn blobs_are_stored_by_hash() -> anyhow::Result<()> {
     let path = format!("observations/{sha256}.png");
     assert_eq!(blob["path"], path);
     assert_eq!(std::fs::read(ran.run_dir.join(&path))?, bytes);
-    assert!(agent_core::is_sha256_hex(sha256));
+    assert!(skills_agent_core::is_sha256_hex(sha256));
     let (status, content) = &ran.observations()[0];
     assert_eq!(status, "ok");
     assert_eq!(

@@ -12,11 +12,11 @@ mod common;
 
 use std::sync::Arc;
 
-use agent_core::{AgentConfig, EventKind, Outcome, replay_check};
 use common::{Fixture, Ran, answer, call, request_text, run_script, select, text, tool, toolbox};
 use model_adapter::{MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::json;
+use skills_agent_core::{AgentConfig, EventKind, Outcome, replay_check};
 
 fn main() -> std::process::ExitCode {
     common::main(tests![
@@ -453,7 +453,8 @@ async fn a_final_answer_cut_by_the_token_limit_is_checked_like_any_other() -> an
             &json!({"action": {"type": "final_answer", "args": {"content": honest}}}).to_string(),
         ),
     ]));
-    let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
+    let config =
+        AgentConfig { decide: skills_agent_core::DecideMode::Json, ..AgentConfig::default() };
     let fixture = toolbox();
     let ran =
         fixture.run(fixture.agent(&model, config), "What is the SHA-256 of notes.txt?").await?;

@@ -15,9 +15,9 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_core::{AgentConfig, Outcome};
 use common::{Fixture, answer, run_script, select};
 use model_adapter::{MockModel, MockReply};
+use skills_agent_core::{AgentConfig, Outcome};
 
 fn main() -> std::process::ExitCode {
     common::main_with_children(

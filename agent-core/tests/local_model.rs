@@ -12,7 +12,7 @@
 //! on it: performance belongs to benchmarks.
 //!
 //! The binary doubles as tools-runtime's sandbox helper (`harness = false`, see
-//! `common::main`), so the script runs under `cargo test -p agent-core` too.
+//! `common::main`), so the script runs under `cargo test -p skills-agent-core` too.
 
 mod common;
 
@@ -21,7 +21,6 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{AgentConfig, Budgets, DecideMode, EventKind, ModelSettings, replay_check};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use common::{Fixture, well_formed};
@@ -30,6 +29,7 @@ use model_adapter::{
     ChatRequest, DeltaStream, ModelProvider, OpenAiConfig, OpenAiProvider, Response, SchemaFormat,
 };
 use serde_json::Value;
+use skills_agent_core::{AgentConfig, Budgets, DecideMode, EventKind, ModelSettings, replay_check};
 
 fn main() -> ExitCode {
     common::main(tests![a_run_on_the_local_model_ends_with_an_answer_and_replays])
@@ -111,7 +111,7 @@ const TASK: &str = "How many words does the file notes.txt have?";
 
 /// Milliseconds summed over the `duration_ms` of every event of `kind` (each truncated to
 /// whole milliseconds), and how many there were.
-fn total_ms(events: &[agent_core::Event], kind: EventKind) -> (u64, usize) {
+fn total_ms(events: &[skills_agent_core::Event], kind: EventKind) -> (u64, usize) {
     let durations: Vec<u64> = events
         .iter()
         .filter(|event| event.kind == kind)

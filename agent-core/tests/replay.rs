@@ -9,10 +9,6 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_core::{
-    AgentConfig, CancellationToken, DecideMode, Event, EventKind, Outcome, RECORD_FORMAT,
-    ReplayReport, compliance, read_events, replay_check, turns,
-};
 use common::{
     CancelAt, Fixture, Ran, ScriptedApprover, answer, call, document, script_rule, select, tool,
     toolbox,
@@ -20,6 +16,10 @@ use common::{
 use model_adapter::{MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use skills_agent_core::{
+    AgentConfig, CancellationToken, DecideMode, Event, EventKind, Outcome, RECORD_FORMAT,
+    ReplayReport, compliance, read_events, replay_check, turns,
+};
 use tools_runtime::{ApprovalMode, Decision, RuleSet};
 
 fn main() -> std::process::ExitCode {

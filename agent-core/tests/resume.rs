@@ -12,12 +12,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_core::{AgentConfig, Event, EventKind, Outcome, replay_check};
 use common::{Fixture, answer, call, copy_dir, select, tool, toolbox, wait_for, well_formed};
 use model_adapter::{ChatRequest, MockModel, MockReply, ModelProvider};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use sha2::Digest;
+use skills_agent_core::{AgentConfig, Event, EventKind, Outcome, replay_check};
 
 fn main() -> std::process::ExitCode {
     common::main_with_children(
@@ -95,8 +95,8 @@ async fn child_blocked_in_a_script() -> anyhow::Result<()> {
 #[derive(Debug)]
 struct StallAfterLogTwo;
 
-impl agent_core::EventSink for StallAfterLogTwo {
-    fn record(&self, event: &Event) -> agent_core::Result<()> {
+impl skills_agent_core::EventSink for StallAfterLogTwo {
+    fn record(&self, event: &Event) -> skills_agent_core::Result<()> {
         if event.kind == EventKind::ActionExecuted
             && event.data["action"]["args"]["args"] == json!(["two"])
         {
@@ -158,7 +158,7 @@ fn count(events: &[Event], kind: EventKind) -> usize {
 /// Checks what every resumed run must be: one run_started, one turn_started per turn, one
 /// `action_executed` per action that was not interrupted, state.json and final.md of the end,
 /// and an exact replay.
-async fn check_resumed(run_dir: &Path, result: &agent_core::RunResult) -> Vec<Event> {
+async fn check_resumed(run_dir: &Path, result: &skills_agent_core::RunResult) -> Vec<Event> {
     let events = well_formed(run_dir);
     assert_eq!(events.last().unwrap().kind, EventKind::RunFinished);
     let turns: Vec<u32> = events

@@ -10,7 +10,6 @@ mod common;
 
 use std::sync::Arc;
 
-use agent_core::{AgentConfig, EventKind, Outcome};
 use common::{
     Fixture, Ran, answer, call, document, message_text, request_text, run_script, schema, select,
     text, tool, tool_names, toolbox,
@@ -18,6 +17,7 @@ use common::{
 use model_adapter::{ChatRequest, MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use skills_agent_core::{AgentConfig, EventKind, Outcome};
 
 fn main() -> std::process::ExitCode {
     common::main_with_children(
@@ -822,7 +822,7 @@ async fn each_failure_kind_has_its_own_retry_cap() -> anyhow::Result<()> {
         let mut config = AgentConfig::default();
         config.scripts.timeout_ms = 200;
         config.guard.stuck_repeats = 10;
-        config.guard.retry_caps = agent_core::RetryCaps {
+        config.guard.retry_caps = skills_agent_core::RetryCaps {
             model_error: 1,
             invalid_action: 1,
             refused: 1,
@@ -969,7 +969,7 @@ async fn model_errors_past_their_cap_end_the_run_as_an_error() -> anyhow::Result
 async fn a_cancelled_run_ends_without_a_model_call() -> anyhow::Result<()> {
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(vec![select("toolbox")]));
-    let token = agent_core::CancellationToken::new();
+    let token = skills_agent_core::CancellationToken::new();
     token.cancel();
     let builder = fixture.agent(&model, AgentConfig::default()).cancellation(token);
     let ran = fixture.run(builder, "Log one").await?;
@@ -1147,7 +1147,8 @@ async fn json_mode_offers_only_skills_that_share_words_with_the_task() -> anyhow
             .clone()
     };
     let model = Arc::new(MockModel::new(vec![answer_document("No.")]));
-    let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
+    let config =
+        AgentConfig { decide: skills_agent_core::DecideMode::Json, ..AgentConfig::default() };
     fixture.run(fixture.agent(&model, config.clone()), TASK).await?;
     assert_eq!(select_enum(&model.requests()[0]), json!(["csv-stats"]), "alpha-dates is unrelated");
     // Once every skill that shares words with the task is selected, no other one is offered.
@@ -1200,7 +1201,8 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
         ),
         document("final_answer", json!({"content": "Logged one line."}), json!({})),
     ]));
-    let config = AgentConfig { decide: agent_core::DecideMode::Json, ..AgentConfig::default() };
+    let config =
+        AgentConfig { decide: skills_agent_core::DecideMode::Json, ..AgentConfig::default() };
     let ran = fixture.run(fixture.agent(&model, config), "Log one").await?;
     assert_eq!(ran.result.outcome, Outcome::Completed);
     assert_eq!(ran.result.final_text, "Logged one line.");
@@ -1262,7 +1264,7 @@ fn check_streaming(ran: &Ran, answer: &str) {
             assert_eq!(response.turn, event.turn);
         }
     }
-    let deltas: Vec<&agent_core::Event> =
+    let deltas: Vec<&skills_agent_core::Event> =
         ran.events.iter().filter(|event| event.kind == EventKind::AssistantDelta).collect();
     assert!(deltas.len() > 1, "the answer streamed in pieces: {deltas:?}");
     let streamed: String = deltas.iter().map(|event| text(&event.data["text"])).collect();
@@ -1402,7 +1404,7 @@ async fn compaction_shortens_old_observations_and_recall_brings_them_back() -> a
     let builder = fixture.agent_with(model.clone(), compacting_config());
     let ran = fixture.run(builder, "Print outputs").await?;
     assert_eq!(ran.result.outcome, Outcome::Completed);
-    let compactions: Vec<&agent_core::Event> =
+    let compactions: Vec<&skills_agent_core::Event> =
         ran.events.iter().filter(|event| event.kind == EventKind::Compaction).collect();
     // Each compaction cuts all but the two newest observations, the oldest first.
     assert_eq!(compactions[0].data["compacted"], json!(["obs-1"]));
@@ -1630,7 +1632,8 @@ async fn secrets_from_env_config_and_script_output_never_reach_the_run_directory
 /// the secrets of its environment. It fails if the model or a sink ever saw one.
 async fn redacting_child() -> anyhow::Result<()> {
     let fixture = common::Fixture::of_parent();
-    let redactor = agent_core::Redactor::from_env(std::env::vars(), &["DEPLOY_DB_URL".to_owned()]);
+    let redactor =
+        skills_agent_core::Redactor::from_env(std::env::vars(), &["DEPLOY_DB_URL".to_owned()]);
     let secrets = [std::env::var("SKILLS_TEST_API_KEY")?, std::env::var("DEPLOY_DB_URL")?];
     let cat = |file: &str| run_script("toolbox", "scripts/cat.sh", &[file]);
     let model = Arc::new(MockModel::new(vec![
@@ -1642,7 +1645,7 @@ async fn redacting_child() -> anyhow::Result<()> {
         cat("big.txt"),
         answer(&format!("The token was {} and the password {}.", secrets[0], secrets[1])),
     ]));
-    let sink = Arc::new(agent_core::MemorySink::new());
+    let sink = Arc::new(skills_agent_core::MemorySink::new());
     let mut config = AgentConfig::default();
     config.context.inline_observation_chars = 600;
     let builder = fixture.agent(&model, config).redactor(redactor).sink(sink.clone());
@@ -1685,13 +1688,13 @@ async fn events_are_numbered_enveloped_and_reach_every_sink() -> anyhow::Result<
         count(&["data.csv"]),
         answer("data.csv has 3 rows."),
     ]));
-    let broadcast = agent_core::BroadcastSink::new(1_024);
+    let broadcast = skills_agent_core::BroadcastSink::new(1_024);
     let mut subscriber = broadcast.subscribe();
-    let memory = Arc::new(agent_core::MemorySink::new());
+    let memory = Arc::new(skills_agent_core::MemorySink::new());
     let console_out = SharedBuffer::default();
-    let console = agent_core::ConsoleSink::new(
+    let console = skills_agent_core::ConsoleSink::new(
         Box::new(console_out.clone()),
-        agent_core::ConsoleOptions { color: false, stream_answer: true },
+        skills_agent_core::ConsoleOptions { color: false, stream_answer: true },
     );
     let builder = fixture
         .agent(&model, AgentConfig::default())

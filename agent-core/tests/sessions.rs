@@ -9,11 +9,11 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_core::{AgentConfig, DecideMode, EventKind, Outcome, STORE_PATH, replay_check};
 use common::{answer, call, document, request_text, select, tool, tool_names, toolbox};
 use model_adapter::{MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use skills_agent_core::{AgentConfig, DecideMode, EventKind, Outcome, STORE_PATH, replay_check};
 
 fn main() -> ExitCode {
     common::main(tests![
@@ -35,11 +35,11 @@ fn asking() -> AgentConfig {
     config
 }
 
-fn events_of(run_dir: &std::path::Path) -> Vec<agent_core::Event> {
+fn events_of(run_dir: &std::path::Path) -> Vec<skills_agent_core::Event> {
     common::well_formed(run_dir)
 }
 
-fn kinds(events: &[agent_core::Event]) -> Vec<&'static str> {
+fn kinds(events: &[skills_agent_core::Event]) -> Vec<&'static str> {
     events.iter().map(|event| event.kind.as_str()).collect()
 }
 

@@ -11,11 +11,11 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_core::{AgentConfig, DecideMode, EventKind, Outcome, STRATEGIES, replay_check};
 use common::{call, purposes, toolbox};
 use model_adapter::{MockModel, MockReply, ResponseFormat, ToolChoice};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use skills_agent_core::{AgentConfig, DecideMode, EventKind, Outcome, STRATEGIES, replay_check};
 
 fn main() -> ExitCode {
     common::main(tests![

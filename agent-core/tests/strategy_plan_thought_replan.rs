@@ -13,14 +13,14 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_core::{
-    Agent, AgentConfig, ConsoleOptions, ConsoleSink, DecideMode, EventKind, Outcome, RunResult,
-    STORE_PATH, STRATEGIES, comparable, replay_check,
-};
 use common::{Fixture, Ran, call, note, purposes, request_text, text, toolbox, well_formed};
 use model_adapter::{FinishReason, MockModel, MockReply, ResponseFormat, ToolChoice};
 use pretty_assertions::assert_eq;
 use serde_json::{Map, Value, json};
+use skills_agent_core::{
+    Agent, AgentConfig, ConsoleOptions, ConsoleSink, DecideMode, EventKind, Outcome, RunResult,
+    STORE_PATH, STRATEGIES, comparable, replay_check,
+};
 
 fn main() -> ExitCode {
     common::main(tests![

@@ -15,10 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-use agent_core::{
-    AgentConfig, DecideMode, Event, EventKind, Outcome, PeerAgent, STRATEGIES, SafeConfig,
-    replay_check,
-};
 use common::{Fixture, call, purposes, request_text, schema, text, toolbox};
 use model_adapter::{
     ChatRequest, DeltaStream, FinishReason, MockModel, MockReply, ModelProvider, Response,
@@ -26,6 +22,10 @@ use model_adapter::{
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use skills_agent_core::{
+    AgentConfig, DecideMode, Event, EventKind, Outcome, PeerAgent, STRATEGIES, SafeConfig,
+    replay_check,
+};
 
 fn main() -> ExitCode {
     common::main(tests![

@@ -6,9 +6,9 @@
 //! The facts checked are what the bundled scripts print for `examples/task/sales.csv`
 //! (`amount sum: 1705.47`, `units sum: 212`, …) and for the conversions asked.
 
-use agent_core::Outcome;
 use model_adapter::MockReply;
 use serde_json::{Value, json};
+use skills_agent_core::Outcome;
 
 use crate::scenario::reply::{
     answer, broken, plan, ptr_act, ptr_ask, ptr_done, ptr_finish, ptr_plan, run, run_step,

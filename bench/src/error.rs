@@ -42,7 +42,7 @@ pub enum Error {
         /// The scenario.
         scenario: String,
         /// The cause.
-        source: agent_core::Error,
+        source: skills_agent_core::Error,
     },
     /// A report could not be encoded.
     #[error("encoding {what}: {source}")]

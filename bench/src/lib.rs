@@ -6,11 +6,11 @@
 //! Two inputs, one rule. *Scenarios* run the real agent (`agent-core`: the bundled skills, the
 //! sandbox, budgets, guardrails) on scripted models, one script per strategy, each run writing
 //! its own run directory; a run is scored from its `events.jsonl` alone, with the code
-//! `skills-agent replay --check` uses ([`agent_core::read_events`], [`agent_core::compliance`],
-//! [`agent_core::replay_check`]), so a scripted run and a live one are scored alike.
+//! `skills-agent replay --check` uses ([`skills_agent_core::read_events`], [`skills_agent_core::compliance`],
+//! [`skills_agent_core::replay_check`]), so a scripted run and a live one are scored alike.
 //! *Trajectories* are other agents' runs in OpenAI chat format ([`trajectories`]); their tool
 //! calls are counted silent or reasoned by the seed-000 rule agent-core applies to its own
-//! answers ([`agent_core::reasoning_text_chars`]).
+//! answers ([`skills_agent_core::reasoning_text_chars`]).
 //!
 //! # Example
 //!

@@ -1,4 +1,4 @@
-//! How well the runtime's skill ranking ([`agent_core::rank_skills`]) puts the skill a task
+//! How well the runtime's skill ranking ([`skills_agent_core::rank_skills`]) puts the skill a task
 //! needs first, with every example skill installed (the bundled ones and
 //! `examples/more-skills`, the realistic case of a user's full skills folder). The skill a
 //! scenario needs is the one its check requires a call of; scenarios that need none (no fitting
@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use agent_core::SkillEntry;
-use skill_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
+use skills_agent_core::SkillEntry;
+use skills_agent_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
 
 use crate::scenario::Scenario;
 
@@ -50,7 +50,7 @@ pub fn rank_scenarios(scenarios: &[Scenario], catalog: &[SkillEntry]) -> Vec<Ran
                 .calls
                 .iter()
                 .find_map(|call| call.args.get("skill").and_then(|skill| skill.as_str()))?;
-            let ranked = agent_core::rank_skills(&scenario.task, catalog);
+            let ranked = skills_agent_core::rank_skills(&scenario.task, catalog);
             let position = ranked.iter().position(|(name, _)| name == needed)? + 1;
             Some(Ranked {
                 scenario: scenario.name.clone(),

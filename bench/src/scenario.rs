@@ -1,10 +1,10 @@
 //! A scenario: a task over the bundled skills, a scripted model per strategy, budgets, and a
 //! checker that judges a run from what it left behind (its events and the workspace).
 
-use agent_core::{Budgets, Event, Payload};
 use model_adapter::{Delta, FinishReason, MockReply};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use skills_agent_core::{Budgets, Event, Payload};
 
 /// What a scenario exercises (the report groups by it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -107,11 +107,11 @@ const ADMISSIONS: [&str; 9] = [
 impl Check {
     /// A run that completes with an answer holding `facts`.
     pub fn completed(facts: &[&str]) -> Check {
-        Check::ends(agent_core::Outcome::Completed, facts)
+        Check::ends(skills_agent_core::Outcome::Completed, facts)
     }
 
     /// A run that ends with `outcome` and a final text holding `facts`.
-    pub fn ends(outcome: agent_core::Outcome, facts: &[&str]) -> Check {
+    pub fn ends(outcome: skills_agent_core::Outcome, facts: &[&str]) -> Check {
         Check {
             outcome: outcome.as_str().to_owned(),
             facts: facts.iter().map(|fact| (*fact).to_owned()).collect(),
@@ -167,7 +167,7 @@ impl Check {
     /// `2120`; a decimal may go on with more digits (`6.213711922` in `6.2137119224`).
     pub fn failures(&self, events: &[Event], workspace: &std::path::Path) -> Vec<String> {
         let mut failures = Vec::new();
-        let Some(finished) = agent_core::last_finished(events) else {
+        let Some(finished) = skills_agent_core::last_finished(events) else {
             return vec!["the run has no run_finished event".to_owned()];
         };
         let outcome = finished.outcome.as_str();
@@ -178,7 +178,7 @@ impl Check {
             && finished.outcome.is_degraded()
             && !matches!(
                 finished.outcome,
-                agent_core::Outcome::Cancelled | agent_core::Outcome::Error
+                skills_agent_core::Outcome::Cancelled | skills_agent_core::Outcome::Error
             );
         if outcome != self.outcome && !admitted_stop {
             failures.push(format!("outcome {outcome}, expected {}", self.outcome));
@@ -550,8 +550,8 @@ pub mod reply {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use agent_core::{EventKind, Outcome};
     use pretty_assertions::assert_eq;
+    use skills_agent_core::{EventKind, Outcome};
 
     use super::*;
 

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use agent_core::{
+use model_adapter::{ChatRequest, Delta, DeltaStream, MockModel, MockReply, ModelProvider, Usage};
+use serde::{Deserialize, Serialize};
+use skills_agent_core::{
     Agent, AgentConfig, BudgetUse, CancellationToken, DecideMode, Event, EventKind, GuardConfig,
     ModelSettings, Payload, Redactor, compliance, read_events, replay_check,
 };
-use model_adapter::{ChatRequest, Delta, DeltaStream, MockModel, MockReply, ModelProvider, Usage};
-use serde::{Deserialize, Serialize};
-use skill_registry::{RootKind, SkillRoot};
+use skills_agent_registry::{RootKind, SkillRoot};
 use tools_runtime::{ApprovalMode, RuntimeConfig, SandboxHelper};
 
 use crate::error::{Error, Result};
@@ -536,12 +536,13 @@ impl RunRecord {
 }
 
 /// The figures of a run from its events alone (the last `run_finished` and
-/// [`agent_core::compliance`]); the identity fields are left empty.
+/// [`skills_agent_core::compliance`]); the identity fields are left empty.
 pub fn score_events(events: &[Event]) -> RunRecord {
-    let finished = agent_core::last_finished(events);
+    let finished = skills_agent_core::last_finished(events);
     let counters = finished.as_ref().map(|finished| finished.counters.clone()).unwrap_or_default();
     let metrics = finished.as_ref().map(|finished| &finished.reasoning_metrics);
-    let reasoning = |metric: fn(&agent_core::ReasoningMetrics) -> u64| metrics.map_or(0, metric);
+    let reasoning =
+        |metric: fn(&skills_agent_core::ReasoningMetrics) -> u64| metrics.map_or(0, metric);
     let compliance = compliance(events);
     let mut warnings = BTreeMap::new();
     for event in events.iter().filter(|event| event.kind == EventKind::ModelRequest) {

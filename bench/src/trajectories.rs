@@ -10,17 +10,17 @@
 //! reasoning: a `reasoning_content`, `reasoning` or `thinking` string (the fields DeepSeek,
 //! OpenRouter, vLLM and Ollama use), else OpenRouter's `reasoning_details` list.
 //!
-//! Rule (seed 000 §2.1.1, [`agent_core::ReasoningMetrics`]): an assistant message with tool
+//! Rule (seed 000 §2.1.1, [`skills_agent_core::ReasoningMetrics`]): an assistant message with tool
 //! calls is *reasoned* when it carries reasoning text or visible text that is more than markup
-//! ([`agent_core::reasoning_text_chars`]), else *silent*; either way it counts once per tool
+//! ([`skills_agent_core::reasoning_text_chars`]), else *silent*; either way it counts once per tool
 //! call. `mean_reasoning_chars` is the reasoning characters of all acting messages divided by
 //! the tool calls.
 
 use std::path::Path;
 
-use agent_core::reasoning_text_chars;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use skills_agent_core::reasoning_text_chars;
 
 use crate::error::{Error, Result};
 
@@ -143,7 +143,7 @@ struct Acting {
     redacted: bool,
 }
 
-/// The seed's counters ([`agent_core::ReasoningMetrics`]'s rule, redacted thinking included).
+/// The seed's counters ([`skills_agent_core::ReasoningMetrics`]'s rule, redacted thinking included).
 #[derive(Debug, Default)]
 struct Tally {
     silent: u64,

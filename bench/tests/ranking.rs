@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use agent_core::SkillEntry;
+use skills_agent_core::SkillEntry;
 
 /// The baseline: how many distinct words (three letters or more, lowercase) of the task the
 /// skill's name and description share, ties in catalog order.

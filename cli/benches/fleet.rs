@@ -35,10 +35,10 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::{Event, EventKind, EventSink, JsonlSink};
 use anyhow::{Context, Result, bail, ensure};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use skills_agent_core::{Event, EventKind, EventSink, JsonlSink};
 use skills_agent_fleet::{EngineSink, Fleet, FleetConfig, RunStatus, TaskState};
 use tokio::runtime::Runtime;
 

@@ -8,10 +8,10 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_core::{CancellationToken, Outcome};
 use anyhow::{Context, Result};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
+use skills_agent_core::{CancellationToken, Outcome};
 
 use crate::launch::{ChatArgs, Prepared, exit_code, prepare_chat, usage};
 use crate::runs::{finished, pending_question};
@@ -113,7 +113,7 @@ fn session(
             }
             _ => {}
         }
-        if text.starts_with('/') && agent_core::parse_slash(text).is_none() {
+        if text.starts_with('/') && skills_agent_core::parse_slash(text).is_none() {
             eprintln!("unknown command `{text}`; /help lists them");
             continue;
         }
@@ -151,7 +151,7 @@ fn session(
     Ok(if last_outcome == Outcome::NeedsInput { exit_code(last_outcome) } else { 0 })
 }
 
-fn print_answer(text: &str, json: bool, result: &agent_core::RunResult) {
+fn print_answer(text: &str, json: bool, result: &skills_agent_core::RunResult) {
     let mut stdout = std::io::stdout().lock();
     let line = if json {
         serde_json::json!({

@@ -7,11 +7,11 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agent_core::{Outcome, RunResult, replay_check, turns};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
-use skill_registry::{IndexConfig, Mode, SkillIndex, SkillRoot};
+use skills_agent_core::{Outcome, RunResult, replay_check, turns};
+use skills_agent_registry::{IndexConfig, Mode, SkillIndex, SkillRoot};
 use tools_runtime::{RuntimeConfig, SandboxHelper};
 
 use crate::config::{self, Approval};
@@ -362,7 +362,7 @@ async fn run(args: RunArgs) -> Result<u8> {
 
 /// Reports a finished piece of work (or passes its error on), then stops what the run started
 /// (MCP servers) either way.
-async fn conclude(result: agent_core::Result<RunResult>, prepared: Prepared) -> Result<u8> {
+async fn conclude(result: skills_agent_core::Result<RunResult>, prepared: Prepared) -> Result<u8> {
     let code = result.map(|result| report(&result, &prepared));
     prepared.shutdown().await;
     Ok(code?)
@@ -432,7 +432,7 @@ const CONTINUE_AFTER_ERROR: &str = "Continue the task from where it stopped: the
 async fn replay(run_dir: &Path, check: bool, json: bool) -> Result<u8> {
     let events = crate::runs::run_events(run_dir).map_err(usage)?;
     let turns = turns(&events);
-    let finished = agent_core::last_finished(&events);
+    let finished = skills_agent_core::last_finished(&events);
     if !check {
         if json {
             out!(
@@ -657,7 +657,7 @@ fn skills(command: SkillsCommand) -> Result<u8> {
             let errors = index
                 .diagnostics
                 .iter()
-                .filter(|diagnostic| diagnostic.severity == skill_registry::Severity::Error)
+                .filter(|diagnostic| diagnostic.severity == skills_agent_registry::Severity::Error)
                 .count();
             if args.json {
                 out!("{}", skills_json(&index));

@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use agent_core::{
+use anyhow::{Result, bail};
+use serde::Deserialize;
+use skills_agent_core::{
     AgentConfig, Budgets, ContextConfig, DecideMode, ExternalToolSettings, GuardConfig,
     ModelSettings, SafeConfig, ScriptSettings,
 };
-use anyhow::{Result, bail};
-use serde::Deserialize;
 use skills_agent_models::{ModelSize, ModelSpec};
 
 /// The workspace file's name.

@@ -8,7 +8,7 @@
 //! Events a resume reproduces from the record reach no sink and never trigger it. Nothing
 //! else in the CLI reads the variable; without it there is no sink.
 
-use agent_core::{Event, EventSink};
+use skills_agent_core::{Event, EventSink};
 
 /// The variable, and the number it holds: an event `seq` (1 is `run_started`).
 pub(crate) const KILL_AFTER_SEQ: &str = "SKILLS_AGENT_FAULT_KILL_AFTER_SEQ";
@@ -37,7 +37,7 @@ impl KillAfterSeq {
 }
 
 impl EventSink for KillAfterSeq {
-    fn record(&self, event: &Event) -> agent_core::Result<()> {
+    fn record(&self, event: &Event) -> skills_agent_core::Result<()> {
         if event.seq == self.seq {
             // Nothing runs after this: no flush, no drop, no `run_finished`.
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);

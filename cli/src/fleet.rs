@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{ConsoleOptions, ConsoleSink, EventKind, EventSink};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use clap::{Args, Subcommand, ValueEnum};
 use futures_util::StreamExt;
 use serde_json::json;
+use skills_agent_core::{ConsoleOptions, ConsoleSink, EventKind, EventSink};
 use skills_agent_fleet::{
     Credentials, Ended, Fleet, FleetConfig, Job, JobResult, Runner, TaskSpec, TaskState, Worker,
     WorkerOptions,
@@ -193,11 +193,11 @@ impl Runner for CliRunner {
             max_context_chars: spec.max_context_chars,
         };
         if let Some(strategy) = &spec.strategy
-            && !agent_core::STRATEGIES.contains(&strategy.as_str())
+            && !skills_agent_core::STRATEGIES.contains(&strategy.as_str())
         {
             return Err(format!(
                 "strategy `{strategy}`: use one of {}",
-                agent_core::STRATEGIES.join(", ")
+                skills_agent_core::STRATEGIES.join(", ")
             ));
         }
         let text = |error: anyhow::Error| format!("{error:#}");
@@ -257,7 +257,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<u8> {
         .collect::<Result<Vec<_>>>()?;
     let runner = Arc::new(CliRunner { skills, model: args.model.clone() });
     let (stop, abort) =
-        (agent_core::CancellationToken::new(), agent_core::CancellationToken::new());
+        (skills_agent_core::CancellationToken::new(), skills_agent_core::CancellationToken::new());
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
         .context("cannot install the Ctrl-C handler")?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -539,7 +539,7 @@ pub(crate) async fn mirror(fleet: Fleet, runs_dir: PathBuf) {
         if let Ok(runs) = fleet.runs().await {
             for status in runs {
                 let Some(run_id) = status.run_id.clone() else { continue };
-                if !agent_core::is_valid_run_id(&run_id) || seen.contains(&status.task_id) {
+                if !skills_agent_core::is_valid_run_id(&run_id) || seen.contains(&status.task_id) {
                     continue;
                 }
                 seen.insert(status.task_id.clone());

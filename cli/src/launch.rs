@@ -6,11 +6,11 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_core::{Agent, ConsoleOptions, ConsoleSink, Outcome, Redactor};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use clap::{Args, ValueEnum};
-use skill_registry::SkillRoot;
+use skills_agent_core::{Agent, ConsoleOptions, ConsoleSink, Outcome, Redactor};
+use skills_agent_registry::SkillRoot;
 use tools_runtime::{ApprovalAnswer, ApprovalRequest, Approver, RuntimeConfig, SandboxHelper};
 
 use crate::config::{self, Approval, Resolved};
@@ -47,7 +47,7 @@ pub(crate) struct CommonArgs {
     pub(crate) answered: usize,
     /// More sinks for the run's events (a fleet worker's engine sink).
     #[arg(skip)]
-    pub(crate) sinks: Vec<Arc<dyn agent_core::EventSink>>,
+    pub(crate) sinks: Vec<Arc<dyn skills_agent_core::EventSink>>,
 }
 
 #[derive(Debug, Args)]
@@ -69,7 +69,7 @@ pub(crate) struct RunFlags {
     #[arg(long)]
     pub(crate) ask_user: bool,
     /// The loop strategy (default: react).
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(agent_core::STRATEGIES.iter().copied()))]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(skills_agent_core::STRATEGIES.iter().copied()))]
     pub(crate) strategy: Option<String>,
     /// Maximum turns (default 12; rounds for plan-execute-think).
     #[arg(long)]
@@ -134,15 +134,18 @@ pub(crate) fn workspace_of(flag: Option<PathBuf>) -> Result<PathBuf> {
 /// The skill roots: project > user > extra (`--skills`, config) > builtin.
 pub(crate) fn skill_roots(workspace: &Path, extra: &[PathBuf]) -> Vec<SkillRoot> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut roots: Vec<SkillRoot> = skill_registry::default_roots(workspace, home.as_deref())
-        .into_iter()
-        .filter(|root| root.kind != skill_registry::RootKind::Builtin)
-        .collect();
-    roots.extend(skill_registry::extra_roots(extra.iter().cloned()));
+    let mut roots: Vec<SkillRoot> =
+        skills_agent_registry::default_roots(workspace, home.as_deref())
+            .into_iter()
+            .filter(|root| root.kind != skills_agent_registry::RootKind::Builtin)
+            .collect();
+    roots.extend(skills_agent_registry::extra_roots(extra.iter().cloned()));
     let builtin = cache_dir()
         .ok()
-        .and_then(|cache| skill_registry::write_builtin_skills(&cache.join("builtin-skills")).ok())
-        .unwrap_or_else(skill_registry::builtin_root);
+        .and_then(|cache| {
+            skills_agent_registry::write_builtin_skills(&cache.join("builtin-skills")).ok()
+        })
+        .unwrap_or_else(skills_agent_registry::builtin_root);
     roots.push(builtin);
     roots
 }
@@ -202,7 +205,7 @@ pub(crate) struct Prepared {
 /// piece of work in progress (the session's current token) and nothing more.
 pub(crate) enum Interrupts {
     OneRun,
-    Session(Arc<std::sync::Mutex<agent_core::CancellationToken>>),
+    Session(Arc<std::sync::Mutex<skills_agent_core::CancellationToken>>),
     /// A fleet worker's run: the worker handles the signals (stop taking tasks, hand back).
     Worker,
 }
@@ -248,7 +251,7 @@ pub(crate) async fn prepare(
     );
     let approval = common.approval.or(settings.approval).unwrap_or(Approval::AskForRisky);
     runtime.policy.approval_mode = approval.mode();
-    let origin = agent_core::RunOrigin {
+    let origin = skills_agent_core::RunOrigin {
         model: spec.to_spec(),
         approval: approval
             .to_possible_value()
@@ -269,7 +272,7 @@ pub(crate) async fn prepare(
             ConsoleOptions { color: std::io::stderr().is_terminal(), stream_answer },
         ))
     });
-    let cancel = agent_core::CancellationToken::new();
+    let cancel = skills_agent_core::CancellationToken::new();
     // The SIGINT handler is installed here, before any line editor reads a line: rustyline
     // puts its own handler in place while it reads and restores the one it found, so a handler
     // registered later (by a task's first poll) would be replaced by the default, and Ctrl-C
@@ -305,11 +308,12 @@ pub(crate) async fn prepare(
         }
         Interrupts::Session(current) => {
             let (mut interrupt, mut terminate) = signals()?;
-            let cancel_current = |current: &std::sync::Mutex<agent_core::CancellationToken>| {
-                if let Ok(token) = current.lock() {
-                    token.cancel();
-                }
-            };
+            let cancel_current =
+                |current: &std::sync::Mutex<skills_agent_core::CancellationToken>| {
+                    if let Ok(token) = current.lock() {
+                        token.cancel();
+                    }
+                };
             let for_terminate = Arc::clone(&current);
             tokio::spawn(async move {
                 while interrupt.recv().await.is_some() {
@@ -393,7 +397,7 @@ pub(crate) fn exit_code(outcome: Outcome) -> u8 {
 /// `prepare` for the chat session.
 pub(crate) async fn prepare_chat(
     args: &ChatArgs,
-    current: Arc<std::sync::Mutex<agent_core::CancellationToken>>,
+    current: Arc<std::sync::Mutex<skills_agent_core::CancellationToken>>,
 ) -> Result<Prepared> {
     prepare(&args.common, Some(&args.flags), Interrupts::Session(current)).await
 }

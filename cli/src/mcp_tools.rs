@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::{ExternalBlob, ExternalOutcome, ExternalTool, ExternalTools};
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use skills_agent_core::{ExternalBlob, ExternalOutcome, ExternalTool, ExternalTools};
 use skills_agent_mcp::{Launch, McpHub, ServerConfig, ServerState, ServerStatus};
 use tools_runtime::{Runtime, RuntimeConfig};
 

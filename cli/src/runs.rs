@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_core::{Event, EventKind, Payload, read_complete_events, record_format_mismatch};
 use clap::ValueEnum;
 use serde_json::Value;
+use skills_agent_core::{Event, EventKind, Payload, read_complete_events, record_format_mismatch};
 
 use crate::config::Approval;
 use crate::launch::{CommonArgs, usage};
@@ -39,8 +39,8 @@ pub(crate) fn finished(run_dir: &Path) -> std::result::Result<bool, String> {
 pub(crate) fn ended_in_error(run_dir: &Path) -> bool {
     let Ok(events) = run_events(run_dir) else { return false };
     events.last().is_some_and(|event| event.kind == EventKind::RunFinished)
-        && agent_core::last_finished(&events)
-            .is_some_and(|finished| finished.outcome == agent_core::Outcome::Error)
+        && skills_agent_core::last_finished(&events)
+            .is_some_and(|finished| finished.outcome == skills_agent_core::Outcome::Error)
 }
 
 /// The question the run in `run_dir` waits to have answered (from `state.json`).

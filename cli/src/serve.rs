@@ -45,7 +45,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use agent_core::{Event, EventKind, Payload, is_sha256_hex, is_valid_run_id, read_complete_events};
 use anyhow::{Context, Result};
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, Request, State};
@@ -58,6 +57,9 @@ use clap::Args;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use skills_agent_core::{
+    Event, EventKind, Payload, is_sha256_hex, is_valid_run_id, read_complete_events,
+};
 use tokio::io::{AsyncBufReadExt, AsyncSeekExt};
 
 use crate::launch::usage;
@@ -350,7 +352,7 @@ fn internal(error: impl std::fmt::Display) -> ApiError {
 async fn info(State(server): State<Shared>) -> Response {
     axum::Json(json!({
         "allow_start": server.start.is_some(),
-        "strategies": agent_core::STRATEGIES,
+        "strategies": skills_agent_core::STRATEGIES,
     }))
     .into_response()
 }
@@ -461,7 +463,7 @@ fn summary_of(id: &str, events: &[Event]) -> (bool, Value) {
         Some(Ok(Payload::RunStarted(start))) => Some(start),
         _ => None,
     };
-    let finish = agent_core::last_finished(events);
+    let finish = skills_agent_core::last_finished(events);
     let ends_finished = events.last().is_some_and(|event| event.kind == EventKind::RunFinished);
     let task: String =
         start.as_ref().map(|start| start.task.chars().take(200).collect()).unwrap_or_default();
@@ -492,7 +494,7 @@ async fn run_details(
         // One read of the record gives the summary (kept in the cache) and the result.
         let record = read_record(&directory.join("events.jsonl")).ok()?;
         let mut details = with_status(remember(&server, &id, &record));
-        let result = agent_core::last_finished(&record.events)
+        let result = skills_agent_core::last_finished(&record.events)
             .and_then(|finished| serde_json::to_value(finished).ok());
         let state = std::fs::read(directory.join("state.json"))
             .ok()
@@ -763,11 +765,11 @@ async fn start_run(
         return Err(bad("the task is empty".into()));
     }
     if let Some(strategy) = &request.strategy
-        && !agent_core::STRATEGIES.contains(&strategy.as_str())
+        && !skills_agent_core::STRATEGIES.contains(&strategy.as_str())
     {
         return Err(bad(format!(
             "unknown strategy `{strategy}`; known: {}",
-            agent_core::STRATEGIES.join(", ")
+            skills_agent_core::STRATEGIES.join(", ")
         )));
     }
     if let Some(model) = &request.model {

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use anyhow::{Context, Result, bail};
 use pretty_assertions::assert_eq;
-use skill_registry::{IndexConfig, Mode, RootStatus, SkillIndex, extra_roots};
+use skills_agent_registry::{IndexConfig, Mode, RootStatus, SkillIndex, extra_roots};
 
 const SKILLS: [&str; 3] = ["csv-summary", "file-finder", "unit-converter"];
 

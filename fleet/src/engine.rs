@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agent_core::{Event, EventKind};
 use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 use futures_util::{Stream, StreamExt};
+use skills_agent_core::{Event, EventKind};
 
 use crate::archive;
 use crate::config::{Credentials, FleetConfig, Names};
@@ -617,7 +617,7 @@ impl Fleet {
     pub async fn write_run(&self, task_id: &str, run_dir: &Path) -> Result<Vec<Event>> {
         let (events, _) = self.events(task_id).await?;
         if let Some(first) = events.first()
-            && !agent_core::is_valid_run_id(&first.run_id)
+            && !skills_agent_core::is_valid_run_id(&first.run_id)
         {
             return Err(Error::Malformed {
                 what: format!("the events of {task_id}"),
@@ -658,7 +658,7 @@ impl Fleet {
             else {
                 continue;
             };
-            if !agent_core::is_sha256_hex(sha) || path != format!("observations/{sha}.txt") {
+            if !skills_agent_core::is_sha256_hex(sha) || path != format!("observations/{sha}.txt") {
                 return Err(Error::Malformed {
                     what: format!("event {} of {task_id}", event.seq),
                     message: format!("stored path `{path}` is not observations/<sha256>.txt"),

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use agent_core::{Event, EventKind, EventSink};
 use async_nats::jetstream::context::PublishErrorKind;
+use skills_agent_core::{Event, EventKind, EventSink};
 
 use crate::archive::{self, Manifest};
 use crate::engine::Fleet;
@@ -233,9 +233,9 @@ impl EngineSink {
 }
 
 impl EventSink for EngineSink {
-    fn record(&self, event: &Event) -> agent_core::Result<()> {
+    fn record(&self, event: &Event) -> skills_agent_core::Result<()> {
         let sink_error =
-            |message: String| agent_core::Error::Sink { sink: "nats".to_owned(), message };
+            |message: String| skills_agent_core::Error::Sink { sink: "nats".to_owned(), message };
         self.block(self.keep(event))
             .map_err(sink_error)?
             .map_err(|error| sink_error(error.to_string()))

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{CancellationToken, EventKind, EventSink, RunResult};
 use async_nats::jetstream::{self, AckKind, consumer};
 use async_trait::async_trait;
 use futures_util::StreamExt;
+use skills_agent_core::{CancellationToken, EventKind, EventSink, RunResult};
 
 use crate::archive::{self, Manifest};
 use crate::engine::{Fleet, HEARTBEAT_TTL, write_events};
@@ -485,7 +485,7 @@ impl Worker {
         let resume = match events.first() {
             None => None,
             Some(first) => {
-                if !agent_core::is_valid_run_id(&first.run_id) {
+                if !skills_agent_core::is_valid_run_id(&first.run_id) {
                     return Err(format!("the task's record names run `{}`", first.run_id));
                 }
                 let run_dir = runs_dir.join(&first.run_id);
@@ -503,7 +503,7 @@ impl Worker {
         // A run whose `run_finished` is the last stored event finished: only the task's
         // acknowledgement was lost (the worker died just after). Nothing is run again.
         if events.last().map(|event| event.kind) == Some(EventKind::RunFinished)
-            && let Some(finished) = agent_core::last_finished(&events)
+            && let Some(finished) = skills_agent_core::last_finished(&events)
         {
             return Ok(Some(Done {
                 run_id: events.first().map(|event| event.run_id.clone()).unwrap_or_default(),

@@ -4,13 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_core::{DecideMode, EventKind, Payload, read_events};
 use anyhow::{Context, Result, bail};
 use model_adapter::{
     AnthropicConfig, AnthropicProvider, FinishReason, MockModel, MockReply, ModelProvider,
     OpenAiConfig, OpenAiProvider, Response, ToolCall,
 };
 use serde::Deserialize;
+use skills_agent_core::{DecideMode, EventKind, Payload, read_events};
 
 use crate::local_model::{LocalModel, ModelSize, cache_dir};
 use crate::restart::RestartingLocal;

@@ -18,7 +18,7 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
 
-use skill_registry::file_kind;
+use skills_agent_registry::file_kind;
 
 use crate::error::{Error, Result};
 

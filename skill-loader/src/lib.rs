@@ -34,7 +34,7 @@
 //!
 //! ```
 //! use skill_loader::{ExcerptContent, LoaderConfig, SkillLoader};
-//! use skill_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
+//! use skills_agent_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
 //!
 //! let root = std::env::temp_dir().join(format!("skill-loader-doctest-{}", std::process::id()));
 //! std::fs::create_dir_all(root.join("notes/references"))?;
@@ -70,7 +70,7 @@ mod listing;
 use std::fs;
 use std::path::Path;
 
-use skill_registry::{SKILL_FILE_NAME, Skill};
+use skills_agent_registry::{SKILL_FILE_NAME, Skill};
 
 pub use containment::{CheckedPath, SkillFolder};
 pub use error::{Error, Result};

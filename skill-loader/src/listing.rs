@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use walkdir::WalkDir;
 
-use skill_registry::file_kind;
+use skills_agent_registry::file_kind;
 
 use crate::containment::SkillFolder;
 

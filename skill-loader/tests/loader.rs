@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use pretty_assertions::assert_eq;
 use skill_loader::{Error, ExcerptContent, LoaderConfig, SkillFolder, SkillLoader};
-use skill_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
+use skills_agent_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")

@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use criterion::{BatchSize, BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
 use saphyr::{LoadableYamlNode, MarkedYaml};
-use skill_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
+use skills_agent_registry::{IndexConfig, RootKind, SkillIndex, SkillRoot};
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)

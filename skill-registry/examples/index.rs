@@ -1,7 +1,7 @@
 //! `index`: indexes skill roots and prints the skills, the shadowed ones and every diagnostic.
 //!
 //! ```text
-//! cargo run -q -p skill-registry --example index -- [--strict] [--json] ROOT...
+//! cargo run -q -p skills-agent-registry --example index -- [--strict] [--json] ROOT...
 //! ```
 //!
 //! The roots are extra roots in priority order (the first wins a name collision). With `--json`
@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use skill_registry::{IndexConfig, Mode, RootStatus, SkillIndex, extra_roots};
+use skills_agent_registry::{IndexConfig, Mode, RootStatus, SkillIndex, extra_roots};
 
 const USAGE: &str = "usage: index [--strict] [--json] ROOT...";
 

@@ -41,7 +41,7 @@
 //! # Example
 //!
 //! ```
-//! use skill_registry::{Catalog, IndexConfig, RootKind, SkillIndex, SkillRoot};
+//! use skills_agent_registry::{Catalog, IndexConfig, RootKind, SkillIndex, SkillRoot};
 //!
 //! let root = std::env::temp_dir().join(format!("skill-registry-doctest-{}", std::process::id()));
 //! std::fs::create_dir_all(root.join("pdf-forms"))?;
@@ -63,7 +63,7 @@
 
 #[cfg(not(unix))]
 compile_error!(
-    "skill-registry needs a Unix target: it opens SKILL.md with O_NOFOLLOW | O_NONBLOCK and \
+    "skills-agent-registry needs a Unix target: it opens SKILL.md with O_NOFOLLOW | O_NONBLOCK and \
      identifies folders by device and inode"
 );
 

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::Result;
 use pretty_assertions::assert_eq;
-use skill_registry::{
+use skills_agent_registry::{
     BUILTIN_SKILLS, IndexConfig, Mode, RootKind, SkillIndex, SkillRoot, builtin_root,
     default_roots, write_builtin_skills,
 };

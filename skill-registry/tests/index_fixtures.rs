@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use pretty_assertions::assert_eq;
-use skill_registry::{Catalog, IndexConfig, Mode, RootKind, SkillIndex, SkillRoot, SourceSelector};
+use skills_agent_registry::{
+    Catalog, IndexConfig, Mode, RootKind, SkillIndex, SkillRoot, SourceSelector,
+};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")

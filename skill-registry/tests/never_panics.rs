@@ -7,7 +7,7 @@
 use std::fs;
 
 use proptest::prelude::*;
-use skill_registry::{
+use skills_agent_registry::{
     IndexConfig, Mode, RootKind, Severity, SkillIndex, SkillRoot, SkillSource, validate_skill_text,
 };
 
@@ -33,7 +33,7 @@ fn check(contents: &[u8]) {
             let (skill, diagnostics) =
                 validate_skill_text(contents, "/root/some-skill/SKILL.md".as_ref(), &source, mode);
             assert_eq!(skill.is_some(), index.skills.len() == 1);
-            let rules = |list: &[skill_registry::Diagnostic]| {
+            let rules = |list: &[skills_agent_registry::Diagnostic]| {
                 list.iter().map(|d| (d.rule, d.line)).collect::<Vec<_>>()
             };
             assert_eq!(rules(&diagnostics), rules(&index.diagnostics));

@@ -11,7 +11,7 @@ use anyhow::{Result, bail};
 use crate::package::{cargo, cargo_status};
 
 /// The crates with `tls-aws-lc` (default) and `tls-ring` features.
-pub const CRATES: [&str; 3] = ["model-adapter", "skills-agent-mcp", "agent-core"];
+pub const CRATES: [&str; 3] = ["model-adapter", "skills-agent-mcp", "skills-agent-core"];
 
 /// The builds checked: a name and cargo's feature flags.
 pub const BUILDS: [(&str, &[&str]); 3] = [

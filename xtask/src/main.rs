@@ -17,11 +17,11 @@ commands:
                                 package --no-verify`), fail on files that should not ship
                                 (`target/`, test output, > 1 MiB); `cargo publish --dry-run` for
                                 the crates with no workspace dependency
-  features                      model-adapter, skills-agent-mcp and agent-core build without their
+  features                      model-adapter, skills-agent-mcp and skills-agent-core build without their
                                 default features and with `tls-ring` alone, with no aws-lc-sys;
                                 print each build's dependency count
   outside                       a throwaway project outside the workspace depends on stream-json,
-                                skill-registry and model-adapter by path (default features, then
+                                skills-agent-registry and model-adapter by path (default features, then
                                 none) and builds and runs every README example of theirs
   tidy                          check dependency direction and `//!` file headers across the workspace
   local-llm start|stop|status [--size 0.5b|1.5b]

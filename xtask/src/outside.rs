@@ -22,7 +22,7 @@ use crate::package::{cargo, cargo_status_in};
 /// The crates checked, by package name and the folder of their README.
 pub const PICKED: [(&str, &str); 3] = [
     ("stream-json", "stream-json"),
-    ("skill-registry", "skill-registry"),
+    ("skills-agent-registry", "skill-registry"),
     ("model-adapter", "model-adapter"),
 ];
 

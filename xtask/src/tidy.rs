@@ -1,7 +1,7 @@
 //! Tidy checks: the workspace's shape rules from SPEC.md and STYLE.md, enforced by a test.
 //!
 //! * Dependency direction: each workspace crate may depend only on the workspace crates listed
-//!   for it in [`ALLOWED`]; no arrow points upward (a leaf never imports `agent-core`).
+//!   for it in [`ALLOWED`]; no arrow points upward (a leaf never imports `skills-agent-core`).
 //! * Every member inherits the workspace lints and takes every dependency version from
 //!   `[workspace.dependencies]` (`foo.workspace = true`).
 //! * Every `.rs` file starts with a `//!` line saying what it is for.
@@ -16,12 +16,12 @@ use anyhow::{Context, Result, bail};
 
 /// Workspace crates (package names) and the workspace crates each may depend on.
 ///
-/// The table is SPEC.md's "may depend on" column. `bench` and the CLI sit above `agent-core`
+/// The table is SPEC.md's "may depend on" column. `bench` and the CLI sit above `skills-agent-core`
 /// and may also name the crates below it directly; nothing may depend on them or on `xtask`.
 pub const ALLOWED: &[(&str, &[&str])] = &[
     ("stream-json", &[]),
-    ("skill-registry", &[]),
-    ("skill-loader", &["skill-registry"]),
+    ("skills-agent-registry", &[]),
+    ("skill-loader", &["skills-agent-registry"]),
     ("tools-runtime", &[]),
     ("model-adapter", &["stream-json"]),
     // The MCP client (issue 14): starts stdio servers through tools-runtime's confinement.
@@ -30,29 +30,29 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     (
         "skills-agent-models",
         &[
-            "agent-core",
+            "skills-agent-core",
             "stream-json",
-            "skill-registry",
+            "skills-agent-registry",
             "skill-loader",
             "tools-runtime",
             "model-adapter",
         ],
     ),
     (
-        "agent-core",
-        &["stream-json", "skill-registry", "skill-loader", "tools-runtime", "model-adapter"],
+        "skills-agent-core",
+        &["stream-json", "skills-agent-registry", "skill-loader", "tools-runtime", "model-adapter"],
     ),
     // Runs across machines on NATS JetStream (issue 23): the engine side, over agent-core.
-    ("skills-agent-fleet", &["agent-core"]),
+    ("skills-agent-fleet", &["skills-agent-core"]),
     (
         "skills-agent",
         &[
-            "agent-core",
+            "skills-agent-core",
             "skills-agent-fleet",
             "skills-agent-mcp",
             "skills-agent-models",
             "stream-json",
-            "skill-registry",
+            "skills-agent-registry",
             "skill-loader",
             "tools-runtime",
             "model-adapter",
@@ -61,9 +61,9 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     (
         "bench",
         &[
-            "agent-core",
+            "skills-agent-core",
             "stream-json",
-            "skill-registry",
+            "skills-agent-registry",
             "skill-loader",
             "tools-runtime",
             "model-adapter",
@@ -72,9 +72,9 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     (
         "xtask",
         &[
-            "agent-core",
+            "skills-agent-core",
             "stream-json",
-            "skill-registry",
+            "skills-agent-registry",
             "skill-loader",
             "tools-runtime",
             "model-adapter",

@@ -34,7 +34,7 @@ fn fake_workspace(stream_json_deps: &str) -> tempdir::Dir {
     write(
         dir.path(),
         "agent-core/Cargo.toml",
-        "[package]\nname = \"agent-core\"\n[dependencies]\nstream-json.workspace = true\n\
+        "[package]\nname = \"skills-agent-core\"\n[dependencies]\nstream-json.workspace = true\n\
          [lints]\nworkspace = true\n",
     );
     write(dir.path(), "stream-json/src/lib.rs", "//! A leaf.\n");
@@ -50,7 +50,7 @@ fn allowed_direction_passes() {
 
 #[test]
 fn upward_dependency_is_reported() {
-    let dir = fake_workspace("agent-core.workspace = true");
+    let dir = fake_workspace("skills-agent-core.workspace = true");
     let violations = tidy::check_manifests(dir.path()).unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert_eq!(violations[0].path, Path::new("stream-json/Cargo.toml"));
@@ -59,8 +59,9 @@ fn upward_dependency_is_reported() {
 
 #[test]
 fn upward_dev_dependency_and_rename_are_reported() {
-    let dir =
-        fake_workspace("[dev-dependencies]\ncore = { package = \"agent-core\", workspace = true }");
+    let dir = fake_workspace(
+        "[dev-dependencies]\ncore = { package = \"skills-agent-core\", workspace = true }",
+    );
     let violations = tidy::check_manifests(dir.path()).unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert!(violations[0].message.contains("[dev-dependencies]"), "{violations:?}");
@@ -69,7 +70,7 @@ fn upward_dev_dependency_and_rename_are_reported() {
 #[test]
 fn pinned_version_and_missing_lints_are_reported() {
     let dir = fake_workspace("serde = \"1\"");
-    write(dir.path(), "agent-core/Cargo.toml", "[package]\nname = \"agent-core\"\n");
+    write(dir.path(), "agent-core/Cargo.toml", "[package]\nname = \"skills-agent-core\"\n");
     let messages: Vec<String> =
         tidy::check_manifests(dir.path()).unwrap().into_iter().map(|v| v.message).collect();
     assert_eq!(messages.len(), 2, "{messages:?}");

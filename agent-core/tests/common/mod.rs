@@ -1,6 +1,6 @@
 //! Shared fixture of agent-core's integration tests: a small test runner (the test binaries
 //! double as tools-runtime's sandbox helper, so scripts run through the real sandbox under
-//! `cargo test -p agent-core` as under `cargo test --workspace`), temp skill folders with real
+//! `cargo test -p skills-agent-core` as under `cargo test --workspace`), temp skill folders with real
 //! scripts, an agent wired to a scripted `MockModel`, and readers for what a run leaves behind.
 
 // Test helpers: a failed setup step should stop the test loudly, like in a #[test] body, and
@@ -20,12 +20,14 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_core::{Agent, AgentBuilder, AgentConfig, Event, EventKind, RunResult, read_events};
 use model_adapter::{
     ChatRequest, ContentPart, Message, MockModel, MockReply, ModelProvider, ResponseFormat,
 };
 use serde_json::{Value, json};
-use skill_registry::{RootKind, SkillRoot};
+use skills_agent_core::{
+    Agent, AgentBuilder, AgentConfig, Event, EventKind, RunResult, read_events,
+};
+use skills_agent_registry::{RootKind, SkillRoot};
 use tools_runtime::{ApprovalMode, RuntimeConfig, SandboxHelper};
 
 /// One test: an async function returning `anyhow::Result<()>`.
@@ -372,7 +374,7 @@ impl Ran {
             .events
             .iter()
             .filter(|event| event.kind != EventKind::AssistantDelta)
-            .map(agent_core::comparable)
+            .map(skills_agent_core::comparable)
             .collect();
         Ok((lines, wanted))
     }
@@ -409,7 +411,7 @@ impl Ran {
         let got: Vec<Value> = events
             .iter()
             .filter(|event| event.kind != EventKind::AssistantDelta)
-            .map(agent_core::comparable)
+            .map(skills_agent_core::comparable)
             .collect();
         assert_eq!(got, wanted, "{case}");
     }
@@ -720,12 +722,12 @@ impl tools_runtime::Approver for ScriptedApprover {
 /// known point of the run, without timing).
 #[derive(Debug)]
 pub struct CancelAt {
-    pub token: agent_core::CancellationToken,
+    pub token: skills_agent_core::CancellationToken,
     pub when: fn(&Event) -> bool,
 }
 
-impl agent_core::EventSink for CancelAt {
-    fn record(&self, event: &Event) -> agent_core::Result<()> {
+impl skills_agent_core::EventSink for CancelAt {
+    fn record(&self, event: &Event) -> skills_agent_core::Result<()> {
         if (self.when)(event) {
             self.token.cancel();
         }

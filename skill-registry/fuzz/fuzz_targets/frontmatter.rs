@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skill_registry::{Mode, RootKind, Severity, SkillSource, validate_skill_text};
+use skills_agent_registry::{Mode, RootKind, Severity, SkillSource, validate_skill_text};
 
 fuzz_target!(|contents: &[u8]| {
     let source = SkillSource { kind: RootKind::Project, root: "/skills".into() };
