@@ -20,6 +20,10 @@ pub(crate) const SINCE_FORMAT: u32 = 5;
 /// and a guessed argument's result grounds nothing.
 pub(crate) const STRICT_SINCE_FORMAT: u32 = 8;
 
+/// The record format from which a count the task asks for must come from a result that
+/// counts that thing (see [`counted_things`]).
+pub(crate) const COUNTED_SINCE_FORMAT: u32 = 10;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -284,7 +288,79 @@ pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
             }
         }
     }
+    for (figure, count) in uncounted(answer, sources) {
+        // A figure already ungrounded is named once.
+        if !missing.contains(&figure) && !missing.contains(&count) {
+            missing.push(count);
+        }
+    }
     missing
+}
+
+/// What a task that gives no figure asks to count ("How many words does TASK.md have?":
+/// `word`), singular and lowercased: the words after "how many" up to the verb, each of three
+/// letters or more. Empty for a task with a figure (a conversion, "how many km are 5 miles",
+/// whose results write units short) or no "how many".
+pub(crate) fn counted_things(task: &str) -> Vec<String> {
+    if !stated_numbers(task).is_empty() {
+        return Vec::new();
+    }
+    let lower = task.to_lowercase();
+    let Some((_, after)) = lower.split_once("how many ") else { return Vec::new() };
+    const VERBS: [&str; 14] = [
+        "does", "do", "did", "are", "is", "were", "was", "have", "has", "in", "of", "there", "can",
+        "will",
+    ];
+    after
+        .split_whitespace()
+        .map(|word| word.trim_matches(|c: char| !c.is_alphanumeric()))
+        .take_while(|word| !word.is_empty() && !VERBS.contains(word))
+        .take(3)
+        .filter(|word| word.chars().count() >= 3 && word.chars().all(char::is_alphabetic))
+        .filter(|word| !matches!(*word, "and" | "the"))
+        .map(singular)
+        .collect()
+}
+
+/// `word` without a plural ending (`words` → `word`, `matches` → `match`, `entries` →
+/// `entry`); lowercase in, lowercase out.
+fn singular(word: &str) -> String {
+    if let Some(stem) = word.strip_suffix("ies").filter(|stem| stem.len() >= 2) {
+        return format!("{stem}y");
+    }
+    for ending in ["ches", "shes", "sses", "xes"] {
+        if word.ends_with(ending) {
+            return word[..word.len() - 2].to_owned();
+        }
+    }
+    match word.strip_suffix('s') {
+        Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.to_owned(),
+        _ => word.to_owned(),
+    }
+}
+
+/// The counts `answer` gives of what the task asks to count ([`Sources::counted`]: "1 word")
+/// when no result of the run names that thing: a number the results hold for something else
+/// (`matches: 1` from a file search) is no count of words. Each as the answer writes it, after
+/// its figure alone.
+fn uncounted(answer: &str, sources: &Sources<'_>) -> Vec<(String, String)> {
+    if sources.counted.is_empty() {
+        return Vec::new();
+    }
+    let results: Vec<String> = sources.results.iter().map(|text| text.to_lowercase()).collect();
+    let mut found = Vec::new();
+    let words: Vec<&str> = answer.split_whitespace().collect();
+    for pair in words.windows(2) {
+        let (figure, thing) = (trim_word(pair[0]), trim_word(pair[1]).to_lowercase());
+        if stated_numbers(figure).is_empty() {
+            continue;
+        }
+        let thing = singular(&thing);
+        if sources.counted.contains(&thing) && !results.iter().any(|text| text.contains(&thing)) {
+            found.push((figure.to_owned(), format!("{figure} {}", trim_word(pair[1]))));
+        }
+    }
+    found
 }
 
 /// The numbers of `task` that no call's `args` used and `answer` does not state, when another
@@ -356,6 +432,20 @@ pub(crate) fn incomplete_note(unused: &[String]) -> String {
     )
 }
 
+/// The longest value a refusal note writes whole.
+const MAX_NOTED_VALUE: usize = 40;
+
+/// `value` as a note writes it: whole up to [`MAX_NOTED_VALUE`] characters, else its start,
+/// `…` and its length (an invented 200-digit checksum).
+pub(crate) fn shortened(value: &str) -> String {
+    let length = value.chars().count();
+    if length <= MAX_NOTED_VALUE {
+        return value.to_owned();
+    }
+    let start: String = value.chars().take(16).collect();
+    format!("{start}… ({length} characters)")
+}
+
 /// The note that refuses an ungrounded answer once: the values, and what to do instead.
 /// `unbacked` names the calls whose results do not count (see [`Sources::unbacked`]).
 pub(crate) fn refusal_note(values: &[String], unbacked: &[String]) -> String {
@@ -401,6 +491,9 @@ pub(crate) struct Sources<'a> {
     /// The run's scripts and resources as the notes write them (`csv-summary/scripts/s.py`),
     /// from format 9.
     pub(crate) qualified_names: Vec<String>,
+    /// What the task asks to count, when it gives no figure ([`counted_things`], from format
+    /// 10): a count in the answer needs a result that names the thing counted.
+    pub(crate) counted: Vec<String>,
     /// The calls whose results are left out of `results`, as a note names them
     /// (`` scripts/convert.py with `20` ``): a script run with a number that neither the user
     /// nor an earlier result gave (a temperature asked of a unit converter, "20", became
@@ -1133,6 +1226,53 @@ mod tests {
         assert!(asks_quantity("Count the words of TASK.md"));
         assert!(!asks_quantity("Which Markdown files are in the workspace?"));
         assert!(!asks_quantity("Summarise the totals table")); // "totals" is no quantity asked
+    }
+
+    #[test]
+    fn what_a_task_counts() {
+        assert_eq!(counted_things("How many words does TASK.md have?"), ["word"]);
+        assert_eq!(
+            counted_things("how many distinct regions are in sales.csv"),
+            ["distinct", "region"]
+        );
+        assert_eq!(counted_things("How many entries and matches?"), ["entry", "match"]);
+        assert_eq!(counted_things("How many lines has README.md"), ["line"]);
+        // A task with a figure (a conversion) or no "how many": nothing.
+        assert!(counted_things("How many km are 5 miles?").is_empty());
+        assert!(counted_things("What is the total of the amount column?").is_empty());
+        assert_eq!(singular("boxes"), "box");
+        assert_eq!(singular("class"), "class");
+        assert_eq!(singular("bus"), "bus");
+    }
+
+    #[test]
+    fn a_count_needs_a_result_that_names_the_thing_counted() {
+        let search = "pattern: TASK.md\nfile: TASK.md\nmatches: 1 (files searched: 2)";
+        let sources = |results: Vec<&'static str>| Sources {
+            user: vec!["How many words does TASK.md have?"],
+            results,
+            counted: counted_things("How many words does TASK.md have?"),
+            ..Sources::default()
+        };
+        // `matches: 1` is no count of words.
+        assert_eq!(
+            ungrounded("The file 'TASK.md' has 1 word.", &sources(vec![search])),
+            ["1 word"]
+        );
+        assert_eq!(ungrounded("TASK.md has 1 Words", &sources(vec![search])), ["1 Words"]);
+        // A result that counts words grounds it; so does a figure said of something else.
+        assert!(ungrounded("TASK.md has 12 words.", &sources(vec!["words: 12"])).is_empty());
+        assert!(ungrounded("There is 1 match for TASK.md.", &sources(vec![search])).is_empty());
+        // Without the rule (before format 10), the number alone is looked for.
+        let old = Sources { counted: Vec::new(), ..sources(vec![search]) };
+        assert!(ungrounded("The file 'TASK.md' has 1 word.", &old).is_empty());
+    }
+
+    #[test]
+    fn long_values_are_cut_in_the_note() {
+        assert_eq!(shortened("1234"), "1234");
+        let long = "9".repeat(200);
+        assert_eq!(shortened(&long), format!("{}… (200 characters)", "9".repeat(16)));
     }
 
     #[test]

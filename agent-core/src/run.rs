@@ -1078,10 +1078,16 @@ impl Run {
     /// source). A script's result is its output without the status line.
     pub(crate) fn answer_sources(&self) -> crate::grounding::Sources<'_> {
         let strict = self.grounding.strict;
+        let counted = if self.format >= crate::grounding::COUNTED_SINCE_FORMAT {
+            crate::grounding::counted_things(&self.state.task)
+        } else {
+            Vec::new()
+        };
         let mut sources = crate::grounding::Sources {
             user: self.grounding.user_texts.iter().map(String::as_str).collect(),
             lenient_sums: self.format < 6,
             strict,
+            counted,
             ..Default::default()
         };
         let texts: std::collections::HashMap<&str, &str> =

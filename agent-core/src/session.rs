@@ -102,8 +102,11 @@ pub struct RunResult {
 /// the task's arithmetic words ("add", "sum", …) once results are in, gives a timed-out
 /// call, or a tool call that failed, one retry before a repeat is refused, grounds a script
 /// or resource named as the notes write it (`skill/scripts/x.py`), and appends the results to
-/// a figure-less answer to a task that asks for a quantity.
-pub const RECORD_FORMAT: u32 = 9;
+/// a figure-less answer to a task that asks for a quantity; 10 takes a count the task asks for
+/// ("how many words", in a task with no figure) only from a run whose results name the thing
+/// counted, cuts long values in the refusal note, and makes the admission after any refused
+/// answer quote-free and bounded.
+pub const RECORD_FORMAT: u32 = 10;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

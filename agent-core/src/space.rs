@@ -79,6 +79,13 @@ impl SpaceRules {
         self.format >= 9 && self.ungrounded_refused
     }
 
+    /// An admission after any refused answer is quote-free, bounded and may quote the task's
+    /// words with digits (format 10; format 9 after an ungrounded refusal only: after one for
+    /// the task's unused numbers, `[^0-9]*` let an unescaped quote end the JSON string).
+    fn safe_admission(self) -> bool {
+        self.format >= 10 || self.repeat_not_new()
+    }
+
     /// The answer does the task's simple arithmetic: no skill is offered for it once results
     /// are in (from format 9).
     fn arithmetic_done(self) -> bool {
@@ -246,8 +253,8 @@ pub(crate) fn action_space(
     }
     if refused {
         space.answer_without_figures = true;
-        space.quote_free = repeat_not_new;
-        if repeat_not_new {
+        space.quote_free = rules.safe_admission();
+        if space.quote_free {
             space.admission_words = task_words_with_digits(&state.task);
         }
         space.note = Some(

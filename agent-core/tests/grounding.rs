@@ -35,6 +35,7 @@ fn main() -> std::process::ExitCode {
         a_repeat_of_a_call_that_worked_brings_no_new_result,
         a_script_named_as_the_notes_write_it_is_grounded,
         a_quantity_answered_without_a_figure_gets_the_results,
+        a_count_no_result_names_is_refused_once,
     ])
 }
 
@@ -194,6 +195,40 @@ async fn a_quantity_answered_without_a_figure_gets_the_results() -> anyhow::Resu
         "The script ran and printed the answer.\n\nResults:\n- run_script \
          toolbox/scripts/print.sh 3 x: line 1 of 3: x · line 2 of 3: x · line 3 of 3: x"
     );
+    Ok(())
+}
+
+async fn a_count_no_result_names_is_refused_once() -> anyhow::Result<()> {
+    // Asked for a count of words, the local 1.5B ran a file search and answered "1 word" from
+    // its `matches: 1`. From format 10 a count the task asks for needs a result that names
+    // the thing counted.
+    let run = |replies: Vec<MockReply>| async move {
+        let fixture = toolbox();
+        fixture.script("toolbox", "scripts/search.sh", "echo \"file: $1\"\necho \"matches: 1\"");
+        let model = Arc::new(MockModel::new(replies));
+        let task = "How many words does notes.txt have?";
+        let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await.unwrap();
+        replays_exactly(&ran).await;
+        (fixture, ran, model)
+    };
+    let search = || run_script("toolbox", "scripts/search.sh", &["notes.txt"]);
+    let honest = "I cannot tell how many words notes.txt has: the search counts matches only.";
+    let replies =
+        vec![select("toolbox"), search(), answer("notes.txt has 1 word."), answer(honest)];
+    let (_fixture, ran, model) = run(replies).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused"]);
+    let note = &ran.observations()[2].1;
+    assert!(note.contains("(1 word)"), "{note}");
+    let last = model.requests().last().unwrap().clone();
+    let final_answer = last.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
+    assert!(final_answer.parameters["properties"]["content"]["pattern"].is_string());
+    assert_eq!(ran.result.final_text, honest);
+    assert!(ran.result.grounded);
+    // The figure said of what the result names is taken at once.
+    let said = "notes.txt: 1 match.";
+    let (_fixture, ran, _) = run(vec![select("toolbox"), search(), answer(said)]).await;
+    assert_eq!(ran.statuses(), ["ok", "ok"]);
+    assert_eq!(ran.result.final_text, said);
     Ok(())
 }
 

@@ -538,6 +538,13 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
         run.grounding.ungrounded = true;
         return None;
     }
+    // From format 10 a long value is cut in the note (the console printed a 200-digit
+    // invented checksum whole).
+    let values: Vec<String> = if run.format >= grounding::COUNTED_SINCE_FORMAT {
+        values.iter().map(|value| grounding::shortened(value)).collect()
+    } else {
+        values
+    };
     let note = grounding::refusal_note(&values, &sources.unbacked);
     run.grounding.refused = true;
     run.state.reasoning.ungrounded_refusals += 1;
