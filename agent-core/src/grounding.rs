@@ -38,6 +38,9 @@ pub(crate) struct Grounding {
     /// was last refused for leaving others unused (format 8): the next such answer is refused
     /// again only if the calls used more since (the batch goes on), else taken as it is.
     pub(crate) incomplete_at: Option<usize>,
+    /// An answer of the current task was refused for restating a result where the task asks
+    /// to combine two (format 10): once per task.
+    pub(crate) combine_refused: bool,
     /// Answers are checked for file names and codes, and for the task's unused numbers; a
     /// guessed argument's result grounds nothing (format 8).
     pub(crate) strict: bool,
@@ -52,6 +55,7 @@ impl Grounding {
             user_texts: vec![task.to_owned()],
             refused: false,
             incomplete_at: None,
+            combine_refused: false,
             strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
         }
@@ -361,6 +365,41 @@ fn uncounted(answer: &str, sources: &Sources<'_>) -> Vec<(String, String)> {
         }
     }
     found
+}
+
+/// Whether `task` asks to combine two values by a verb of arithmetic ("add the total of A to
+/// the total of B", "plus", "subtract", "minus"; English only, like [`reads_as_plan`]).
+pub(crate) fn asks_to_combine(task: &str) -> bool {
+    task.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|word| matches!(word, "add" | "plus" | "subtract" | "minus"))
+}
+
+/// The answer's one figure when the results show it as it is and the task does not give it:
+/// an answer to "add A to B" that gives A alone, from the script's output, with no sum worked
+/// out (the local 1.5B summed one column and answered with that total). `None` when the
+/// answer states no figure, or more than one.
+pub(crate) fn restates_one_result(answer: &str, sources: &Sources<'_>) -> Option<String> {
+    let [figure] = &stated_numbers(answer)[..] else { return None };
+    let holds = |texts: &[&str]| {
+        texts.iter().any(|text| {
+            let mut values = Vec::new();
+            source_numbers(text, &mut values, true);
+            values.iter().any(|&value| same(figure, value))
+        })
+    };
+    (holds(&sources.results) && !holds(&sources.user)).then(|| figure.text.clone())
+}
+
+/// The note that refuses, once, an answer that restates one result where the task asks to
+/// combine two.
+pub(crate) fn combine_note(figure: &str) -> String {
+    format!(
+        "answer not accepted yet: the task asks to combine values, and {figure} is one result as \
+         the script printed it. Find each value the task names (run the script again for the \
+         other one if needed), then answer with the result of the arithmetic and the values it \
+         comes from."
+    )
 }
 
 /// The numbers of `task` that no call's `args` used and `answer` does not state, when another
@@ -1266,6 +1305,26 @@ mod tests {
         // Without the rule (before format 10), the number alone is looked for.
         let old = Sources { counted: Vec::new(), ..sources(vec![search]) };
         assert!(ungrounded("The file 'TASK.md' has 1 word.", &old).is_empty());
+    }
+
+    #[test]
+    fn one_result_restated_where_the_task_combines_two() {
+        assert!(asks_to_combine("Add the total of amount to the total of units: the sum?"));
+        assert!(asks_to_combine("What is 5 km plus 3 miles?"));
+        assert!(!asks_to_combine("What is the sum of the amount column?"));
+        assert!(!asks_to_combine("Which additional files are there?"));
+        let output = "amount sum: 1705.47\nrows: 20";
+        let sources = Sources {
+            user: vec!["Add the total of amount to 20 units"],
+            results: vec![output],
+            ..Sources::default()
+        };
+        assert_eq!(restates_one_result("The total is 1705.47.", &sources), Some("1705.47".into()));
+        // Worked out, two figures, none, or one the task gives: not a restatement.
+        assert_eq!(restates_one_result("The sum is 1725.47.", &sources), None);
+        assert_eq!(restates_one_result("1705.47 + 20 = 1725.47", &sources), None);
+        assert_eq!(restates_one_result("I cannot tell.", &sources), None);
+        assert_eq!(restates_one_result("There are 20 rows.", &sources), None);
     }
 
     #[test]

@@ -104,8 +104,9 @@ pub struct RunResult {
 /// or resource named as the notes write it (`skill/scripts/x.py`), and appends the results to
 /// a figure-less answer to a task that asks for a quantity; 10 takes a count the task asks for
 /// ("how many words", in a task with no figure) only from a run whose results name the thing
-/// counted, cuts long values in the refusal note, and makes the admission after any refused
-/// answer quote-free and bounded.
+/// counted, refuses once an answer that restates one result where the task asks to combine
+/// two ("add A to B"), cuts long values in the refusal note, and makes the admission after any
+/// refused answer quote-free and bounded.
 pub const RECORD_FORMAT: u32 = 10;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
@@ -398,6 +399,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
     if input == InputKind::Task {
         run.grounding.refused = false;
         run.grounding.incomplete_at = None;
+        run.grounding.combine_refused = false;
     }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;

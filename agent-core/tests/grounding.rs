@@ -36,6 +36,7 @@ fn main() -> std::process::ExitCode {
         a_script_named_as_the_notes_write_it_is_grounded,
         a_quantity_answered_without_a_figure_gets_the_results,
         a_count_no_result_names_is_refused_once,
+        one_result_where_the_task_adds_two_is_refused_once,
     ])
 }
 
@@ -229,6 +230,37 @@ async fn a_count_no_result_names_is_refused_once() -> anyhow::Result<()> {
     let (_fixture, ran, _) = run(vec![select("toolbox"), search(), answer(said)]).await;
     assert_eq!(ran.statuses(), ["ok", "ok"]);
     assert_eq!(ran.result.final_text, said);
+    Ok(())
+}
+
+async fn one_result_where_the_task_adds_two_is_refused_once() -> anyhow::Result<()> {
+    // Asked to add two column totals, the local 1.5B summarised one column and answered with
+    // its total. From format 10 that answer is refused once, and the second total frees it.
+    let fixture = toolbox();
+    fixture.script(
+        "toolbox",
+        "scripts/total.sh",
+        "case \"$1\" in amount) echo \"amount sum: 1705.47\";; *) echo \"units sum: 212\";; esac",
+    );
+    let total = |column: &str| run_script("toolbox", "scripts/total.sh", &[column]);
+    let summed = "1705.47 + 212 = 1917.47";
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        total("amount"),
+        answer("The total of the amount column is 1705.47."),
+        total("units"),
+        answer(summed),
+    ]));
+    let task =
+        "Add the total of the amount column to the total of the units column: what is the sum?";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok"]);
+    let note = &ran.observations()[2].1;
+    assert!(note.contains("1705.47 is one result"), "{note}");
+    assert_eq!(ran.result.final_text, summed);
+    assert!(ran.result.grounded);
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
     Ok(())
 }
 

@@ -551,6 +551,21 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     Some(note)
 }
 
+/// The refusal, once per task, of an answer that restates one result where the task asks to
+/// combine two ("add A to B" answered with A; format 10).
+fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
+    if run.format < grounding::COUNTED_SINCE_FORMAT
+        || run.grounding.combine_refused
+        || !grounding::asks_to_combine(&run.state.task)
+    {
+        return None;
+    }
+    let figure = grounding::restates_one_result(answer, &run.answer_sources())?;
+    run.grounding.combine_refused = true;
+    run.state.reasoning.incomplete_refusals += 1;
+    Some(grounding::combine_note(&figure))
+}
+
 /// The refusal of an answer that leaves numbers of the task unused (format 8): once, and again
 /// after each step of the batch (a call that used another of the task's numbers).
 fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
@@ -576,7 +591,7 @@ fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
     }
     let (used, unused) = grounding::unused_task_numbers(&run.state.task, &args, answer);
     if unused.is_empty() || run.grounding.incomplete_at.is_some_and(|before| used <= before) {
-        return None;
+        return review_combination(run, answer);
     }
     run.grounding.incomplete_at = Some(used);
     run.state.reasoning.incomplete_refusals += 1;
