@@ -848,6 +848,14 @@ fn stated_numbers(text: &str) -> Vec<Number> {
         .collect()
 }
 
+/// The file names `text` writes (words that read as one, without their quoting), lowercased.
+pub(crate) fn file_names(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|word| trim_word(word).trim_start_matches("./").to_lowercase())
+        .filter(|word| is_file_name(word))
+        .collect()
+}
+
 /// Whether `word` reads as a file name: a name (two characters or more, or a path) and an
 /// extension of one to five letters or digits that starts with a letter (`sales.csv`,
 /// `docs/report.md`; not `e.g`, `8.04672` or `v1.2`).

@@ -866,6 +866,55 @@ impl Run {
         appended(answer, &lines)
     }
 
+    /// A completed answer that names no file, to a task that names none, where scripts of the
+    /// task ran on files (found by an earlier step): the answer with those files after it
+    /// (format 10). Asked to find the CSV file and total a column, the local 1.5B answered "The
+    /// total of the amount column in the CSV file named in the task is 1705.47.", and the user
+    /// never learnt which file that was. An admission stays as it is.
+    pub(crate) fn with_found_files(&self, answer: String) -> String {
+        use crate::grounding::file_names;
+        let admits = ["I cannot", "I could not", "I do not know"]
+            .iter()
+            .any(|start| answer.trim_start().starts_with(start));
+        if self.format < crate::grounding::COUNTED_SINCE_FORMAT
+            || admits
+            || !file_names(&self.state.task).is_empty()
+            || !file_names(&answer).is_empty()
+        {
+            return answer;
+        }
+        let mut files: Vec<&str> = Vec::new();
+        for record in self.state.task_actions() {
+            let Some(Action::RunScript { args, .. }) = &record.action else { continue };
+            if record.status != ObservationStatus::Ok {
+                continue;
+            }
+            for arg in args {
+                let arg = arg.trim_start_matches("./");
+                if file_names(arg).len() == 1 && !files.contains(&arg) && files.len() < 4 {
+                    files.push(arg);
+                }
+            }
+        }
+        match files.len() {
+            0 => answer,
+            1 => format!(
+                "{}
+
+File: {}",
+                answer.trim_end(),
+                files[0]
+            ),
+            _ => format!(
+                "{}
+
+Files: {}",
+                answer.trim_end(),
+                files.join(", ")
+            ),
+        }
+    }
+
     /// An answer with figures to a batch — one script run on several arguments in this task —
     /// with the results of the batch's runs whose figures it does not state after it (format
     /// 8): the local 1.5B, told to go on with a batch of conversions, answered with the last

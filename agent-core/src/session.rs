@@ -105,7 +105,8 @@ pub struct RunResult {
 /// a figure-less answer to a task that asks for a quantity; 10 takes a count the task asks for
 /// ("how many words", in a task with no figure) only from a run whose results name the thing
 /// counted, refuses once an answer that restates one result where the task asks to combine
-/// two ("add A to B"), cuts long values in the refusal note, and makes the admission after any
+/// two ("add A to B"), names after a completed answer the files its scripts ran on when neither
+/// the task nor the answer names one, cuts long values in the refusal note, and makes the admission after any
 /// refused answer quote-free and bounded.
 pub const RECORD_FORMAT: u32 = 10;
 
@@ -409,7 +410,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
 fn end_work(run: &mut Run, ending: Ending) -> Result<RunResult> {
     let Ending { outcome, mut final_text } = ending;
     if outcome == Outcome::Completed {
-        final_text = run.with_results(final_text);
+        final_text = run.with_found_files(run.with_results(final_text));
     }
     let final_text = run.bus.redactor().redact(&final_text).into_owned();
     run.state.outcome = Some(outcome);

@@ -37,6 +37,7 @@ fn main() -> std::process::ExitCode {
         a_quantity_answered_without_a_figure_gets_the_results,
         a_count_no_result_names_is_refused_once,
         one_result_where_the_task_adds_two_is_refused_once,
+        an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on,
     ])
 }
 
@@ -261,6 +262,24 @@ async fn one_result_where_the_task_adds_two_is_refused_once() -> anyhow::Result<
     assert_eq!(ran.result.final_text, summed);
     assert!(ran.result.grounded);
     assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
+    Ok(())
+}
+
+async fn an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on() -> anyhow::Result<()> {
+    // The task names no file, the run found one and ran a script on it, and the answer said
+    // "the file named in the task": from format 10 the file follows the answer.
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/count.sh", "echo \"lines: 3\"");
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        run_script("toolbox", "scripts/count.sh", &["./notes.txt"]),
+        answer("The file named in the task has 3 lines."),
+    ]));
+    let task = "Find the notes file and count its lines.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok"]);
+    assert_eq!(ran.result.final_text, "The file named in the task has 3 lines.\n\nFile: notes.txt");
     Ok(())
 }
 
