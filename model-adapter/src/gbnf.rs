@@ -13,9 +13,14 @@
 //! The keywords covered are the ones structured actions use: `type` (object, array, string,
 //! integer, number, boolean, null), `properties`, `required`, `additionalProperties: false`,
 //! `propertyOrdering`, `items`, `minItems`, `maxItems`, `minLength`, `maxLength`, `enum`,
-//! `const`, `anyOf`, `oneOf`; `description`, `title`, `default` and `examples` are ignored.
-//! Anything else (`pattern`, `$ref`, `allOf`, numeric bounds, extra properties beside declared
-//! ones, …) makes [`one_line_grammar`] return `None`, and the schema goes as `response_format`.
+//! `const`, `anyOf`, `oneOf`, and a string's `pattern` when it is one [`pattern`] covers
+//! (anchored, classes, groups, bounded repeats; a `minLength`/`maxLength` beside it is left to
+//! the validator, as llama.cpp leaves it); `description`, `title`, `default` and `examples` are
+//! ignored. Anything else (`$ref`, `allOf`, numeric bounds, extra properties beside declared
+//! ones, a pattern with lookaround, …) makes [`one_line_grammar`] return `None`, and the schema
+//! goes as `response_format`.
+
+mod pattern;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -101,6 +106,7 @@ impl Builder {
                         | "maxItems"
                         | "minLength"
                         | "maxLength"
+                        | "pattern"
                         | "enum"
                         | "const"
                         | "anyOf"
@@ -143,6 +149,10 @@ impl Builder {
             "object" => self.object(map, depth),
             "array" => self.array(map, depth),
             "string" => {
+                if let Some(pattern) = map.get("pattern") {
+                    let contents = pattern::contents(pattern.as_str()?)?;
+                    return Some(self.rule(format!(r#""\"" {contents} "\"""#)));
+                }
                 let min = count(map.get("minLength"))?.unwrap_or(0);
                 match count(map.get("maxLength"))? {
                     None if min == 0 => Some("string".to_owned()),
@@ -386,7 +396,8 @@ r10 ::= "{" "\"thought\"" colon r0 comma "\"action\"" colon r9 (comma "\"plan\""
     #[test]
     fn what_is_not_covered_is_refused() {
         for schema in [
-            json!({"type": "string", "pattern": "^I"}),
+            json!({"type": "string", "pattern": "^I"}), // not anchored at the end
+            json!({"type": "string", "pattern": "^(?=I)I$"}),
             json!({"$ref": "#/$defs/a"}),
             json!({"allOf": [{"type": "string"}]}),
             json!({"type": "integer", "minimum": 0}),
@@ -406,6 +417,16 @@ r10 ::= "{" "\"thought\"" colon r0 comma "\"action\"" colon r9 (comma "\"plan\""
             deep = json!({"type": "array", "items": deep});
         }
         assert_eq!(one_line_grammar(&deep), None);
+    }
+
+    #[test]
+    fn a_string_pattern_becomes_its_contents() {
+        let text = rules(&json!({"type": "string", "maxLength": 300,
+            "pattern": "^I (cannot|do not know)[^0-9\"]{0,4}$"}));
+        assert_eq!(
+            text.lines().nth(1).unwrap(),
+            r#"r0 ::= "\"" "I" " " ("c" "a" "n" "n" "o" "t" | "d" "o" " " "n" "o" "t" " " "k" "n" "o" "w") [^0-9\x22"\\\x7F\x00-\x1F]{0,4} "\"""#
+        );
     }
 
     #[test]
