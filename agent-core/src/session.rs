@@ -106,7 +106,8 @@ pub struct RunResult {
 /// ("how many words", in a task with no figure) only from a run whose results name the thing
 /// counted, refuses once an answer that restates one result where the task asks to combine
 /// two ("add A to B"), names after a completed answer the files its scripts ran on when neither
-/// the task nor the answer names one, cuts long values in the refusal note, and makes the admission after any
+/// the task nor the answer names one, offers after a repeated call the skill for what the task
+/// still has no result for, cuts long values in the refusal note, and makes the admission after any
 /// refused answer quote-free and bounded.
 pub const RECORD_FORMAT: u32 = 10;
 

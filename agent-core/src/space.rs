@@ -86,6 +86,12 @@ impl SpaceRules {
         self.format >= 10 || self.repeat_not_new()
     }
 
+    /// After a repeated call, a skill for what is still open in the task is offered beside the
+    /// answer (from format 10).
+    fn open_after_repeat(self) -> bool {
+        self.format >= 10
+    }
+
     /// The answer does the task's simple arithmetic: no skill is offered for it once results
     /// are in (from format 9).
     fn arithmetic_done(self) -> bool {
@@ -152,6 +158,20 @@ pub(crate) fn action_space(
                  that you cannot tell, and what is missing"
                     .to_owned(),
             );
+        } else if rules.open_after_repeat() {
+            // A repeat while part of the task has no result yet: the skill for that part is
+            // offered beside the answer (asked to total a column and convert three values,
+            // the local 1.5B thought "I need to convert 1 nmi to m" and ran the CSV summary
+            // again, three times).
+            let offer = select_offer(state, config, rules, true);
+            if !offer.is_empty() {
+                space.note = Some(format!(
+                    "that call already ran with the same arguments. Part of the task has no \
+                     result yet: select {} for it, or answer now",
+                    offer.join(" or ")
+                ));
+                space.select = offer;
+            }
         }
         return space;
     }
@@ -177,47 +197,7 @@ pub(crate) fn action_space(
                 && matches!(record.action, Some(Action::SelectSkills { .. }))
         });
     if !just_selected {
-        let scored = scored_skills(state);
-        // A small model (JSON mode) picks skills unrelated to the task when offered them: when
-        // some skill shares words with the task, only those are offered (and any the user
-        // named), none once they are all selected (the local 1.5B selected csv-summary after
-        // finishing a batch of conversions, then answered with one result). Native tool
-        // callers see them all, ranked.
-        let relevant_only =
-            config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0.0);
-        // Once results are in, a skill is offered only for what is still open: task words
-        // that neither the selected skills' descriptions nor the results cover (after a CSV
-        // summary listed a column `units`, the local 1.5B selected the unit converter for
-        // "How many units were sold").
-        let open = (relevant_only && !state.result_words.is_empty())
-            .then(|| open_words(state, rules.arithmetic_done()));
-        space.select = scored
-            .into_iter()
-            .filter(|(score, name)| {
-                let related = match &open {
-                    Some(open) => state.skill(name).is_some_and(|entry| {
-                        words(&skill_text(entry)).iter().any(|word| open.contains(word))
-                    }),
-                    None => !relevant_only || *score > 0.0,
-                };
-                related || user_named(&state.task, config, name)
-            })
-            .map(|(_, name)| name)
-            .filter(|name| state.selected_skill(name).is_none())
-            .filter(|name| {
-                state.skill(name).is_some_and(|entry| !entry.disable_model_invocation)
-                    || user_named(&state.task, config, name)
-            })
-            .collect();
-        // Only the best few: with many skills installed, most share some word with any task,
-        // and a small model takes one of them.
-        if relevant_only {
-            let mut kept = 0;
-            space.select.retain(|name| {
-                kept += 1;
-                kept <= MAX_OFFERED_SKILLS || user_named(&state.task, config, name)
-            });
-        }
+        space.select = select_offer(state, config, rules, false);
     } else {
         space.note = Some("a skill was just selected: use it or answer".to_owned());
     }
@@ -402,6 +382,63 @@ pub(crate) enum PlanField {
     Plan,
     /// `plan_update`, a patch.
     PlanUpdate,
+}
+
+/// The skills a turn offers to select: with a small model (JSON mode) only those related to
+/// the task, and once results are in only those related to what is still open, the best few.
+/// With `open_only`, nothing unless results are in and the offer is held to what is still
+/// open.
+fn select_offer(
+    state: &RunState,
+    config: &AgentConfig,
+    rules: SpaceRules,
+    open_only: bool,
+) -> Vec<String> {
+    let scored = scored_skills(state);
+    // A small model (JSON mode) picks skills unrelated to the task when offered them: when
+    // some skill shares words with the task, only those are offered (and any the user
+    // named), none once they are all selected (the local 1.5B selected csv-summary after
+    // finishing a batch of conversions, then answered with one result). Native tool
+    // callers see them all, ranked.
+    let relevant_only =
+        config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0.0);
+    // Once results are in, a skill is offered only for what is still open: task words
+    // that neither the selected skills' descriptions nor the results cover (after a CSV
+    // summary listed a column `units`, the local 1.5B selected the unit converter for
+    // "How many units were sold").
+    let open = (relevant_only && !state.result_words.is_empty())
+        .then(|| open_words(state, rules.arithmetic_done()));
+    if open_only && open.is_none() {
+        return Vec::new();
+    }
+    let mut offer: Vec<String> = scored
+        .into_iter()
+        .filter(|(score, name)| {
+            let related = match &open {
+                Some(open) => state.skill(name).is_some_and(|entry| {
+                    words(&skill_text(entry)).iter().any(|word| open.contains(word))
+                }),
+                None => !relevant_only || *score > 0.0,
+            };
+            related || user_named(&state.task, config, name)
+        })
+        .map(|(_, name)| name)
+        .filter(|name| state.selected_skill(name).is_none())
+        .filter(|name| {
+            state.skill(name).is_some_and(|entry| !entry.disable_model_invocation)
+                || user_named(&state.task, config, name)
+        })
+        .collect();
+    // Only the best few: with many skills installed, most share some word with any task,
+    // and a small model takes one of them.
+    if relevant_only {
+        let mut kept = 0;
+        offer.retain(|name| {
+            kept += 1;
+            kept <= MAX_OFFERED_SKILLS || user_named(&state.task, config, name)
+        });
+    }
+    offer
 }
 
 /// Whether an answer of this task was refused as ungrounded (or incomplete) and no new result
@@ -1056,6 +1093,7 @@ mod tests {
 
     use super::*;
     use crate::action::parse_answer;
+    use crate::state::ActionRecord;
 
     #[test]
     fn after_a_result_only_skills_for_what_is_still_open_are_offered() {
@@ -1099,6 +1137,46 @@ mod tests {
         );
         let format_8 = SpaceRules { format: 8, ungrounded_refused: false };
         assert_eq!(action_space(&state, &config, format_8).select, ["slide-deck"]);
+    }
+
+    #[test]
+    fn after_a_repeat_the_skill_for_what_is_still_open_is_offered() {
+        let entry = |name: &str, description: &str| json!({"name": name, "description": description, "source": "project", "directory": "d"});
+        let summary = ActionRecord {
+            turn: 2,
+            action: Some(Action::RunScript {
+                skill: "csv-summary".into(),
+                script: "scripts/s.py".into(),
+                args: vec!["sales.csv".into()],
+            }),
+            status: ObservationStatus::Ok,
+            observation: "obs-2".into(),
+        };
+        let mut state: RunState = serde_json::from_value(json!({
+            "run_id": "r", "task": "Total the amount column of sales.csv and convert 5 miles to km",
+            "catalog": [
+                entry("csv-summary", "Summarise a CSV file: the total, mean of each column."),
+                entry("unit-converter", "Convert a value between units of length or mass."),
+            ],
+            "selected": [{"name": "csv-summary", "scripts": ["scripts/s.py"], "resources": []}],
+            "actions": [], "counters": {}, "reasoning": {}
+        }))
+        .unwrap();
+        state.result_words.extend(words("column amount: numeric; amount sum: 1705.47"));
+        state.actions =
+            vec![summary.clone(), ActionRecord { turn: 3, observation: "obs-3".into(), ..summary }];
+        let config = AgentConfig { decide: DecideMode::Json, ..AgentConfig::default() };
+        // The summary ran twice while "convert" has no result: the converter is offered.
+        let space = action_space(&state, &config, SpaceRules::current());
+        assert_eq!(space.select, ["unit-converter"]);
+        assert!(space.note.unwrap().contains("select unit-converter for it, or answer now"));
+        assert!(space.run.is_empty());
+        // Format 9: only the answer.
+        let format_9 = SpaceRules { format: 9, ungrounded_refused: false };
+        assert!(action_space(&state, &config, format_9).select.is_empty());
+        // Nothing open: only the answer.
+        state.task = "Total the amount column of sales.csv".into();
+        assert!(action_space(&state, &config, SpaceRules::current()).select.is_empty());
     }
 
     #[test]
