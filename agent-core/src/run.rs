@@ -810,6 +810,15 @@ impl Run {
                  the user (ask_user) which one, naming the options; if it is right, make the \
                  same call again"
             ))
+        } else if self.format >= 10 {
+            // "Leave it out" first: asked to convert "20 C to F", the local 1.5B wrote
+            // `celsius` (the example's word for C), was refused, and left the unit out.
+            Some(format!(
+                "{list} {verb} from an example in the skill's instructions, not from the task or \
+                 a result. If it means what the task says, make the same call again; if not, \
+                 write the task's own value in its place (leave it out only when the task gives \
+                 none)"
+            ))
         } else {
             Some(format!(
                 "{list} {verb} from an example in the skill's instructions, not from the task or \

@@ -107,7 +107,8 @@ pub struct RunResult {
 /// counted, refuses once an answer that restates one result where the task asks to combine
 /// two ("add A to B"), names after a completed answer the files its scripts ran on when neither
 /// the task nor the answer names one, offers after a repeated call the skill for what the task
-/// still has no result for, cuts long values in the refusal note, and makes the admission after any
+/// still has no result for, says first in the note that refuses an example's value that the
+/// same call may be made again, cuts long values in the refusal note, and makes the admission after any
 /// refused answer quote-free and bounded.
 pub const RECORD_FORMAT: u32 = 10;
 

@@ -424,8 +424,9 @@ async fn a_value_copied_from_an_example_is_refused_once() -> anyhow::Result<()> 
     assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
     assert_eq!(
         ran.observations()[1].1,
-        "`docs` is from an example in the skill's instructions, not from the task or a result: \
-         leave it out or write the value the task gives; if it is right, make the same call again"
+        "`docs` is from an example in the skill's instructions, not from the task or a result. \
+         If it means what the task says, make the same call again; if not, write the task's own \
+         value in its place (leave it out only when the task gives none)"
     );
     replays_exactly(&ran).await;
     Ok(())
