@@ -31,8 +31,9 @@ pub struct ReasoningMetrics {
     /// `grounded: false` (written only when not 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub ungrounded_answers: u64,
-    /// Final answers refused once because they left numbers of the task unused while a call
-    /// used another (a batch answered after its first item; written only when not 0).
+    /// Final answers refused once as incomplete: they left numbers of the task unused while a
+    /// call used another (a batch answered after its first item), or, from format 10, restated
+    /// one result where the task asks to combine two (written only when not 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub incomplete_refusals: u64,
 }

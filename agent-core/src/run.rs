@@ -905,22 +905,11 @@ impl Run {
                 }
             }
         }
-        match files.len() {
-            0 => answer,
-            1 => format!(
-                "{}
-
-File: {}",
-                answer.trim_end(),
-                files[0]
-            ),
-            _ => format!(
-                "{}
-
-Files: {}",
-                answer.trim_end(),
-                files.join(", ")
-            ),
+        let label = if files.len() == 1 { "File" } else { "Files" };
+        if files.is_empty() {
+            answer
+        } else {
+            format!("{}\n\n{label}: {}", answer.trim_end(), files.join(", "))
         }
     }
 
