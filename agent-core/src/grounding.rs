@@ -344,9 +344,9 @@ fn singular(word: &str) -> String {
 }
 
 /// The counts `answer` gives of what the task asks to count ([`Sources::counted`]: "1 word")
-/// when no result of the run names that thing: a number the results hold for something else
-/// (`matches: 1` from a file search) is no count of words. Each as the answer writes it, after
-/// its figure alone.
+/// when no result of the run names that thing and the results write the figure only as another
+/// label's value: `matches: 1` from a file search is no count of words. Each as the answer
+/// writes it, after its figure alone.
 fn uncounted(answer: &str, sources: &Sources<'_>) -> Vec<(String, String)> {
     if sources.counted.is_empty() {
         return Vec::new();
@@ -360,11 +360,39 @@ fn uncounted(answer: &str, sources: &Sources<'_>) -> Vec<(String, String)> {
             continue;
         }
         let thing = singular(&thing);
-        if sources.counted.contains(&thing) && !results.iter().any(|text| text.contains(&thing)) {
+        if sources.counted.contains(&thing)
+            && !results.iter().any(|text| text.contains(&thing))
+            && labelled_otherwise(figure, &sources.results)
+        {
             found.push((figure.to_owned(), format!("{figure} {}", trim_word(pair[1]))));
         }
     }
     found
+}
+
+/// Whether the results write `figure` only as the value of another label (`matches: 1`): a
+/// bare figure (`277 README.md`, as `wc -l` prints it) may be the count asked for.
+fn labelled_otherwise(figure: &str, results: &[&str]) -> bool {
+    let Some(number) = stated_numbers(figure).into_iter().next() else { return false };
+    let mut labelled = false;
+    for line in results.iter().flat_map(|text| text.lines()) {
+        let mut values = Vec::new();
+        source_numbers(line, &mut values, false);
+        if !values.iter().any(|&value| same(&number, value)) {
+            continue;
+        }
+        let as_label = line.split_once(':').is_some_and(|(label, value)| {
+            let label = label.trim();
+            !label.is_empty()
+                && label.chars().all(|c| c.is_alphabetic() || matches!(c, ' ' | '_' | '-'))
+                && stated_numbers(value).first().is_some_and(|first| same(&number, first.value))
+        });
+        if !as_label {
+            return false;
+        }
+        labelled = true;
+    }
+    labelled
 }
 
 /// Whether `task` asks to combine two values by a verb of arithmetic ("add the total of A to
@@ -1310,6 +1338,9 @@ mod tests {
         // A result that counts words grounds it; so does a figure said of something else.
         assert!(ungrounded("TASK.md has 12 words.", &sources(vec!["words: 12"])).is_empty());
         assert!(ungrounded("There is 1 match for TASK.md.", &sources(vec![search])).is_empty());
+        // A bare figure (as `wc -w` prints it) may be the count: not refused.
+        assert!(ungrounded("TASK.md has 12 words.", &sources(vec!["12 TASK.md"])).is_empty());
+        assert!(ungrounded("It has 1 word", &sources(vec![search, "1 TASK.md"])).is_empty());
         // Without the rule (before format 10), the number alone is looked for.
         let old = Sources { counted: Vec::new(), ..sources(vec![search]) };
         assert!(ungrounded("The file 'TASK.md' has 1 word.", &old).is_empty());

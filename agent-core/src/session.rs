@@ -104,7 +104,7 @@ pub struct RunResult {
 /// or resource named as the notes write it (`skill/scripts/x.py`), and appends the results to
 /// a figure-less answer to a task that asks for a quantity; 10 takes a count the task asks for
 /// ("how many words", in a task with no figure) only from a run whose results name the thing
-/// counted, refuses once an answer that restates one result where the task asks to combine
+/// counted or write the figure bare (not as another label's value), refuses once an answer that restates one result where the task asks to combine
 /// two ("add A to B"), names after a completed answer the files its scripts ran on when neither
 /// the task nor the answer names one, offers after a repeated call the skill for what the task
 /// still has no result for, says first in the note that refuses an example's value that the
