@@ -370,6 +370,13 @@ fn uncounted(answer: &str, sources: &Sources<'_>) -> Vec<(String, String)> {
     found
 }
 
+/// Labels that say "the figure" and nothing of what it counts (`count: 3` from a word counter):
+/// a figure under one of them may be the count asked for.
+const GENERIC_LABELS: [&str; 14] = [
+    "count", "total", "result", "value", "number", "num", "n", "sum", "answer", "output", "size",
+    "length", "quantity", "qty",
+];
+
 /// Whether the results write `figure` only as the value of another label (`matches: 1`): a
 /// bare figure (`277 README.md`, as `wc -l` prints it) may be the count asked for.
 fn labelled_otherwise(figure: &str, results: &[&str]) -> bool {
@@ -382,8 +389,12 @@ fn labelled_otherwise(figure: &str, results: &[&str]) -> bool {
             continue;
         }
         let as_label = line.split_once(':').is_some_and(|(label, value)| {
-            let label = label.trim();
+            let label = label.trim().to_lowercase();
+            let generic = label
+                .split([' ', '_', '-'])
+                .all(|word| GENERIC_LABELS.contains(&word) || word.is_empty());
             !label.is_empty()
+                && !generic
                 && label.chars().all(|c| c.is_alphabetic() || matches!(c, ' ' | '_' | '-'))
                 && stated_numbers(value).first().is_some_and(|first| same(&number, first.value))
         });
@@ -1338,6 +1349,9 @@ mod tests {
         // A result that counts words grounds it; so does a figure said of something else.
         assert!(ungrounded("TASK.md has 12 words.", &sources(vec!["words: 12"])).is_empty());
         assert!(ungrounded("There is 1 match for TASK.md.", &sources(vec![search])).is_empty());
+        // A figure under a label that says nothing of what it counts may be the count.
+        assert!(ungrounded("There are 3 words.", &sources(vec!["count: 3"])).is_empty());
+        assert!(ungrounded("There are 3 words.", &sources(vec!["Total count: 3"])).is_empty());
         // A bare figure (as `wc -w` prints it) may be the count: not refused.
         assert!(ungrounded("TASK.md has 12 words.", &sources(vec!["12 TASK.md"])).is_empty());
         assert!(ungrounded("It has 1 word", &sources(vec![search, "1 TASK.md"])).is_empty());
