@@ -145,6 +145,14 @@ fn appended(answer: String, lines: &[(&Action, String)]) -> String {
     text.trim_end().to_owned()
 }
 
+/// Whether `answer` admits that the value is unknown ("I cannot …", "I do not know …"): the
+/// endings [`Run::with_results`] and [`Run::with_found_files`] leave as they are.
+fn admits(answer: &str) -> bool {
+    ["I cannot", "I could not", "I do not know"]
+        .iter()
+        .any(|start| answer.trim_start().starts_with(start))
+}
+
 /// The most results [`Run::with_results`] appends to an answer.
 const RESULTS_APPENDED: usize = 8;
 
@@ -848,9 +856,7 @@ impl Run {
     /// not know …") stays as it is.
     pub(crate) fn with_results(&self, answer: String) -> String {
         let digits = |text: &str| text.chars().any(|c| c.is_ascii_digit());
-        let admits = ["I cannot", "I could not", "I do not know"]
-            .iter()
-            .any(|start| answer.trim_start().starts_with(start));
+        let admits = admits(&answer);
         if self.format < 6 || admits {
             return answer;
         }
@@ -882,9 +888,7 @@ impl Run {
     /// never learnt which file that was. An admission stays as it is.
     pub(crate) fn with_found_files(&self, answer: String) -> String {
         use crate::grounding::file_names;
-        let admits = ["I cannot", "I could not", "I do not know"]
-            .iter()
-            .any(|start| answer.trim_start().starts_with(start));
+        let admits = admits(&answer);
         if self.format < crate::grounding::COUNTED_SINCE_FORMAT
             || admits
             || !file_names(&self.state.task).is_empty()
