@@ -24,6 +24,11 @@ pub(crate) const STRICT_SINCE_FORMAT: u32 = 8;
 /// counts that thing (see [`counted_things`]).
 pub(crate) const COUNTED_SINCE_FORMAT: u32 = 10;
 
+/// The record format from which a number the task writes twice needs two calls, a second
+/// single result restated where the task asks to combine two is refused too, and a call is
+/// refused once for an argument that respells a task word ([`respelled_arguments`]).
+pub(crate) const EACH_SINCE_FORMAT: u32 = 11;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -38,9 +43,10 @@ pub(crate) struct Grounding {
     /// was last refused for leaving others unused (format 8): the next such answer is refused
     /// again only if the calls used more since (the batch goes on), else taken as it is.
     pub(crate) incomplete_at: Option<usize>,
-    /// An answer of the current task was refused for restating a result where the task asks
-    /// to combine two (format 10): once per task.
-    pub(crate) combine_refused: bool,
+    /// The figures of the current task's answers refused for restating one result where the
+    /// task asks to combine two: once per task in format 10; from format 11 also a second,
+    /// other figure (the second value fetched and restated alone).
+    pub(crate) combine_refused: Vec<String>,
     /// Answers are checked for file names and codes, and for the task's unused numbers; a
     /// guessed argument's result grounds nothing (format 8).
     pub(crate) strict: bool,
@@ -55,7 +61,7 @@ impl Grounding {
             user_texts: vec![task.to_owned()],
             refused: false,
             incomplete_at: None,
-            combine_refused: false,
+            combine_refused: Vec::new(),
             strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
         }
@@ -441,34 +447,210 @@ pub(crate) fn combine_note(figure: &str) -> String {
     )
 }
 
+/// The note that refuses a second restated result (format 11): the figures restated so far,
+/// and the arithmetic the task asks for with them ("1705.47 + 212" where the task adds).
+pub(crate) fn combine_again_note(figures: &[String], task: &str) -> String {
+    let adds = task
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|word| matches!(word, "add" | "plus"));
+    let both = figures.join(" and ");
+    let work = if adds {
+        format!("their sum ({})", figures.join(" + "))
+    } else {
+        "the difference the task asks for".to_owned()
+    };
+    format!(
+        "answer not accepted yet: the task asks to combine values, and {both} are results as the \
+         scripts printed them. Work out {work} and answer with that result and the values it \
+         comes from."
+    )
+}
+
 /// The numbers of `task` that no call's `args` used and `answer` does not state, when another
 /// of the task's numbers was used or two or more are left: the rest of a batch ("5 miles to
 /// km; 10 km to miles; …") that the model answered after its first call, or the second part
 /// of a task it left undone. Also how many of the task's numbers the calls used (the batch's
-/// progress). The caller asks only once a script ran in the task.
-pub(crate) fn unused_task_numbers(task: &str, args: &[&str], answer: &str) -> (usize, Vec<String>) {
+/// progress). The caller asks only once a script ran in the task. With `each` (format 11) a
+/// number the task writes twice ("5 miles to km; … 5 kg to lb") needs two calls that use it,
+/// or an answer that states it twice; the second is listed as "5 (a second time)".
+pub(crate) fn unused_task_numbers(
+    task: &str,
+    args: &[&str],
+    answer: &str,
+    each: bool,
+) -> (usize, Vec<String>) {
     let in_args: Vec<Number> = args.iter().flat_map(|arg| stated_numbers(arg)).collect();
     let stated = stated_numbers(answer);
-    let among = |list: &[Number], number: &Number| {
-        list.iter().any(|other| equal(other.value, number.value))
+    let times_in = |list: &[Number], number: &Number| {
+        list.iter().filter(|other| equal(other.value, number.value)).count()
     };
-    let mut task_numbers: Vec<Number> = Vec::new();
+    // The task's numbers, each once, with how many times the task writes it.
+    let mut task_numbers: Vec<(Number, usize)> = Vec::new();
     for number in stated_numbers(task) {
-        if !among(&task_numbers, &number) {
-            task_numbers.push(number);
+        match task_numbers.iter_mut().find(|(other, _)| equal(other.value, number.value)) {
+            Some((_, times)) => *times += 1,
+            None => task_numbers.push((number, 1)),
         }
     }
-    let used = task_numbers.iter().filter(|number| among(&in_args, number)).count();
-    let unused: Vec<String> = task_numbers
-        .into_iter()
-        .filter(|number| !among(&in_args, number) && !among(&stated, number))
-        .map(|number| number.text)
-        .collect();
+    let mut used = 0;
+    let mut unused = Vec::new();
+    for (number, times) in task_numbers {
+        let times = if each { times } else { 1 };
+        let in_calls = times_in(&in_args, &number);
+        used += in_calls.min(times);
+        let covered = in_calls.max(times_in(&stated, &number));
+        for time in covered..times {
+            unused.push(match time {
+                0 => number.text.clone(),
+                1 => format!("{} (a second time)", number.text),
+                2 => format!("{} (a third time)", number.text),
+                _ => format!("{} (once more)", number.text),
+            });
+        }
+    }
     // One number no call used may be no argument at all ("rounded to 2 decimals").
     if used == 0 && unused.len() < 2 {
         return (0, Vec::new());
     }
     (used, unused)
+}
+
+/// The arguments of a call that respell a word of the user's texts by leaving out one of its
+/// inner letters (`GB` where the task writes "GiB", `amont` for "amount"), each with the word
+/// as the user wrote it, when no user text or result writes the argument's own word. A small
+/// model writes the familiar token for the task's rarer one, and a script that knows both
+/// gives a confident wrong result. A plural's `s` left out (`lb` for "lbs") is no respelling.
+pub(crate) fn respelled_arguments<'a>(
+    args: &'a [String],
+    sources: &Sources<'_>,
+) -> Vec<(&'a str, String)> {
+    fn split(text: &str) -> impl Iterator<Item = &str> {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty())
+    }
+    let user_words: Vec<&str> = sources.user.iter().flat_map(|text| split(text)).collect();
+    let known: Vec<String> = sources
+        .user
+        .iter()
+        .chain(&sources.results)
+        .flat_map(|text| split(text))
+        .map(str::to_lowercase)
+        .collect();
+    let drops_inner_letter = |token: &str, word: &str| {
+        let (token, word): (Vec<char>, Vec<char>) =
+            (token.chars().collect(), word.chars().collect());
+        token.len() >= 2
+            && word.len() == token.len() + 1
+            && (1..word.len() - 1).any(|gone| {
+                word[gone].is_alphabetic()
+                    && word[..gone] == token[..gone]
+                    && word[gone + 1..] == token[gone..]
+            })
+    };
+    let mut found = Vec::new();
+    for arg in args {
+        if arg.starts_with('-') {
+            continue;
+        }
+        let respelled = arg
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|token| token.chars().any(char::is_alphabetic))
+            .find_map(|token| {
+                let lower = token.to_lowercase();
+                if known.contains(&lower) {
+                    return None;
+                }
+                user_words
+                    .iter()
+                    .find(|word| drops_inner_letter(&lower, &word.to_lowercase()))
+                    .map(|word| (*word).to_owned())
+            });
+        if let Some(word) = respelled {
+            found.push((arg.as_str(), word));
+        }
+    }
+    found
+}
+
+/// The argument of a failed call that its error names first, as a whole word, after the
+/// `stderr:` line when there is one (`'units'` in "unknown unit: 'units'; known units: …, kg";
+/// `docs` in "no such folder in the workspace: docs"): most errors name the value they failed
+/// on before any list of what would do. Arguments of one character, and figures, are left out
+/// (they turn up in any text).
+pub(crate) fn argument_named_by_error<'a>(args: &'a [String], output: &str) -> Option<&'a str> {
+    let error = output.split_once("stderr:").map_or(output, |(_, error)| error);
+    let whole_at = |arg: &str| {
+        error.match_indices(arg).map(|(at, _)| at).find(|&at| {
+            let before = error[..at].chars().next_back();
+            let after = error[at + arg.len()..].chars().next();
+            let edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            edge(before) && edge(after)
+        })
+    };
+    args.iter()
+        .map(|arg| arg.trim())
+        .filter(|arg| arg.chars().count() >= 2 && arg.parse::<f64>().is_err())
+        .filter_map(|arg| Some((whole_at(arg)?, arg)))
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, arg)| arg)
+}
+
+/// Kinds of file a task may name ("Markdown files"), with the extension their names end in.
+const FILE_KINDS: [(&str, &str); 16] = [
+    ("markdown", "md"),
+    ("csv", "csv"),
+    ("json", "json"),
+    ("yaml", "yaml"),
+    ("python", "py"),
+    ("text", "txt"),
+    ("pdf", "pdf"),
+    ("html", "html"),
+    ("javascript", "js"),
+    ("typescript", "ts"),
+    ("rust", "rs"),
+    ("shell", "sh"),
+    ("excel", "xlsx"),
+    ("word", "docx"),
+    ("powerpoint", "pptx"),
+    ("toml", "toml"),
+];
+
+/// The kinds of file `task` names, as it writes them, each with the pattern of its names:
+/// a kind word right before "file(s)", "document(s)" or "script(s)" ("Which Markdown files
+/// …" → `Markdown`, `*.md`). English only, like [`reads_as_plan`].
+pub(crate) fn file_kind_patterns(task: &str) -> Vec<(String, String)> {
+    let words: Vec<&str> =
+        task.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).collect();
+    let mut found: Vec<(String, String)> = Vec::new();
+    for pair in words.windows(2) {
+        let noun = pair[1].to_lowercase();
+        if !matches!(
+            noun.as_str(),
+            "file" | "files" | "document" | "documents" | "script" | "scripts"
+        ) {
+            continue;
+        }
+        let kind = pair[0].to_lowercase();
+        if let Some((_, extension)) = FILE_KINDS.iter().find(|(name, _)| *name == kind) {
+            let pattern = format!("*.{extension}");
+            if !found.iter().any(|(_, known)| *known == pattern) {
+                found.push((pair[0].to_owned(), pattern));
+            }
+        }
+    }
+    found
+}
+
+/// Whether `arg` names files by kind: a pattern or a file name with an extension (`*.csv`,
+/// `data/invoice-2024.csv`).
+pub(crate) fn names_file_kind(arg: &str) -> bool {
+    let arg = arg.trim();
+    arg.rsplit_once('.').is_some_and(|(name, extension)| {
+        !name.is_empty()
+            && (1..=5).contains(&extension.len())
+            && extension.starts_with(|c: char| c.is_ascii_alphabetic())
+            && extension.chars().all(|c| c.is_ascii_alphanumeric())
+    })
 }
 
 /// Whether `answer` states a figure of a call's `output` (as written or rounded), other than
@@ -1390,19 +1572,110 @@ mod tests {
     #[test]
     fn the_numbers_of_a_batch_left_unused() {
         let task = "Convert each of these: 5 miles to km; 10 km to miles; 72 F to C; 2 lb to oz.";
-        let unused = |args: &[&str], answer: &str| unused_task_numbers(task, args, answer).1;
+        let unused = |args: &[&str], answer: &str| unused_task_numbers(task, args, answer, true).1;
         assert_eq!(unused(&["5", "mi", "km"], "5 miles are 8.04672 km."), ["10", "72", "2"]);
         assert_eq!(unused(&["5", "mi", "km", "10", "km", "mi"], "8.04672; 6.2"), ["72", "2"]);
-        assert_eq!(unused_task_numbers(task, &["5", "10", "2"], "").0, 3);
+        assert_eq!(unused_task_numbers(task, &["5", "10", "2"], "", true).0, 3);
         // Stated in the answer, or no number used by any call: nothing to say.
         assert!(
             unused(&["5", "mi", "km"], "5 → 8.04672; 10, 72 and 2 were not converted").is_empty()
         );
         assert!(unused(&["sales.csv"], "done") == ["5", "10", "72", "2"]);
-        assert!(unused_task_numbers("The 3 largest in sales.csv", &["sales.csv"], "").1.is_empty());
         assert!(
-            unused_task_numbers("Sum of sales.csv on 2026-01-05", &["sales.csv"], "").1.is_empty()
+            unused_task_numbers("The 3 largest in sales.csv", &["sales.csv"], "", true)
+                .1
+                .is_empty()
         );
+        assert!(
+            unused_task_numbers("Sum of sales.csv on 2026-01-05", &["sales.csv"], "", true)
+                .1
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_number_the_task_writes_twice_needs_two_calls() {
+        let task = "Convert: 5 miles to km; 72 F to C; 5 kg to lb.";
+        let each = |args: &[&str], answer: &str| unused_task_numbers(task, args, answer, true);
+        assert_eq!(
+            each(&["5", "mi", "km", "72", "F", "C"], "72 F is 22.2 C."),
+            (2, vec!["5 (a second time)".to_owned()])
+        );
+        // The answer of the first conversion states 5 once: still one short.
+        assert_eq!(
+            each(&["5", "mi", "km", "72", "F", "C"], "5 miles is 8.04672 km.").1,
+            ["5 (a second time)"]
+        );
+        assert!(each(&["5", "mi", "km", "72", "F", "C", "5", "kg", "lb"], "").1.is_empty());
+        assert_eq!(each(&["5", "mi", "km", "72", "F", "C", "5", "kg", "lb"], "").0, 3);
+        // Format 10 counted each number once.
+        assert!(
+            unused_task_numbers(task, &["5", "mi", "km", "72", "F", "C"], "", false).1.is_empty()
+        );
+    }
+
+    #[test]
+    fn an_argument_that_leaves_out_a_letter_of_the_tasks_word_is_respelled() {
+        let task = ["How many MB are 1 GiB?"];
+        let sources = Sources { user: task.to_vec(), ..Default::default() };
+        let args = |list: &[&str]| list.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
+        let call = args(&["1", "GB", "MB"]);
+        assert_eq!(respelled_arguments(&call, &sources), [("GB", "GiB".to_owned())]);
+        assert!(respelled_arguments(&args(&["1", "GiB", "MB"]), &sources).is_empty());
+        assert!(respelled_arguments(&args(&["1", "gib", "mb"]), &sources).is_empty());
+        // A plural's `s`, a first letter, a word a result writes: no respelling.
+        let task = ["Convert 3 lbs to kg"];
+        let plural = Sources { user: task.to_vec(), ..Default::default() };
+        assert!(respelled_arguments(&args(&["3", "lb", "kg"]), &plural).is_empty());
+        let listed = Sources {
+            user: vec!["How many MB are 1 GiB?"],
+            results: vec!["known units: B, kB, MB, GB, GiB"],
+            ..Default::default()
+        };
+        assert!(respelled_arguments(&call, &listed).is_empty());
+        let column = Sources { user: vec!["Total the amount column"], ..Default::default() };
+        assert_eq!(
+            respelled_arguments(&args(&["sales.csv", "amont"]), &column),
+            [("amont", "amount".to_owned())]
+        );
+        assert!(respelled_arguments(&args(&["--name", "sales"]), &column).is_empty());
+    }
+
+    #[test]
+    fn the_argument_an_error_names_first() {
+        let args = |list: &[&str]| list.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
+        let unit = "exit code 2\nstderr:\nconvert: unknown unit: 'units'; known units: mass: g, \
+                    kg, lb";
+        assert_eq!(argument_named_by_error(&args(&["212", "units", "kg"]), unit), Some("units"));
+        let folder = "exit code 2\nstderr:\nfind_files: no such folder in the workspace: docs \
+                      (usage: find_files.py PATTERN [FOLDER])";
+        assert_eq!(argument_named_by_error(&args(&["*.md", "docs"]), folder), Some("docs"));
+        assert_eq!(argument_named_by_error(&args(&["3", "x"]), "stderr:\nfailed on 3 x"), None);
+        assert_eq!(argument_named_by_error(&args(&["a.csv"]), "stderr:\nno a.csvx here"), None);
+    }
+
+    #[test]
+    fn the_kinds_of_file_a_task_names() {
+        let kinds = |task: &str| file_kind_patterns(task);
+        assert_eq!(
+            kinds("Which Markdown files are in the workspace?"),
+            [("Markdown".to_owned(), "*.md".to_owned())]
+        );
+        assert_eq!(kinds("List the CSV files and the Python scripts.").len(), 2);
+        assert!(kinds("How many words does the file have?").is_empty());
+        assert!(kinds("Count the words in notes.md").is_empty());
+        assert!(names_file_kind("*.csv") && names_file_kind("data/invoice-2024.csv"));
+        assert!(!names_file_kind("docs") && !names_file_kind("8.04672") && !names_file_kind("."));
+    }
+
+    #[test]
+    fn the_second_restated_result_is_named_with_the_first() {
+        let note =
+            combine_again_note(&["1705.47".to_owned(), "212".to_owned()], "Add A to B: the sum?");
+        assert!(note.contains("1705.47 and 212 are results"), "{note}");
+        assert!(note.contains("their sum (1705.47 + 212)"), "{note}");
+        let note = combine_again_note(&["9".to_owned(), "4".to_owned()], "Subtract B from A.");
+        assert!(note.contains("the difference the task asks for"), "{note}");
     }
 
     #[test]

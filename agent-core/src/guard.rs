@@ -203,6 +203,15 @@ impl FailureTracker {
         };
     }
 
+    /// Takes the last recorded action out of the same-action streak (a refusal that invites
+    /// the same call again); its kind still counts.
+    pub(crate) fn forgive_last(&mut self) {
+        self.same_action = match self.same_action.take() {
+            Some((action, count)) if count > 1 => Some((action, count - 1)),
+            _ => None,
+        };
+    }
+
     /// Whether the run is stuck, with the reason.
     pub(crate) fn stuck(&self, config: &AgentConfig) -> Option<String> {
         if let Some((action, count)) = &self.same_action

@@ -177,6 +177,9 @@ pub(crate) struct Run {
     pub(crate) deadlines: VecDeque<RecordedDeadline>,
     pub(crate) failures: guard::FailureTracker,
     pub(crate) next_observation: u32,
+    /// The observations of refusals that invite the same call again (an argument no source
+    /// states): no step of a loop of the same failing action (format 11).
+    pub(crate) invited: Vec<String>,
     /// Texts of observations by id (full text), for `recall_observation`.
     pub(crate) observation_texts: Vec<(String, String)>,
     /// The check of final answers against what the run saw.
@@ -610,11 +613,23 @@ impl Run {
                 return Ok(None);
             }
         }
-        if let Some(message) =
-            self.repeated_failure(action).or_else(|| self.unstated_arguments(action, space))
-        {
+        if let Some(message) = self.repeated_failure(action) {
             self.emit(ActionValidated::invalid(Some(action), &message))?;
             self.observe(Some(action), ObservationStatus::Refused, &message, tool_call_id)?;
+            return Ok(None);
+        }
+        if let Some(message) = self.unstated_arguments(action, space) {
+            self.emit(ActionValidated::invalid(Some(action), &message))?;
+            let id =
+                self.observe(Some(action), ObservationStatus::Refused, &message, tool_call_id)?;
+            // From format 11 this refusal, which invites the same call again, is no step of a
+            // loop: told "if it is right, make the same call again", the local 1.5B did, the
+            // folder was wrong, and the refused repeat of that failure was the third "same
+            // failing action" — the run ended stuck before it read which argument failed.
+            if self.format >= crate::grounding::EACH_SINCE_FORMAT {
+                self.failures.forgive_last();
+                self.invited.push(id);
+            }
             return Ok(None);
         }
         self.emit(ActionValidated::valid(action))?;
@@ -761,14 +776,29 @@ impl Run {
                 return None;
             }
         }
+        let mut named = None;
         let what = match earlier.status {
             ObservationStatus::Failed => {
                 let text = self.observation_text(&earlier.observation);
+                if self.format >= crate::grounding::EACH_SINCE_FORMAT
+                    && let Action::RunScript { args, .. } = action
+                {
+                    named = crate::grounding::argument_named_by_error(args, text);
+                }
                 format!("failed ({}: {})", earlier.observation, crate::grounding::output_gist(text))
             }
             ObservationStatus::Timeout => format!("timed out ({})", earlier.observation),
             _ => return None,
         };
+        // From format 11 the note names the argument the error names (told only "change the
+        // arguments", the local 1.5B made the call that failed on `'units'` twice more).
+        if let Some(arg) = named {
+            return Some(format!(
+                "this exact call already {what}; the error names `{arg}`: write another value \
+                 from the task or a result in its place, use another script, or answer with \
+                 what is known"
+            ));
+        }
         Some(format!(
             "this exact call already {what}; the same arguments give the same error: change \
              the arguments, use another script, or answer with what is known"
@@ -803,6 +833,18 @@ impl Run {
             usage
         };
         let mut sources = self.answer_sources();
+        // From format 11: an argument that respells the task's word (the local 1.5B wrote
+        // `GB` for "1 GiB", which the converter also knows), whatever a document shows.
+        if self.format >= crate::grounding::EACH_SINCE_FORMAT
+            && let Some((arg, word)) =
+                crate::grounding::respelled_arguments(args, &sources).into_iter().next()
+        {
+            return Some(format!(
+                "`{arg}` is not how the task writes it: the task writes `{word}`. Write the \
+                 task's own value in its place; if `{arg}` is what the task means, make the \
+                 same call again"
+            ));
+        }
         let documents = std::mem::take(&mut sources.documents);
         let mut unstated = crate::grounding::unstated_arguments(args, &sources, usage);
         if !space.ask_user {
@@ -821,11 +863,25 @@ impl Run {
         } else if self.format >= 10 {
             // "Leave it out" first: asked to convert "20 C to F", the local 1.5B wrote
             // `celsius` (the example's word for C), was refused, and left the unit out.
+            // From format 11, an example's file pattern is followed by the task's kinds of
+            // file as patterns (told only "write the task's own value", the local 1.5B, asked
+            // for "Markdown files", left `*.csv` for other skills' examples).
+            let kinds = if self.format >= crate::grounding::EACH_SINCE_FORMAT
+                && unstated.iter().any(|arg| crate::grounding::names_file_kind(arg))
+            {
+                crate::grounding::file_kind_patterns(&self.state.task)
+            } else {
+                Vec::new()
+            };
+            let kinds = kinds
+                .iter()
+                .map(|(kind, pattern)| format!(". The task's {kind} files: `{pattern}`"))
+                .collect::<String>();
             Some(format!(
                 "{list} {verb} from an example in the skill's instructions, not from the task or \
                  a result. If it means what the task says, make the same call again; if not, \
                  write the task's own value in its place (leave it out only when the task gives \
-                 none)"
+                 none){kinds}"
             ))
         } else {
             Some(format!(
@@ -971,6 +1027,7 @@ impl Run {
             .rev()
             .filter(|record| record.action.as_ref() == Some(action))
             .take_while(|record| record.status != ObservationStatus::Ok)
+            .filter(|record| !self.invited.contains(&record.observation))
             .count();
         (count >= self.config.guard.stuck_repeats as usize).then(|| {
             format!(

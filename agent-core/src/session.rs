@@ -109,8 +109,11 @@ pub struct RunResult {
 /// the task nor the answer names one, offers after a repeated call the skill for what the task
 /// still has no result for, says first in the note that refuses an example's value that the
 /// same call may be made again, cuts long values in the refusal note, and makes the admission after any
-/// refused answer quote-free and bounded.
-pub const RECORD_FORMAT: u32 = 10;
+/// refused answer quote-free and bounded; 11 needs a call for each time the task writes a
+/// number ("5 miles to km; … 5 kg to lb"), refuses a second answer that restates another
+/// single result where the task asks to combine two (naming both), and refuses once a call
+/// with an argument that leaves out an inner letter of the task's word (`GB` for "GiB").
+pub const RECORD_FORMAT: u32 = 11;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -370,6 +373,7 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         replaying: None,
         failures: Default::default(),
         next_observation: 0,
+        invited: Vec::new(),
         observation_texts: Vec::new(),
         grounding: Grounding::new(start.record_format, &start.task),
         format: start.record_format,
@@ -402,7 +406,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
     if input == InputKind::Task {
         run.grounding.refused = false;
         run.grounding.incomplete_at = None;
-        run.grounding.combine_refused = false;
+        run.grounding.combine_refused.clear();
     }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;

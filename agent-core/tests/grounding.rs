@@ -38,6 +38,12 @@ fn main() -> std::process::ExitCode {
         a_count_no_result_names_is_refused_once,
         one_result_where_the_task_adds_two_is_refused_once,
         an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on,
+        a_second_single_result_where_the_task_adds_two_is_refused_too,
+        an_argument_that_respells_the_tasks_word_is_refused_once,
+        a_number_the_task_writes_twice_needs_two_calls,
+        a_repeated_failure_names_the_argument_the_error_names,
+        an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file,
+        a_refusal_that_invites_the_same_call_is_no_step_of_a_loop,
     ])
 }
 
@@ -234,9 +240,10 @@ async fn a_count_no_result_names_is_refused_once() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn one_result_where_the_task_adds_two_is_refused_once() -> anyhow::Result<()> {
-    // Asked to add two column totals, the local 1.5B summarised one column and answered with
-    // its total. From format 10 that answer is refused once, and the second total frees it.
+/// The task to add two column totals on the toolbox with a `total.sh`: the model selects,
+/// totals `amount`, answers with that total alone, totals `units`, then gives `rest`. The run
+/// replays exactly.
+async fn add_two_totals(rest: Vec<MockReply>) -> anyhow::Result<Ran> {
     let fixture = toolbox();
     fixture.script(
         "toolbox",
@@ -244,18 +251,25 @@ async fn one_result_where_the_task_adds_two_is_refused_once() -> anyhow::Result<
         "case \"$1\" in amount) echo \"amount sum: 1705.47\";; *) echo \"units sum: 212\";; esac",
     );
     let total = |column: &str| run_script("toolbox", "scripts/total.sh", &[column]);
-    let summed = "1705.47 + 212 = 1917.47";
-    let model = Arc::new(MockModel::new(vec![
+    let start = vec![
         select("toolbox"),
         total("amount"),
         answer("The total of the amount column is 1705.47."),
         total("units"),
-        answer(summed),
-    ]));
+    ];
+    let model = Arc::new(MockModel::new([start, rest].concat()));
     let task =
         "Add the total of the amount column to the total of the units column: what is the sum?";
     let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
     replays_exactly(&ran).await;
+    Ok(ran)
+}
+
+async fn one_result_where_the_task_adds_two_is_refused_once() -> anyhow::Result<()> {
+    // Asked to add two column totals, the local 1.5B summarised one column and answered with
+    // its total. From format 10 that answer is refused once, and the second total frees it.
+    let summed = "1705.47 + 212 = 1917.47";
+    let ran = add_two_totals(vec![answer(summed)]).await?;
     assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok"]);
     let note = &ran.observations()[2].1;
     assert!(note.contains("1705.47 is one result"), "{note}");
@@ -581,5 +595,159 @@ async fn a_refused_example_path_grounds_no_answer() -> anyhow::Result<()> {
     );
     assert!(ran.result.grounded);
     replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_second_single_result_where_the_task_adds_two_is_refused_too() -> anyhow::Result<()> {
+    // Refused once for restating the amount total, the local 1.5B fetched the units total
+    // and answered with that alone. From format 11 that is refused too, naming both and the
+    // sum to work out.
+    let summed = "1705.47 + 212 = 1917.47";
+    let ran = add_two_totals(vec![answer("The total of the units column is 212."), answer(summed)])
+        .await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);
+    let note = &ran.observations()[4].1;
+    assert!(note.contains("1705.47 and 212 are results"), "{note}");
+    assert!(note.contains("their sum (1705.47 + 212)"), "{note}");
+    assert_eq!(ran.result.final_text, summed);
+    assert!(ran.result.grounded);
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
+    Ok(())
+}
+
+async fn an_argument_that_respells_the_tasks_word_is_refused_once() -> anyhow::Result<()> {
+    // "How many MB are 1 GiB?": the local 1.5B passed `GB`, which the converter also knows,
+    // and answered 1000. From format 11 the call is refused once, naming the task's word.
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = converted $3\"");
+    let convert = |unit: &str| run_script("toolbox", "scripts/convert.sh", &["1", unit, "MB"]);
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        convert("GB"),
+        convert("GiB"),
+        answer("1 GiB = converted MB"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "How many MB are 1 GiB?")
+        .await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    assert_eq!(
+        ran.observations()[1].1,
+        "`GB` is not how the task writes it: the task writes `GiB`. Write the task's own value \
+         in its place; if `GB` is what the task means, make the same call again"
+    );
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    Ok(())
+}
+
+async fn a_number_the_task_writes_twice_needs_two_calls() -> anyhow::Result<()> {
+    // "5 miles to km; …; 5 kg to lb": 5 was used once, so the last conversion was never run.
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = 1$1 $3\"");
+    let convert = |args: &[&str]| run_script("toolbox", "scripts/convert.sh", args);
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        convert(&["5", "mi", "km"]),
+        convert(&["72", "F", "C"]),
+        answer("5 mi = 15 km; 72 F = 172 C"),
+        convert(&["5", "kg", "lb"]),
+        answer("5 mi = 15 km; 72 F = 172 C; 5 kg = 15 lb"),
+    ]));
+    let task = "Convert each of these: 5 miles to km; 72 F to C; 5 kg to lb.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "ok", "refused", "ok"]);
+    let note = &ran.observations()[3].1;
+    assert!(note.contains("the task also gives 5 (a second time)"), "{note}");
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
+    Ok(())
+}
+
+async fn a_repeated_failure_names_the_argument_the_error_names() -> anyhow::Result<()> {
+    let fixture = toolbox();
+    fixture.script(
+        "toolbox",
+        "scripts/convert.sh",
+        "echo \"convert: unknown unit: '$2'; known units: lb, kg\" >&2\nexit 2",
+    );
+    let convert = run_script("toolbox", "scripts/convert.sh", &["212", "units", "kg"]);
+    let honest = "I cannot convert: the converter does not know the unit.";
+    let model =
+        Arc::new(MockModel::new(vec![select("toolbox"), convert.clone(), convert, answer(honest)]));
+    let task = "Total the units column and convert that many pounds to kilograms.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "failed", "refused"]);
+    let note = &ran.observations()[2].1;
+    assert!(note.contains("the error names `units`: write another value"), "{note}");
+    Ok(())
+}
+
+async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> anyhow::Result<()> {
+    let fixture = Fixture::new();
+    fixture.skill(
+        "finder",
+        "Finds files.",
+        "",
+        "Run the script with a pattern:\n\n```json\n{\"skill\": \"finder\", \"script\": \
+         \"scripts/find.sh\", \"args\": [\"*.csv\"]}\n```",
+    );
+    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
+    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
+    let model = Arc::new(MockModel::new(vec![
+        select("finder"),
+        find(&["*.csv"]),
+        find(&["*.md"]),
+        answer("found *.md"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
+        .await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    let note = &ran.observations()[1].1;
+    assert!(
+        note.ends_with(
+            "(leave it out only when the task gives none). The task's Markdown files: `*.md`"
+        ),
+        "{note}"
+    );
+    Ok(())
+}
+
+async fn a_refusal_that_invites_the_same_call_is_no_step_of_a_loop() -> anyhow::Result<()> {
+    // The example's folder is refused once ("if it is right, make the same call again"), the
+    // call made again fails, and its repeat is refused naming the folder: from format 11 that
+    // is two steps of a loop, not three, so the model still gets to drop the folder.
+    let fixture = Fixture::new();
+    fixture.skill(
+        "finder",
+        "Finds files.",
+        "",
+        "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
+    );
+    fixture.script(
+        "finder",
+        "scripts/find.sh",
+        "if [ -n \"$2\" ]; then echo \"no such folder: $2\" >&2; exit 2; fi\necho \"found TASK.md\"",
+    );
+    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
+    let model = Arc::new(MockModel::new(vec![
+        select("finder"),
+        find(&["*.md", "docs"]),
+        find(&["*.md", "docs"]),
+        find(&["*.md", "docs"]),
+        find(&["*.md"]),
+        answer("TASK.md"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
+        .await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "failed", "refused", "ok"]);
+    assert!(ran.observations()[3].1.contains("the error names `docs`"));
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "TASK.md");
     Ok(())
 }

@@ -552,18 +552,29 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
 }
 
 /// The refusal, once per task, of an answer that restates one result where the task asks to
-/// combine two ("add A to B" answered with A; format 10).
+/// combine two ("add A to B" answered with A; format 10). From format 11 a second answer that
+/// restates another single result is refused too, naming both (refused once, the local 1.5B
+/// fetched the other total and answered with it alone).
 fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
-    if run.format < grounding::COUNTED_SINCE_FORMAT
-        || run.grounding.combine_refused
-        || !grounding::asks_to_combine(&run.state.task)
+    if run.format < grounding::COUNTED_SINCE_FORMAT || !grounding::asks_to_combine(&run.state.task)
     {
         return None;
     }
+    let again = run.format >= grounding::EACH_SINCE_FORMAT;
+    let refused = &run.grounding.combine_refused;
+    if refused.len() >= if again { 2 } else { 1 } {
+        return None;
+    }
     let figure = grounding::restates_one_result(answer, &run.answer_sources())?;
-    run.grounding.combine_refused = true;
+    if run.grounding.combine_refused.contains(&figure) {
+        return None;
+    }
+    run.grounding.combine_refused.push(figure);
     run.state.reasoning.incomplete_refusals += 1;
-    Some(grounding::combine_note(&figure))
+    Some(match &run.grounding.combine_refused[..] {
+        [figure] => grounding::combine_note(figure),
+        figures => grounding::combine_again_note(figures, &run.state.task),
+    })
 }
 
 /// The refusal of an answer that leaves numbers of the task unused (format 8): once, and again
@@ -589,7 +600,8 @@ fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
     if !ran_script {
         return None;
     }
-    let (used, unused) = grounding::unused_task_numbers(&run.state.task, &args, answer);
+    let each = run.format >= grounding::EACH_SINCE_FORMAT;
+    let (used, unused) = grounding::unused_task_numbers(&run.state.task, &args, answer, each);
     if unused.is_empty() || run.grounding.incomplete_at.is_some_and(|before| used <= before) {
         return review_combination(run, answer);
     }
