@@ -520,7 +520,9 @@ pub(crate) fn unused_task_numbers(
 /// inner letters (`GB` where the task writes "GiB", `amont` for "amount"), each with the word
 /// as the user wrote it, when no user text or result writes the argument's own word. A small
 /// model writes the familiar token for the task's rarer one, and a script that knows both
-/// gives a confident wrong result. A plural's `s` left out (`lb` for "lbs") is no respelling.
+/// gives a confident wrong result. A plural's `s` left out (`lb` for "lbs") is no respelling,
+/// and a word of three letters counts only with a capital in it, as a symbol (`GiB`), not a
+/// word of the sentence (`fr`, a language code, is no respelling of "for").
 pub(crate) fn respelled_arguments<'a>(
     args: &'a [String],
     sources: &Sources<'_>,
@@ -528,7 +530,12 @@ pub(crate) fn respelled_arguments<'a>(
     fn split(text: &str) -> impl Iterator<Item = &str> {
         text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty())
     }
-    let user_words: Vec<&str> = sources.user.iter().flat_map(|text| split(text)).collect();
+    let user_words: Vec<&str> = sources
+        .user
+        .iter()
+        .flat_map(|text| split(text))
+        .filter(|word| word.chars().count() > 3 || word.chars().any(char::is_uppercase))
+        .collect();
     let known: Vec<String> = sources
         .user
         .iter()
@@ -1639,6 +1646,9 @@ mod tests {
             [("amont", "amount".to_owned())]
         );
         assert!(respelled_arguments(&args(&["--name", "sales"]), &column).is_empty());
+        let sentence =
+            Sources { user: vec!["Translate it for me into French"], ..Default::default() };
+        assert!(respelled_arguments(&args(&["fr"]), &sentence).is_empty());
     }
 
     #[test]
