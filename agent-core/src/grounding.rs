@@ -202,14 +202,7 @@ pub(crate) fn in_code_example(arg: &str, documents: &[&str]) -> bool {
     if arg.is_empty() {
         return false;
     }
-    let whole = |span: &str| {
-        span.match_indices(arg).any(|(at, _)| {
-            let before = span[..at].chars().next_back();
-            let after = span[at + arg.len()..].chars().next();
-            let edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-            edge(before) && edge(after)
-        })
-    };
+    let whole = |span: &str| whole_word_at(span, arg).is_some();
     documents.iter().any(|document| {
         document.split("```").enumerate().any(|(index, part)| {
             if index % 2 == 1 {
@@ -219,6 +212,17 @@ pub(crate) fn in_code_example(arg: &str, documents: &[&str]) -> bool {
             let pieces: Vec<&str> = part.split('`').collect();
             (1..pieces.len().saturating_sub(1)).step_by(2).any(|index| whole(pieces[index]))
         })
+    })
+}
+
+/// Where `text` first writes `word` whole: not inside a longer word or identifier (no letter,
+/// digit or `_` on either side).
+fn whole_word_at(text: &str, word: &str) -> Option<usize> {
+    text.match_indices(word).map(|(at, _)| at).find(|&at| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        let edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        edge(before) && edge(after)
     })
 }
 
@@ -586,18 +590,10 @@ pub(crate) fn respelled_arguments<'a>(
 /// (they turn up in any text).
 pub(crate) fn argument_named_by_error<'a>(args: &'a [String], output: &str) -> Option<&'a str> {
     let error = output.split_once("stderr:").map_or(output, |(_, error)| error);
-    let whole_at = |arg: &str| {
-        error.match_indices(arg).map(|(at, _)| at).find(|&at| {
-            let before = error[..at].chars().next_back();
-            let after = error[at + arg.len()..].chars().next();
-            let edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-            edge(before) && edge(after)
-        })
-    };
     args.iter()
         .map(|arg| arg.trim())
         .filter(|arg| arg.chars().count() >= 2 && arg.parse::<f64>().is_err())
-        .filter_map(|arg| Some((whole_at(arg)?, arg)))
+        .filter_map(|arg| Some((whole_word_at(error, arg)?, arg)))
         .min_by_key(|(at, _)| *at)
         .map(|(_, arg)| arg)
 }

@@ -416,15 +416,10 @@ async fn a_file_placeholder_without_a_file_in_the_task_says_to_find_it() -> anyh
 }
 
 async fn a_value_copied_from_an_example_is_refused_once() -> anyhow::Result<()> {
-    let fixture = Fixture::new();
-    fixture.skill(
-        "finder",
-        "Finds files.",
-        "",
+    let fixture = finder(
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
+        "echo \"found $*\"",
     );
-    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
-    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
         find(&["*.md", "docs"]),
@@ -512,15 +507,10 @@ async fn a_batch_answered_after_its_first_item_is_refused_once() -> anyhow::Resu
 
 async fn an_example_value_in_the_usage_line_is_no_statement() -> anyhow::Result<()> {
     // The usage line is the example itself: its `*.csv` is the skill's, not the task's.
-    let fixture = Fixture::new();
-    fixture.skill(
-        "finder",
-        "Finds files.",
-        "",
+    let fixture = finder(
         "Run it:\n\n```json\n{\"skill\": \"finder\", \"script\": \"scripts/find.sh\", \"args\": [\"*.csv\"]}\n```",
+        "echo \"found $*\"",
     );
-    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
-    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
         find(&["*.csv"]),
@@ -569,17 +559,13 @@ async fn a_final_answer_cut_by_the_token_limit_is_checked_like_any_other() -> an
 }
 
 async fn a_refused_example_path_grounds_no_answer() -> anyhow::Result<()> {
-    let fixture = Fixture::new();
-    fixture.skill(
-        "finder",
-        "Finds files.",
-        "",
+    let fixture = finder(
         "Run `scripts/find.sh PATTERN`. It prints:\n\n```text\nfile: data/invoice-2024.csv\n```",
+        "echo \"found $*\"",
     );
-    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
-        run_script("finder", "scripts/find.sh", &["data/invoice-2024.csv"]),
+        find(&["data/invoice-2024.csv"]),
         answer("The file is data/invoice-2024.csv."),
         answer("I cannot tell which files there are."),
     ]));
@@ -685,16 +671,11 @@ async fn a_repeated_failure_names_the_argument_the_error_names() -> anyhow::Resu
 }
 
 async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> anyhow::Result<()> {
-    let fixture = Fixture::new();
-    fixture.skill(
-        "finder",
-        "Finds files.",
-        "",
+    let fixture = finder(
         "Run the script with a pattern:\n\n```json\n{\"skill\": \"finder\", \"script\": \
          \"scripts/find.sh\", \"args\": [\"*.csv\"]}\n```",
+        "echo \"found $*\"",
     );
-    fixture.script("finder", "scripts/find.sh", "echo \"found $*\"");
-    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
         find(&["*.csv"]),
@@ -720,19 +701,10 @@ async fn a_refusal_that_invites_the_same_call_is_no_step_of_a_loop() -> anyhow::
     // The example's folder is refused once ("if it is right, make the same call again"), the
     // call made again fails, and its repeat is refused naming the folder: from format 11 that
     // is two steps of a loop, not three, so the model still gets to drop the folder.
-    let fixture = Fixture::new();
-    fixture.skill(
-        "finder",
-        "Finds files.",
-        "",
+    let fixture = finder(
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
-    );
-    fixture.script(
-        "finder",
-        "scripts/find.sh",
         "if [ -n \"$2\" ]; then echo \"no such folder: $2\" >&2; exit 2; fi\necho \"found TASK.md\"",
     );
-    let find = |args: &[&str]| run_script("finder", "scripts/find.sh", args);
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
         find(&["*.md", "docs"]),
@@ -750,4 +722,18 @@ async fn a_refusal_that_invites_the_same_call_is_no_step_of_a_loop() -> anyhow::
     assert_eq!(ran.result.outcome, Outcome::Completed);
     assert_eq!(ran.result.final_text, "TASK.md");
     Ok(())
+}
+
+/// A fixture with one skill, `finder` ("Finds files."), whose SKILL.md body is `body` and whose
+/// `scripts/find.sh` is `script`.
+fn finder(body: &str, script: &str) -> Fixture {
+    let fixture = Fixture::new();
+    fixture.skill("finder", "Finds files.", "", body);
+    fixture.script("finder", "scripts/find.sh", script);
+    fixture
+}
+
+/// `run_script` of `finder`'s `scripts/find.sh` with `args`.
+fn find(args: &[&str]) -> MockReply {
+    run_script("finder", "scripts/find.sh", args)
 }
