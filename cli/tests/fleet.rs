@@ -8,6 +8,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -39,6 +40,18 @@ fn nats_server() -> Option<PathBuf> {
     })
 }
 
+/// A loopback port for one of this binary's servers: below the kernel's ephemeral range (so
+/// no `bind(0)`, here or in a CLI under test, is handed it) and used once per process (so a
+/// server restarted on its port, or a cluster's lost node, never finds another test's server
+/// there: CI once saw a test read another test's fleet).
+fn fresh_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let slot = NEXT.fetch_add(1, Ordering::Relaxed);
+    assert!(slot < 100, "this test binary asked for more than 100 server ports");
+    let block = u16::try_from(std::process::id() % 120).unwrap();
+    20_000 + block * 100 + slot
+}
+
 impl Nats {
     /// Starts a server, or `None` (skip) when `nats-server` is not installed outside CI.
     fn start(store: &Path) -> Option<Nats> {
@@ -51,43 +64,45 @@ impl Nats {
             eprintln!("skipping: nats-server is not installed (apt-get install nats-server)");
             return None;
         };
-        // A free port can be taken by another process before the server binds it: then the
-        // server exits, and another port is tried.
+        // A port can be held by a process outside this test binary (a server left over from
+        // an earlier run): then the server exits, and the next port is tried.
         for _ in 0..5 {
-            let port =
-                std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let port = fresh_port();
             if let Some(child) = Nats::try_spawn(&binary, port, store) {
                 let url = format!("nats://127.0.0.1:{port}");
                 return Some(Nats { child, url, port, store: store.to_owned() });
             }
         }
-        panic!("nats-server did not start on any of five free ports");
+        panic!("nats-server did not start on any of five ports");
     }
 
     fn spawn(binary: &Path, port: u16, store: &Path) -> Child {
         Nats::try_spawn(binary, port, store).expect("nats-server exited at start")
     }
 
-    /// Starts the server on `port` and waits until it accepts connections; `None` when it
-    /// exited first (the port was taken).
+    /// Starts the server on `port` and waits until it listens there; `None` when it exited
+    /// first (the port was taken). The server says it listens by writing its ports file
+    /// (`nats-server_<pid>.ports`): a connection that succeeds could reach another server on
+    /// the port while this one is still failing to bind it.
     fn try_spawn(binary: &Path, port: u16, store: &Path) -> Option<Child> {
+        let ports_dir = store.with_extension("ports");
+        std::fs::create_dir_all(&ports_dir).unwrap();
         let mut child = Command::new(binary)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store)
+            .arg("--ports_file_dir")
+            .arg(&ports_dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let ports_file = ports_dir.join(format!("nats-server_{}.ports", child.id()));
         let started = Instant::now();
         loop {
             if child.try_wait().unwrap().is_some() {
                 return None;
             }
-            // A connection to itself (an ephemeral source port equal to `port`, which Linux
-            // allows on loopback) is no server.
-            let accepted = std::net::TcpStream::connect(("127.0.0.1", port))
-                .is_ok_and(|stream| stream.local_addr().is_ok_and(|local| local.port() != port));
-            if accepted {
+            if ports_file.is_file() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Some(child);
             }
             assert!(started.elapsed() < Duration::from_secs(20), "nats-server did not start");
@@ -609,11 +624,7 @@ impl Drop for Cluster {
 impl Cluster {
     /// The README's 3-node configuration, on free loopback ports with stores under `root`.
     fn start(root: &Path) -> Cluster {
-        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let listeners: Vec<_> = (0..6).map(|_| free()).collect();
-        let ports: Vec<u16> =
-            listeners.iter().map(|listener| listener.local_addr().unwrap().port()).collect();
-        drop(listeners);
+        let ports: Vec<u16> = (0..6).map(|_| fresh_port()).collect();
         let (clients, routes) = ports.split_at(3);
         let route_list: Vec<String> =
             routes.iter().map(|port| format!("nats-route://127.0.0.1:{port}")).collect();
@@ -768,6 +779,7 @@ fn two_live_tasks_on_the_local_model_through_one_worker() {
     let output = fleet.run(&["runs", "list", "--nats", &fleet.nats.url.clone(), "--json"]);
     assert_code(&output, 0);
     let runs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(runs.as_array().map(Vec::len), Some(2), "{runs:#}");
     for run in runs.as_array().unwrap() {
         let answer = run["final_text"].as_str().unwrap().replace(',', "");
         assert!(answer.contains(&expected), "expected {expected} in: {answer}");
