@@ -29,6 +29,11 @@ pub(crate) const COUNTED_SINCE_FORMAT: u32 = 10;
 /// refused once for an argument that respells a task word ([`respelled_arguments`]).
 pub(crate) const EACH_SINCE_FORMAT: u32 = 11;
 
+/// The record format from which an answer that states no figure where the task asks to
+/// combine values is refused once ([`combine_figureless_note`]), and plan-execute-think's
+/// rounds that only select skills neither think nor count toward the round limit.
+pub(crate) const ROUNDS_SINCE_FORMAT: u32 = 12;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -47,6 +52,12 @@ pub(crate) struct Grounding {
     /// task asks to combine two: once per task in format 10; from format 11 also a second,
     /// other figure (the second value fetched and restated alone).
     pub(crate) combine_refused: Vec<String>,
+    /// An answer of the current task was refused for stating no figure where the task asks
+    /// to combine values (format 12).
+    pub(crate) combine_figureless: bool,
+    /// The last refusal named every value the answer needs ("work out their sum (A + B)"):
+    /// nothing is left to run (format 12; plan-execute-think goes straight to a think).
+    pub(crate) answer_from_results: bool,
     /// Answers are checked for file names and codes, and for the task's unused numbers; a
     /// guessed argument's result grounds nothing (format 8).
     pub(crate) strict: bool,
@@ -62,6 +73,8 @@ impl Grounding {
             refused: false,
             incomplete_at: None,
             combine_refused: Vec::new(),
+            combine_figureless: false,
+            answer_from_results: false,
             strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
         }
@@ -449,6 +462,24 @@ pub(crate) fn combine_note(figure: &str) -> String {
          other one if needed), then answer with the result of the arithmetic and the values it \
          comes from."
     )
+}
+
+/// The note that refuses, once, an answer that states no figure where the task asks to
+/// combine values (format 12): the local 1.5B's plan-execute-think summary of "Add the total
+/// of the amount column … to the total of its units column" was "The script `csv-summary` has
+/// run successfully, and the results are available.", the two totals only in its next-step
+/// preview.
+pub(crate) fn combine_figureless_note() -> String {
+    "answer not accepted yet: the task asks to combine values, and the answer states no \
+     figure. Take each value the task names from the results above (run the script for one \
+     that is missing), work out the arithmetic the task asks for, and answer with that result \
+     and the values it comes from."
+        .to_owned()
+}
+
+/// Whether `text` states a figure (a number as the grounding check reads it).
+pub(crate) fn states_figure(text: &str) -> bool {
+    !stated_numbers(text).is_empty()
 }
 
 /// The note that refuses a second restated result (format 11): the figures restated so far,

@@ -147,7 +147,7 @@ fn appended(answer: String, lines: &[(&Action, String)]) -> String {
 
 /// Whether `answer` admits that the value is unknown ("I cannot …", "I do not know …"): the
 /// endings [`Run::with_results`] and [`Run::with_found_files`] leave as they are.
-fn admits(answer: &str) -> bool {
+pub(crate) fn admits(answer: &str) -> bool {
     ["I cannot", "I could not", "I do not know"]
         .iter()
         .any(|start| answer.trim_start().starts_with(start))
@@ -900,6 +900,19 @@ impl Run {
     /// What of the run, beside its state and configuration, shapes the action space.
     pub(crate) fn space_rules(&self) -> crate::space::SpaceRules {
         crate::space::SpaceRules { format: self.format, ungrounded_refused: self.grounding.refused }
+    }
+
+    /// The arguments of the current task's script calls, in order.
+    pub(crate) fn task_script_args(&self) -> Vec<&str> {
+        self.state
+            .task_actions()
+            .filter_map(|record| match &record.action {
+                Some(Action::RunScript { args, .. }) => Some(args),
+                _ => None,
+            })
+            .flatten()
+            .map(String::as_str)
+            .collect()
     }
 
     /// A completed answer that states no figure for a task that gives some, while the task's

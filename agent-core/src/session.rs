@@ -112,8 +112,12 @@ pub struct RunResult {
 /// refused answer quote-free and bounded; 11 needs a call for each time the task writes a
 /// number ("5 miles to km; … 5 kg to lb"), refuses a second answer that restates another
 /// single result where the task asks to combine two (naming both), and refuses once a call
-/// with an argument that leaves out an inner letter of the task's word (`GB` for "GiB").
-pub const RECORD_FORMAT: u32 = 11;
+/// with an argument that leaves out an inner letter of the task's word (`GB` for "GiB"); 12
+/// refuses once an answer that states no figure where the task asks to combine values, and in
+/// plan-execute-think lets a round that only selected skills go on to the next plan without a
+/// think and without counting toward the round limit (twice a run at most), and lists in the
+/// plan note the task's values no script call has used yet.
+pub const RECORD_FORMAT: u32 = 12;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -407,6 +411,8 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
         run.grounding.refused = false;
         run.grounding.incomplete_at = None;
         run.grounding.combine_refused.clear();
+        run.grounding.combine_figureless = false;
+        run.grounding.answer_from_results = false;
     }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;

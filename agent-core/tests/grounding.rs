@@ -37,6 +37,8 @@ fn main() -> std::process::ExitCode {
         a_quantity_answered_without_a_figure_gets_the_results,
         a_count_no_result_names_is_refused_once,
         one_result_where_the_task_adds_two_is_refused_once,
+        an_answer_with_no_figure_where_the_task_adds_two_is_refused_once,
+        a_plan_execute_think_round_after_both_results_refused_only_thinks,
         an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on,
         a_second_single_result_where_the_task_adds_two_is_refused_too,
         an_argument_that_respells_the_tasks_word_is_refused_once,
@@ -243,13 +245,39 @@ async fn a_count_no_result_names_is_refused_once() -> anyhow::Result<()> {
 /// The task to add two column totals on the toolbox with a `total.sh`: the model selects,
 /// totals `amount`, answers with that total alone, totals `units`, then gives `rest`. The run
 /// replays exactly.
-async fn add_two_totals(rest: Vec<MockReply>) -> anyhow::Result<Ran> {
+/// A plan-execute-think `think` with this summary.
+fn think(summary: &str, completed: bool) -> MockReply {
+    call(
+        "think",
+        json!({"internal_analysis": "looked at the observations", "user_summary": summary,
+               "task_completed": completed, "next_steps_preview": ""}),
+    )
+}
+
+/// A plan-execute-think plan of one step.
+fn plan(tool: &str, args: serde_json::Value) -> MockReply {
+    call("plan_tool_call", json!({"reasoning": "next", "steps": [{"tool": tool, "args": args}]}))
+}
+
+/// A task that adds two column totals, on the toolbox with a `total.sh` that prints either.
+const ADD_TWO_TOTALS: &str =
+    "Add the total of the amount column to the total of the units column: what is the sum?";
+
+/// The toolbox with `scripts/total.sh COLUMN`, which prints that column's total.
+fn totals_toolbox() -> Fixture {
     let fixture = toolbox();
     fixture.script(
         "toolbox",
         "scripts/total.sh",
         "case \"$1\" in amount) echo \"amount sum: 1705.47\";; *) echo \"units sum: 212\";; esac",
     );
+    fixture
+}
+
+/// react on [`ADD_TWO_TOTALS`]: the amount total fetched and restated as the answer, the units
+/// total fetched, then `rest`.
+async fn add_two_totals(rest: Vec<MockReply>) -> anyhow::Result<Ran> {
+    let fixture = totals_toolbox();
     let total = |column: &str| run_script("toolbox", "scripts/total.sh", &[column]);
     let start = vec![
         select("toolbox"),
@@ -258,11 +286,44 @@ async fn add_two_totals(rest: Vec<MockReply>) -> anyhow::Result<Ran> {
         total("units"),
     ];
     let model = Arc::new(MockModel::new([start, rest].concat()));
-    let task =
-        "Add the total of the amount column to the total of the units column: what is the sum?";
-    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), ADD_TWO_TOTALS).await?;
     replays_exactly(&ran).await;
     Ok(ran)
+}
+
+async fn a_plan_execute_think_round_after_both_results_refused_only_thinks() -> anyhow::Result<()> {
+    // Refused for restating one total, then the other, with "work out their sum (1705.47 +
+    // 212)", the local 1.5B had to plan a step first, ran a total again, and answered with it.
+    // From format 12 the next round is a think alone.
+    let fixture = totals_toolbox();
+    let think = |summary: &str| think(summary, true);
+    let total = |column: &str| {
+        plan(
+            "run_script",
+            json!({"skill": "toolbox", "script": "scripts/total.sh", "args": [column]}),
+        )
+    };
+    let summed = "1705.47 + 212 = 1917.47";
+    let model = Arc::new(MockModel::new(vec![
+        plan("select_skills", json!({"names": ["toolbox"]})),
+        total("amount"),
+        think("The total of the amount column is 1705.47."),
+        total("units"),
+        think("The total of the units column is 212."),
+        think(summed),
+    ]));
+    let config = AgentConfig { strategy: "plan-execute-think".into(), ..AgentConfig::default() };
+    let ran = fixture.run(fixture.agent(&model, config), ADD_TWO_TOTALS).await?;
+    replays_exactly(&ran).await;
+    assert_eq!((ran.result.outcome, ran.result.final_text.as_str()), (Outcome::Completed, summed));
+    assert_eq!(model.remaining(), 0);
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
+    let turns = ran.data(EventKind::TurnStarted);
+    assert_eq!(turns.len(), 4);
+    assert_eq!(turns[3]["allowed"], json!(["think"]));
+    let seen = request_text(&model.requests()[5]);
+    assert!(seen.contains("their sum (1705.47 + 212)"), "{seen}");
+    Ok(())
 }
 
 async fn one_result_where_the_task_adds_two_is_refused_once() -> anyhow::Result<()> {
@@ -298,23 +359,9 @@ async fn an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on() -> any
 }
 
 async fn a_think_that_completes_with_an_invented_figure_is_refused_once() -> anyhow::Result<()> {
-    let think = |summary: &str, completed: bool| {
-        call(
-            "think",
-            json!({"internal_analysis": "looked at the observations", "user_summary": summary,
-                   "task_completed": completed, "next_steps_preview": ""}),
-        )
-    };
-    let plan = |tool: &str, args: serde_json::Value| {
-        call(
-            "plan_tool_call",
-            json!({"reasoning": "next", "steps": [{"tool": tool, "args": args}]}),
-        )
-    };
     let print = json!({"skill": "toolbox", "script": "scripts/print.sh", "args": ["3", "x"]});
     let replies = vec![
         plan("select_skills", json!({"names": ["toolbox"]})),
-        think("The toolbox is selected.", false),
         plan("run_script", print.clone()),
         think("It printed 7 lines.", true),
         plan("run_script", print),
@@ -327,7 +374,8 @@ async fn a_think_that_completes_with_an_invented_figure_is_refused_once() -> any
     assert!(ran.result.grounded);
     assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
     // The refusal answered the think call, and the next round's plan saw it.
-    let seen = request_text(&model.requests()[4]);
+    assert_eq!(model.remaining(), 0);
+    let seen = request_text(&model.requests()[3]);
     assert!(seen.contains("answer not accepted") && seen.contains("(7)"), "{seen}");
     let finishes = ran.data(EventKind::RunFinished);
     assert_eq!(finishes.len(), 1);
@@ -581,6 +629,26 @@ async fn a_refused_example_path_grounds_no_answer() -> anyhow::Result<()> {
     );
     assert!(ran.result.grounded);
     replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn an_answer_with_no_figure_where_the_task_adds_two_is_refused_once() -> anyhow::Result<()> {
+    // The local 1.5B's plan-execute-think summary of this task was "The script has run
+    // successfully, and the results are available.", the totals only in its next-step preview.
+    // From format 12 that is refused once; an admission is not, and neither is a second.
+    let summed = "1705.47 + 212 = 1917.47";
+    let vague = "The scripts have run successfully, and the results are available.";
+    let ran = add_two_totals(vec![answer(vague), answer(summed)]).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);
+    let note = &ran.observations()[4].1;
+    assert!(note.contains("the answer states no figure"), "{note}");
+    assert!(note.contains("work out the arithmetic the task asks for"), "{note}");
+    assert_eq!(ran.result.final_text, summed);
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
+    let admitted = "I cannot tell the sum from these results.";
+    let ran = add_two_totals(vec![answer(admitted)]).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok"]);
+    assert_eq!(ran.result.final_text, admitted);
     Ok(())
 }
 

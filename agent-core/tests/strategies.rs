@@ -23,7 +23,8 @@ fn main() -> ExitCode {
         a_plan_runs_and_a_completing_think_answers,
         a_failing_step_ends_the_batch_and_think_follows,
         a_plan_of_more_than_eight_steps_is_rejected_and_counted,
-        a_round_that_only_selected_skills_with_scripts_cannot_complete,
+        a_round_that_only_selected_skills_goes_on_to_the_next_plan,
+        a_plan_holds_a_step_for_each_value_of_the_task_left,
         a_round_past_its_time_limit_goes_to_think,
         the_round_limit_answers_with_the_last_user_summary,
         without_a_summary_one_forced_call_answers_then_a_deterministic_text,
@@ -73,11 +74,11 @@ fn think(summary: &str, completed: bool) -> MockReply {
     )
 }
 
-/// The replies of the two-round run most tests start from.
+/// The replies of the two-round run most tests start from: a round that only selects the
+/// skill (no think: nothing ran to think about), then a round running its scripts.
 fn two_rounds() -> Vec<MockReply> {
     vec![
         plan(Some("simple"), &[select_step()]),
-        think("The toolbox is selected.", false),
         plan(None, &[script_step("log", &["one"]), script_step("log", &["two"])]),
         think("Logged one and two.", true),
     ]
@@ -103,10 +104,10 @@ async fn a_plan_runs_and_a_completing_think_answers() -> anyhow::Result<()> {
     assert_eq!(ran.final_md(), "Logged one and two.\n");
     assert_eq!(
         (ran.result.turns, ran.result.model_calls, ran.result.tool_calls, ran.result.script_runs),
-        (2, 4, 3, 2)
+        (2, 3, 3, 2)
     );
     assert_eq!(fixture.workspace_text("log.txt"), "one\ntwo\n");
-    assert_eq!(purposes(&ran.events), ["plan", "think", "plan", "think"]);
+    assert_eq!(purposes(&ran.events), ["plan", "plan", "think"]);
     assert_eq!(ran.statuses(), ["ok", "ok", "ok"]);
     // Each phase offers exactly its own tool, named in tool_choice.
     let requests = model.requests();
@@ -115,14 +116,11 @@ async fn a_plan_runs_and_a_completing_think_answers() -> anyhow::Result<()> {
         .map(|request| (common::tool_names(request), request.tool_choice.clone()))
         .collect();
     let named = |tool: &str| (vec![tool.to_owned()], ToolChoice::Named(tool.to_owned()));
-    assert_eq!(
-        forced,
-        [named("plan_tool_call"), named("think"), named("plan_tool_call"), named("think")]
-    );
+    assert_eq!(forced, [named("plan_tool_call"), named("plan_tool_call"), named("think")]);
     // The first plan judges complexity; later ones may not; steps are the actions allowed now.
     let first = &requests[0].tools[0].parameters;
     assert_eq!(first["required"], json!(["reasoning", "steps", "complexity"]));
-    let second = &requests[2].tools[0].parameters;
+    let second = &requests[1].tools[0].parameters;
     assert_eq!(second["required"], json!(["reasoning", "steps"]));
     let step_tools: Vec<&Value> = second["properties"]["steps"]["items"]["anyOf"]
         .as_array()
@@ -140,10 +138,12 @@ async fn a_plan_runs_and_a_completing_think_answers() -> anyhow::Result<()> {
         last["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
     assert_eq!(statuses, [&json!("done"), &json!("done")]);
     assert_eq!(ran.data(EventKind::PlanCreated).len(), 1);
+    // The selecting round does not count toward the limit: a simple task's 2 rounds move to 3.
     let turns = ran.data(EventKind::TurnStarted);
-    assert_eq!(turns[1]["round"], json!([2, 2]));
+    assert_eq!(turns[1]["round"], json!([2, 3]));
     let state = ran.state();
     assert_eq!(state["strategy_state"]["round"], 2);
+    assert_eq!(state["strategy_state"]["preparation_rounds"], 1);
     assert_eq!(state["strategy_state"]["complexity"], "simple");
     assert_eq!(state["strategy_state"]["last_user_summary"], "Logged one and two.");
     Ok(())
@@ -153,7 +153,6 @@ async fn a_failing_step_ends_the_batch_and_think_follows() -> anyhow::Result<()>
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(vec![
         plan(Some("medium"), &[select_step()]),
-        think("Selected.", false),
         plan(
             None,
             &[
@@ -169,7 +168,7 @@ async fn a_failing_step_ends_the_batch_and_think_follows() -> anyhow::Result<()>
     assert_eq!(ran.result.final_text, "Logged one; the second step failed.");
     assert_eq!(fixture.workspace_text("log.txt"), "one\n");
     assert_eq!(ran.statuses(), ["ok", "ok", "failed"]);
-    assert_eq!(purposes(&ran.events), ["plan", "think", "plan", "think"]);
+    assert_eq!(purposes(&ran.events), ["plan", "plan", "think"]);
     let last = *ran.data(EventKind::PlanUpdated).last().unwrap();
     assert_eq!((last["ran"].clone(), last["not_run"].clone()), (json!(2), json!(1)));
     let statuses: Vec<&Value> =
@@ -177,7 +176,7 @@ async fn a_failing_step_ends_the_batch_and_think_follows() -> anyhow::Result<()>
     assert_eq!(statuses, [&json!("done"), &json!("skipped"), &json!("pending")]);
     // The think saw the failure, and its note lists the round's results next to where the
     // summary is asked for.
-    let think_request = &model.requests()[3];
+    let think_request = &model.requests()[2];
     assert!(common::request_text(think_request).contains("cannot handle x"));
     let note = common::note(think_request);
     assert!(
@@ -218,15 +217,18 @@ async fn the_round_limit_answers_with_the_last_user_summary() -> anyhow::Result<
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(vec![
         plan(Some("simple"), &[select_step()]),
-        think("Selected the toolbox.", false),
         plan(None, &[script_step("log", &["one"])]),
         think("Logged one; two is left.", false),
+        plan(None, &[script_step("log", &["one"])]),
+        think("Logged one again; two is left.", false),
     ]));
     let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
     assert_eq!(ran.result.outcome, Outcome::MaxTurns);
-    assert_eq!(ran.result.final_text, "Logged one; two is left.");
-    // No extra call: the summary is the answer.
-    assert_eq!(ran.result.model_calls, 4);
+    assert_eq!(ran.result.final_text, "Logged one again; two is left.");
+    // No extra call: the summary is the answer. Two rounds of work for a simple task, after
+    // the round that only selected.
+    assert_eq!(ran.result.model_calls, 5);
+    assert_eq!(ran.result.turns, 3);
     assert_eq!(model.remaining(), 0);
     assert_eq!(ran.finished()["degraded"], true);
     Ok(())
@@ -241,6 +243,7 @@ async fn without_a_summary_one_forced_call_answers_then_a_deterministic_text() -
         let fixture = toolbox();
         let model = Arc::new(MockModel::new(vec![
             plan(Some("simple"), &[select_step()]),
+            plan(None, &[script_step("log", &["one"])]),
             think("  ", false),
             plan(None, &[script_step("log", &["one"])]),
             call("think", json!({"internal_analysis": "done", "task_completed": false})),
@@ -248,7 +251,10 @@ async fn without_a_summary_one_forced_call_answers_then_a_deterministic_text() -
         ]));
         let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
         assert_eq!(ran.result.outcome, Outcome::MaxTurns);
-        assert_eq!(purposes(&ran.events), ["plan", "think", "plan", "think", "degraded_answer"]);
+        assert_eq!(
+            purposes(&ran.events),
+            ["plan", "plan", "think", "plan", "think", "degraded_answer"]
+        );
         let last = model.requests().pop().unwrap();
         assert!(last.tools.is_empty(), "the forced summary offers no tools");
         match expected {
@@ -277,9 +283,6 @@ async fn json_mode_asks_for_one_document_under_each_phase_schema() -> anyhow::Re
     let model = Arc::new(MockModel::new(vec![
         document(json!({"complexity": "simple", "reasoning": "select first", "steps": [
             {"tool": "select_skills", "args": {"names": ["toolbox"]}}]})),
-        document(
-            json!({"internal_analysis": "ok", "task_completed": false, "user_summary": "Selected."}),
-        ),
         document(json!({"reasoning": "log", "steps": [
             {"args": {"args": ["one"], "script": "scripts/log.sh", "skill": "toolbox"}, "tool": "run_script"}]})),
         document(
@@ -299,15 +302,15 @@ async fn json_mode_asks_for_one_document_under_each_phase_schema() -> anyhow::Re
             other => panic!("not a schema-only request: {other:?}"),
         })
         .collect();
-    assert_eq!(names, ["plan_tool_call", "think", "plan_tool_call", "think"]);
+    assert_eq!(names, ["plan_tool_call", "plan_tool_call", "think"]);
     Ok(())
 }
 
 async fn replay_reproduces_a_plan_execute_think_run() -> anyhow::Result<()> {
     let fixture = toolbox();
     let mut replies = two_rounds();
-    replies.insert(2, plan(None, &[script_step("fail", &["x"])]));
-    replies.insert(3, think("The fail script failed.", false));
+    replies.insert(1, plan(None, &[script_step("fail", &["x"])]));
+    replies.insert(2, think("The fail script failed.", false));
     let mut config = config();
     config.budgets.max_turns = 2;
     let model = Arc::new(MockModel::new(replies));
@@ -361,12 +364,11 @@ async fn a_plan_execute_think_run_resumes_from_any_point_of_its_record() -> anyh
     Ok(())
 }
 
-async fn a_round_that_only_selected_skills_with_scripts_cannot_complete() -> anyhow::Result<()> {
+async fn a_round_that_only_selected_skills_goes_on_to_the_next_plan() -> anyhow::Result<()> {
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(vec![
+        // Taken: nothing ran to think about, so the next plan follows at once.
         plan(Some("simple"), &[select_step()]),
-        // A small model's habit: "done", with a number no script computed.
-        think("The total is 1000.", true),
         plan(None, &[script_step("log", &["one"])]),
         think("Logged one.", true),
     ]));
@@ -375,17 +377,47 @@ async fn a_round_that_only_selected_skills_with_scripts_cannot_complete() -> any
         (ran.result.outcome, ran.result.final_text.as_str()),
         (Outcome::Completed, "Logged one.")
     );
-    assert_eq!(purposes(&ran.events), ["plan", "think", "plan", "think"]);
+    assert_eq!(purposes(&ran.events), ["plan", "plan", "think"]);
+    assert_eq!(ran.state()["strategy_state"]["preparation_rounds"], 1);
     let requests = model.requests();
-    // The first think may not complete: its schema says so and its note says why.
-    let first = &requests[1].tools[0].parameters["properties"]["task_completed"];
-    assert_eq!(first, &json!({"const": false}));
+    // The second plan reads the skill's instructions and offers its scripts; its round line
+    // counts the limit moved on by the selecting round.
     let note = common::request_text(&requests[1]);
-    assert!(note.contains("Scripts selected but not run yet: toolbox/scripts/"), "{note}");
-    assert!(note.contains("task_completed must be false this round"), "{note}");
-    // Once a script ran, it may.
-    let second = &requests[3].tools[0].parameters["properties"]["task_completed"];
+    assert!(note.contains("Use the scripts."), "{note}");
+    assert!(note.contains("Round 2 of 3"), "{note}");
+    // Once a script ran, the think may complete.
+    let second = &requests[2].tools[0].parameters["properties"]["task_completed"];
     assert_eq!(second, &json!({"type": "boolean"}));
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn a_plan_holds_a_step_for_each_value_of_the_task_left() -> anyhow::Result<()> {
+    // The local 1.5B planned one conversion of a four-item batch per round and ran out of
+    // rounds. From format 12 the note lists the values no call has used and the schema asks
+    // for a step each.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        plan(Some("simple"), &[select_step()]),
+        plan(None, &[script_step("log", &["4"])]),
+        think("Logged 4.", false),
+        plan(None, &[script_step("log", &["5"]), script_step("log", &["6"])]),
+        think("Logged 4, 5 and 6.", true),
+    ]));
+    let ran =
+        fixture.run(fixture.agent(&model, config()), "Log 4, 5 and 6 with the toolbox").await?;
+    assert_eq!(ran.result.final_text, "Logged 4, 5 and 6.");
+    let requests = model.requests();
+    let min_steps = |index: usize| {
+        requests[index].tools[0].parameters["properties"]["steps"]["minItems"].clone()
+    };
+    // Before any plan, and once one value is left, a plan may hold one step.
+    assert_eq!((min_steps(0), min_steps(1), min_steps(3)), (json!(1), json!(3), json!(2)));
+    let note = common::request_text(&requests[1]);
+    assert!(note.contains("no script call has used yet: 4, 5, 6. Plan a step for each"), "{note}");
+    let note = common::request_text(&requests[3]);
+    assert!(note.contains("no script call has used yet: 5, 6."), "{note}");
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())
@@ -397,7 +429,6 @@ async fn a_round_past_its_time_limit_goes_to_think() -> anyhow::Result<()> {
     config.budgets.round_timeout_ms = Some(1000);
     let model = Arc::new(MockModel::new(vec![
         plan(Some("simple"), &[select_step()]),
-        think("Selected.", false),
         // The first step alone outlasts the limit: the second never starts.
         plan(None, &[script_step("sleep", &["2.5"]), script_step("log", &["late"])]),
         think("Waited; the logging did not run.", true),
@@ -411,7 +442,7 @@ async fn a_round_past_its_time_limit_goes_to_think() -> anyhow::Result<()> {
     );
     let last = *ran.data(EventKind::PlanUpdated).last().unwrap();
     assert_eq!((last["ran"].clone(), last["not_run"].clone()), (json!(1), json!(1)));
-    let note = common::request_text(&model.requests()[3]);
+    let note = common::request_text(&model.requests()[2]);
     assert!(note.contains("time limit (1000 ms) passed"), "{note}");
     // Replay runs no script and takes no time: the record says where the round stopped.
     let report = replay_check(&ran.run_dir).await?;

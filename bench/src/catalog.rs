@@ -77,7 +77,6 @@ fn react_flow(skills: &[&str], calls: &[Call<'_>], answer_text: &str) -> Vec<Moc
 fn batch_flow(skills: &[&str], calls: &[Call<'_>], answer_text: &str) -> Vec<MockReply> {
     vec![
         plan("select the skills first", Some("simple"), vec![select_step(skills)]),
-        think("selected; the scripts are next", "The skills are selected.", false),
         plan(
             "run every script the task needs",
             None,
@@ -327,7 +326,6 @@ fn multi_skill() -> Vec<Scenario> {
                 Some("complex"),
                 vec![select_step(&[FIND, CSV])],
             ),
-            think("selected", "Skills selected.", false),
             plan(
                 "find, then total",
                 None,
@@ -338,7 +336,6 @@ fn multi_skill() -> Vec<Scenario> {
             ),
             think("212 units in sales.csv", "sales.csv holds 212 units.", false),
             plan("the converter", None, vec![select_step(&[CONVERT])]),
-            think("selected", "The converter is selected.", false),
             plan("convert", None, vec![run_step(CONVERT, CONVERT_SCRIPT, &["212", "lb", "kg"])]),
             think("done", "sales.csv holds 212 units in total; 212 lb = 96.16158244 kg.", true),
         ],
@@ -531,7 +528,6 @@ fn failing_script() -> Vec<Scenario> {
             PLAN_EXECUTE_THINK,
             vec![
                 plan("select the skill", Some("medium"), vec![select_step(&[skill])]),
-                think("selected", "Selected.", false),
                 plan("run it", None, vec![run_step(skill, script, wrong)]),
                 think("it failed; the error names the fix", "The first try failed.", false),
                 plan("run it fixed", None, vec![run_step(skill, script, right)]),
@@ -612,7 +608,6 @@ fn budget_exhaustion() -> Vec<Scenario> {
             PLAN_EXECUTE_THINK,
             vec![
                 plan("select", Some("complex"), vec![select_step(&[CSV])]),
-                think("selected", "Selected the CSV summary.", false),
                 plan("units", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "units"])]),
                 think("units done", "Units total 212.", false),
                 plan("units again", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "units"])]),
@@ -639,7 +634,6 @@ fn budget_exhaustion() -> Vec<Scenario> {
             PLAN_EXECUTE_THINK,
             vec![
                 plan("select", Some("simple"), vec![select_step(&[CSV])]),
-                think("selected", "Selected.", false),
                 plan(
                     "both totals",
                     None,
@@ -716,7 +710,6 @@ fn malformed_output() -> Vec<Scenario> {
             vec![
                 broken("plan_tool_call", r#"{"reasoning": "x", "steps": [{"tool""#),
                 plan("select", Some("medium"), vec![select_step(&[CSV])]),
-                think("selected", "Selected.", false),
                 plan("total", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "amount"])]),
                 think("done", "The total is 1705.47.", true),
             ],
@@ -795,7 +788,6 @@ fn silent_calls() -> Vec<Scenario> {
             PLAN_EXECUTE_THINK,
             vec![
                 plan("", Some("simple"), vec![select_step(&[CSV])]),
-                think("selected", "Selected.", false),
                 plan("", None, vec![run_step(CSV, CSV_SCRIPT, &["sales.csv", "amount"])]),
                 think("done", "1705.47", true),
             ],
@@ -820,7 +812,6 @@ fn silent_calls() -> Vec<Scenario> {
             PLAN_EXECUTE_THINK,
             vec![
                 plan("", Some("simple"), vec![select_step(&[CONVERT])]),
-                think("selected", "Selected.", false),
                 plan(
                     "",
                     None,

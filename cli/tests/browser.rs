@@ -135,8 +135,8 @@ impl Fixture {
     }
 
     /// A finished `plan-execute-think` run over the example task: three planning rounds (select
-    /// the skill, summarise the file, then the column), a think after each, with the model's
-    /// reasoning on most calls.
+    /// the skill, summarise the file, then the column), a think after each that ran a script,
+    /// with the model's reasoning on most calls.
     fn finished_run(&self) {
         let plan = |thinking: &str, reasoning: &str, steps: Value| {
             json!({"thinking": thinking, "tool_calls": [{"name": "plan_tool_call",
@@ -158,12 +158,6 @@ impl Fixture {
                     "The task asks for a column total in a CSV file; csv-summary does that.",
                     "Load the csv-summary skill",
                     json!([{"tool": "select_skills", "args": {"names": ["csv-summary"]}}])
-                ),
-                think(
-                    "The skill runs scripts/csv_summary.py with the file and a column.",
-                    "csv-summary is loaded",
-                    false,
-                    "summarise sales.csv"
                 ),
                 plan(
                     "First look at the whole file to find the column's exact name.",

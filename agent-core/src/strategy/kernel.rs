@@ -554,11 +554,21 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
 /// The refusal, once per task, of an answer that restates one result where the task asks to
 /// combine two ("add A to B" answered with A; format 10). From format 11 a second answer that
 /// restates another single result is refused too, naming both (refused once, the local 1.5B
-/// fetched the other total and answered with it alone).
+/// fetched the other total and answered with it alone). From format 12 an answer that states
+/// no figure at all is refused once too (an admission is not).
 fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
     if run.format < grounding::COUNTED_SINCE_FORMAT || !grounding::asks_to_combine(&run.state.task)
     {
         return None;
+    }
+    if run.format >= grounding::ROUNDS_SINCE_FORMAT
+        && !run.grounding.combine_figureless
+        && !grounding::states_figure(answer)
+        && !crate::run::admits(answer)
+    {
+        run.grounding.combine_figureless = true;
+        run.state.reasoning.incomplete_refusals += 1;
+        return Some(grounding::combine_figureless_note());
     }
     let again = run.format >= grounding::EACH_SINCE_FORMAT;
     let refused = &run.grounding.combine_refused;
@@ -573,7 +583,10 @@ fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
     run.state.reasoning.incomplete_refusals += 1;
     Some(match &run.grounding.combine_refused[..] {
         [figure] => grounding::combine_note(figure),
-        figures => grounding::combine_again_note(figures, &run.state.task),
+        figures => {
+            run.grounding.answer_from_results = run.format >= grounding::ROUNDS_SINCE_FORMAT;
+            grounding::combine_again_note(figures, &run.state.task)
+        }
     })
 }
 
@@ -583,16 +596,7 @@ fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
     if !run.grounding.strict {
         return None;
     }
-    let args: Vec<&str> = run
-        .state
-        .task_actions()
-        .filter_map(|record| match &record.action {
-            Some(Action::RunScript { args, .. }) => Some(args),
-            _ => None,
-        })
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let args = run.task_script_args();
     let ran_script = run
         .state
         .task_actions()

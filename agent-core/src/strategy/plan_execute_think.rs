@@ -15,7 +15,12 @@
 //!
 //! One round is one turn: `max_turns` counts rounds, and `max_rounds` by the task's complexity
 //! (the first plan's `complexity`: simple 2, medium 3, complex 5; medium until a plan says)
-//! ends the run `max_turns` too. Every way out gives a text: the last `user_summary`, else one
+//! ends the run `max_turns` too. From record format 12 a round whose batch only selected
+//! skills whose scripts wait to run goes on to the next plan without a think and does not
+//! count toward `max_rounds` (twice a run at most); a plan must hold a step for each of the
+//! task's values no script call has used yet (when two or more are left); and the round after
+//! a refused answer whose note names every value the answer needs is a think alone. Every way
+//! out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
 use model_adapter::Response;
@@ -27,9 +32,10 @@ use crate::budget::Outcome;
 use crate::config::DecideMode;
 use crate::error::Result;
 use crate::event::{Payload, PlanChange};
+use crate::grounding;
 use crate::run::{Ending, Run, Stop};
 use crate::space::ActionSpace;
-use crate::state::{Plan, PlanStep, StepStatus};
+use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
 
 use super::kernel::{
     self, Accepted, Batch, BatchEnd, Contract, Flow, PlanReply, Position, Prepared, Strategy,
@@ -51,6 +57,9 @@ const THINK: Contract = Contract {
 };
 /// Steps one plan may hold.
 const MAX_STEPS: usize = 8;
+/// Rounds that only selected skills and go on without a think nor counting toward the round
+/// limit (format 12); a later one is a round like any other.
+const MAX_PREPARATION_ROUNDS: u32 = 2;
 const REASONING_MAX: usize = 300;
 const ANALYSIS_MAX: usize = 600;
 const SUMMARY_MAX: usize = 4_000;
@@ -100,6 +109,10 @@ struct RoundState {
     complexity: Option<Complexity>,
     /// The round limit that judgement sets.
     max_rounds: u32,
+    /// Rounds that only selected skills whose scripts wait to run (format 12): they skip the
+    /// think and do not count toward `max_rounds`.
+    #[serde(skip_serializing_if = "is_zero")]
+    preparation_rounds: u32,
     /// Plans rejected (too many steps, no steps, a step that is no action).
     rejected_plans: u32,
     /// The last think's `user_summary`: the answer when the run ends without completion.
@@ -113,6 +126,16 @@ impl RoundState {
     fn complexity(&self) -> Complexity {
         self.complexity.unwrap_or(Complexity::Medium)
     }
+
+    /// The last round the run may start: the limit, moved on by each preparation round.
+    fn last_round(&self) -> u32 {
+        self.max_rounds + self.preparation_rounds
+    }
+}
+
+#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if")]
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// A valid plan.
@@ -145,6 +168,7 @@ impl PlanExecuteThink {
                 round: 0,
                 complexity: None,
                 max_rounds: Complexity::Medium.max_rounds(),
+                preparation_rounds: 0,
                 rejected_plans: 0,
                 last_user_summary: None,
                 timed_out: false,
@@ -158,7 +182,7 @@ impl Strategy for PlanExecuteThink {
     fn limit(&self, run: &Run) -> Option<Stop> {
         let rounds = &self.rounds;
         run.budget_exhausted().or_else(|| {
-            (rounds.round >= rounds.max_rounds).then(|| {
+            (rounds.round >= rounds.last_round()).then(|| {
                 let reason = format!(
                     "the round limit ({} for a {} task) was reached",
                     rounds.max_rounds,
@@ -177,7 +201,11 @@ impl Strategy for PlanExecuteThink {
             Ok(prepared) => prepared,
             Err(stop) => return Ok(Flow::Stop(stop)),
         };
-        let steps_allowed = step_actions(&space);
+        // A refused answer whose note names every value it needs is answered by a think alone
+        // (format 12): told "work out their sum (1705.47 + 212)", the local 1.5B had to plan a
+        // step first, ran a total again, and answered with it.
+        let rethink = std::mem::take(&mut run.grounding.answer_from_results);
+        let steps_allowed = if rethink { Vec::new() } else { step_actions(&space) };
         rounds.round += 1;
         save(run, rounds);
         let allowed =
@@ -186,14 +214,15 @@ impl Strategy for PlanExecuteThink {
             run,
             note.chars().count(),
             allowed,
-            Some(Position::Round([rounds.round, rounds.max_rounds])),
+            Some(Position::Round([rounds.round, rounds.last_round()])),
         )?;
         // Plan (skipped when no action is left: only the think can conclude).
         let mut reasoning = None;
         let mut stop: Option<Stop> = None;
         let mut executed = false;
         if !steps_allowed.is_empty() {
-            let schema = plan_schema(&space, rounds.round);
+            let batch = unused_values(run, &space).len().clamp(1, MAX_STEPS);
+            let schema = plan_schema(&space, rounds.round, batch);
             let parse = |response: &Response, mode| parse_plan(response, mode, &steps_allowed);
             if let Some(reply) =
                 kernel::forced_call(run, "plan", PLAN, &note, schema, parse).await?
@@ -233,8 +262,21 @@ impl Strategy for PlanExecuteThink {
                 }
             }
         }
+        // A batch that only selected skills whose scripts wait to run has nothing to assess
+        // (format 12): the next round plans the scripts at once, and this one does not count
+        // toward the limit. The local 1.5B spent a think, and one of its two or three rounds,
+        // on every selection ("The user has selected the unit-converter skill …").
+        let preparation = executed
+            && stop.is_none()
+            && run.format >= grounding::ROUNDS_SINCE_FORMAT
+            && rounds.preparation_rounds < MAX_PREPARATION_ROUNDS
+            && only_prepared(run);
+        if preparation {
+            rounds.preparation_rounds += 1;
+            save(run, rounds);
+        }
         // Think: after an executed batch, or when no action is left.
-        if executed || steps_allowed.is_empty() {
+        if (executed && !preparation) || steps_allowed.is_empty() {
             let stopped = stop.as_ref().map(|stop| stop.reason.as_str());
             let note =
                 match kernel::fit_note(run, |run: &Run| think_note(run, rounds, stopped)).await? {
@@ -382,8 +424,9 @@ fn step_actions(space: &ActionSpace) -> Vec<&'static str> {
     space.allowed().into_iter().filter(|name| *name != "final_answer").collect()
 }
 
-/// The schema of `plan_tool_call`: steps drawn from the actions the space allows now.
-fn plan_schema(space: &ActionSpace, round: u32) -> Value {
+/// The schema of `plan_tool_call`: steps drawn from the actions the space allows now, at
+/// least `min_steps` of them.
+fn plan_schema(space: &ActionSpace, round: u32, min_steps: usize) -> Value {
     let variants: Vec<Value> = step_actions(space)
         .into_iter()
         .map(|name| kernel::step_schema(space, name, true))
@@ -392,7 +435,7 @@ fn plan_schema(space: &ActionSpace, round: u32) -> Value {
     properties.insert("reasoning".into(), json!({"type": "string", "maxLength": REASONING_MAX}));
     properties.insert(
         "steps".into(),
-        json!({"type": "array", "items": {"anyOf": variants}, "minItems": 1, "maxItems": MAX_STEPS}),
+        json!({"type": "array", "items": {"anyOf": variants}, "minItems": min_steps, "maxItems": MAX_STEPS}),
     );
     let mut required = vec!["reasoning", "steps"];
     if round == 1 {
@@ -517,6 +560,7 @@ fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
     }
     note.push_str(&skills_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
+    note.push_str(&unused_values_line(run, space));
     note.push_str(&format!("Step actions allowed now: {}", step_actions(space).join(", ")));
     if let Some(why) = &space.note {
         note.push_str(&format!(" ({why})"));
@@ -532,6 +576,36 @@ fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
         PLAN.tool
     ));
     note
+}
+
+/// The task's values that no script call has used yet, when scripts may run and two or more
+/// are left (format 12): the plan note lists them and the plan must hold a step for each (up
+/// to the most a plan may hold). The local 1.5B planned one conversion of "5 miles to km; 10
+/// km to miles; 72 F to C; 2 lb to oz" per round and ran out of rounds, told or not.
+fn unused_values(run: &Run, space: &ActionSpace) -> Vec<String> {
+    if run.format < grounding::ROUNDS_SINCE_FORMAT
+        || !run.grounding.strict
+        || !step_actions(space).contains(&"run_script")
+    {
+        return Vec::new();
+    }
+    let args = run.task_script_args();
+    let (_, unused) = grounding::unused_task_numbers(&run.state.task, &args, "", true);
+    if unused.len() < 2 { Vec::new() } else { unused }
+}
+
+/// The plan note's line for [`unused_values`] (empty when there are none).
+fn unused_values_line(run: &Run, space: &ActionSpace) -> String {
+    let unused = unused_values(run, space);
+    if unused.is_empty() {
+        return String::new();
+    }
+    format!(
+        "Values of the task no script call has used yet: {}. Plan a step for each value a \
+         script needs ({} steps or more).\n",
+        unused.join(", "),
+        unused.len().min(MAX_STEPS)
+    )
 }
 
 /// The Think phase's note.
@@ -603,7 +677,20 @@ fn may_complete(run: &Run) -> bool {
     !only_selected || unrun_scripts(run).is_empty()
 }
 
+/// Whether this round's batch only selected skills, each select taken, while their scripts
+/// wait to run: a round with nothing to think about (format 12). A refused select is not.
+fn only_prepared(run: &Run) -> bool {
+    let turn = run.state.counters.turns;
+    let mut batch = run.state.actions.iter().filter(|record| record.turn == turn).peekable();
+    batch.peek().is_some()
+        && batch.all(|record| {
+            matches!(record.action, Some(Action::SelectSkills { .. }))
+                && record.status == ObservationStatus::Ok
+        })
+        && !unrun_scripts(run).is_empty()
+}
+
 /// The first line of a round's notes.
 fn round_line(run: &Run, rounds: &RoundState, round: u32) -> String {
-    budget_line(run, &format!("Round {round} of {}", rounds.max_rounds))
+    budget_line(run, &format!("Round {round} of {}", rounds.last_round()))
 }
