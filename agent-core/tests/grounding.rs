@@ -255,7 +255,7 @@ fn think(summary: &str, completed: bool) -> MockReply {
 }
 
 /// A plan-execute-think plan of one step.
-fn plan(tool: &str, args: serde_json::Value) -> MockReply {
+fn plan(tool: &str, args: &serde_json::Value) -> MockReply {
     call("plan_tool_call", json!({"reasoning": "next", "steps": [{"tool": tool, "args": args}]}))
 }
 
@@ -300,12 +300,12 @@ async fn a_plan_execute_think_round_after_both_results_refused_only_thinks() -> 
     let total = |column: &str| {
         plan(
             "run_script",
-            json!({"skill": "toolbox", "script": "scripts/total.sh", "args": [column]}),
+            &json!({"skill": "toolbox", "script": "scripts/total.sh", "args": [column]}),
         )
     };
     let summed = "1705.47 + 212 = 1917.47";
     let model = Arc::new(MockModel::new(vec![
-        plan("select_skills", json!({"names": ["toolbox"]})),
+        plan("select_skills", &json!({"names": ["toolbox"]})),
         total("amount"),
         think("The total of the amount column is 1705.47."),
         total("units"),
@@ -361,10 +361,10 @@ async fn an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on() -> any
 async fn a_think_that_completes_with_an_invented_figure_is_refused_once() -> anyhow::Result<()> {
     let print = json!({"skill": "toolbox", "script": "scripts/print.sh", "args": ["3", "x"]});
     let replies = vec![
-        plan("select_skills", json!({"names": ["toolbox"]})),
-        plan("run_script", print.clone()),
+        plan("select_skills", &json!({"names": ["toolbox"]})),
+        plan("run_script", &print),
         think("It printed 7 lines.", true),
-        plan("run_script", print),
+        plan("run_script", &print),
         think("It printed 3 lines.", true),
     ];
     let config = AgentConfig { strategy: "plan-execute-think".into(), ..AgentConfig::default() };
