@@ -323,6 +323,9 @@ async fn a_plan_execute_think_round_after_both_results_refused_only_thinks() -> 
     assert_eq!(turns[3]["allowed"], json!(["think"]));
     let seen = request_text(&model.requests()[5]);
     assert!(seen.contains("their sum (1705.47 + 212)"), "{seen}");
+    let note = common::note(&model.requests()[5]);
+    assert!(note.contains("Your last summary: answer not accepted yet"), "{note}");
+    assert!(note.contains("work out the arithmetic in internal_analysis first"), "{note}");
     Ok(())
 }
 

@@ -120,6 +120,10 @@ struct RoundState {
     /// The current round's batch stopped at the round time limit.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     timed_out: bool,
+    /// The note that refused the last think's answer (kept in memory only: a re-run of the
+    /// record refuses it again).
+    #[serde(skip)]
+    refusal: Option<String>,
 }
 
 impl RoundState {
@@ -172,6 +176,7 @@ impl PlanExecuteThink {
                 rejected_plans: 0,
                 last_user_summary: None,
                 timed_out: false,
+                refusal: None,
             },
         }
     }
@@ -279,7 +284,9 @@ impl Strategy for PlanExecuteThink {
         if (executed && !preparation) || steps_allowed.is_empty() {
             let stopped = stop.as_ref().map(|stop| stop.reason.as_str());
             let note =
-                match kernel::fit_note(run, |run: &Run| think_note(run, rounds, stopped)).await? {
+                match kernel::fit_note(run, |run: &Run| think_note(run, rounds, stopped, rethink))
+                    .await?
+                {
                     Ok(note) => note,
                     Err(stop) => {
                         kernel::finish_turn(run, reasoning)?;
@@ -300,6 +307,7 @@ impl Strategy for PlanExecuteThink {
                     if completes { kernel::review_answer(run, &think.user_summary) } else { None };
                 if let Some(note) = refusal {
                     // Not an answer yet: the next round must ground it or say it is unknown.
+                    rounds.refusal = Some(note.clone());
                     kernel::acknowledge(run, tool_call_id, note);
                     save(run, rounds);
                 } else {
@@ -609,7 +617,7 @@ fn unused_values_line(run: &Run, space: &ActionSpace) -> String {
 }
 
 /// The Think phase's note.
-fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
+fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>, rethink: bool) -> String {
     let mut note = round_line(run, rounds, rounds.round);
     // The figures next to where the summary is asked for (the local 1.5B summarised a batch of
     // eight conversions as "the units have been correctly converted", without one figure).
@@ -633,6 +641,15 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>) -> String {
             "task_completed must be false this round: it only loaded instructions, and their \
              scripts have not run.\n",
         );
+    }
+    // A think alone after a refusal that named every value (format 12): the refusal again,
+    // and the arithmetic first (the local 1.5B wrote both totals in its summary and the sum
+    // only in its next-step preview, after it).
+    if rethink && let Some(refusal) = &rounds.refusal {
+        note.push_str(&format!(
+            "Your last summary: {refusal}\nNothing more needs to run: work out the arithmetic in \
+             internal_analysis first, then write its result in user_summary.\n"
+        ));
     }
     note.push_str(&format!(
         "Call {}: internal_analysis (what the results show), user_summary (the \
