@@ -115,8 +115,10 @@ pub struct RunResult {
 /// with an argument that leaves out an inner letter of the task's word (`GB` for "GiB"); 12
 /// refuses once an answer that states no figure where the task asks to combine values, and in
 /// plan-execute-think lets a round that only selected skills go on to the next plan without a
-/// think and without counting toward the round limit (twice a run at most), and lists in the
-/// plan note the task's values no script call has used yet.
+/// think and without counting toward the round limit (twice a run at most), lists in the plan
+/// note the task's values no script call has used yet and asks for a step each, answers a
+/// refusal that names every needed value with a think alone, and lets no think complete after
+/// a round whose every step was refused while the task has no result.
 pub const RECORD_FORMAT: u32 = 12;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

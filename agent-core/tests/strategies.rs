@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         a_plan_of_more_than_eight_steps_is_rejected_and_counted,
         a_round_that_only_selected_skills_goes_on_to_the_next_plan,
         a_plan_holds_a_step_for_each_value_of_the_task_left,
+        a_round_whose_every_step_was_refused_cannot_complete,
         a_round_past_its_time_limit_goes_to_think,
         the_round_limit_answers_with_the_last_user_summary,
         without_a_summary_one_forced_call_answers_then_a_deterministic_text,
@@ -82,6 +83,22 @@ fn two_rounds() -> Vec<MockReply> {
         plan(None, &[script_step("log", &["one"]), script_step("log", &["two"])]),
         think("Logged one and two.", true),
     ]
+}
+
+/// A run of `first`, then a round logging "one" and a think completing with "Logged one.",
+/// which is its answer (with the fixture, which holds the run's folders).
+async fn logging_one_after(
+    first: Vec<MockReply>,
+) -> anyhow::Result<(common::Ran, Arc<MockModel>, common::Fixture)> {
+    let fixture = toolbox();
+    let last = vec![plan(None, &[script_step("log", &["one"])]), think("Logged one.", true)];
+    let model = Arc::new(MockModel::new([first, last].concat()));
+    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(
+        (ran.result.outcome, ran.result.final_text.as_str()),
+        (Outcome::Completed, "Logged one.")
+    );
+    Ok((ran, model, fixture))
 }
 
 async fn plan_execute_think_is_a_known_strategy() -> anyhow::Result<()> {
@@ -365,18 +382,9 @@ async fn a_plan_execute_think_run_resumes_from_any_point_of_its_record() -> anyh
 }
 
 async fn a_round_that_only_selected_skills_goes_on_to_the_next_plan() -> anyhow::Result<()> {
-    let fixture = toolbox();
-    let model = Arc::new(MockModel::new(vec![
-        // Taken: nothing ran to think about, so the next plan follows at once.
-        plan(Some("simple"), &[select_step()]),
-        plan(None, &[script_step("log", &["one"])]),
-        think("Logged one.", true),
-    ]));
-    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
-    assert_eq!(
-        (ran.result.outcome, ran.result.final_text.as_str()),
-        (Outcome::Completed, "Logged one.")
-    );
+    // Taken: nothing ran to think about, so the next plan follows at once.
+    let (ran, model, _fixture) =
+        logging_one_after(vec![plan(Some("simple"), &[select_step()])]).await?;
     assert_eq!(purposes(&ran.events), ["plan", "plan", "think"]);
     assert_eq!(ran.state()["strategy_state"]["preparation_rounds"], 1);
     let requests = model.requests();
@@ -418,6 +426,34 @@ async fn a_plan_holds_a_step_for_each_value_of_the_task_left() -> anyhow::Result
     assert!(note.contains("no script call has used yet: 4, 5, 6. Plan a step for each"), "{note}");
     let note = common::request_text(&requests[3]);
     assert!(note.contains("no script call has used yet: 5, 6."), "{note}");
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn a_round_whose_every_step_was_refused_cannot_complete() -> anyhow::Result<()> {
+    // Told its example pattern was no value of the task, the local 1.5B's think completed
+    // with file names from the skill's own document, nothing run. From format 12 a round whose
+    // every step was refused may not complete while the task has no result.
+    let unselected =
+        ("run_script", json!({"skill": "notes", "script": "scripts/x.sh", "args": []}));
+    let (ran, model, _fixture) = logging_one_after(vec![
+        plan(Some("simple"), &[select_step()]),
+        plan(None, &[unselected]),
+        think("Done: the notes are logged.", true),
+    ])
+    .await?;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    let requests = model.requests();
+    let first = &requests[2].tools[0].parameters["properties"]["task_completed"];
+    assert_eq!(first, &json!({"const": false}));
+    let note = common::request_text(&requests[2]);
+    assert!(
+        note.contains("every step of it was refused, and no script has given a result"),
+        "{note}"
+    );
+    let second = &requests[4].tools[0].parameters["properties"]["task_completed"];
+    assert_eq!(second, &json!({"type": "boolean"}));
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())

@@ -19,8 +19,9 @@
 //! skills whose scripts wait to run goes on to the next plan without a think and does not
 //! count toward `max_rounds` (twice a run at most); a plan must hold a step for each of the
 //! task's values no script call has used yet (when two or more are left); and the round after
-//! a refused answer whose note names every value the answer needs is a think alone. Every way
-//! out gives a text: the last `user_summary`, else one
+//! a refused answer whose note names every value the answer needs is a think alone; a think
+//! may not complete after a round whose every step was refused while the task has no result.
+//! Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
 use model_adapter::Response;
@@ -35,7 +36,7 @@ use crate::event::{Payload, PlanChange};
 use crate::grounding;
 use crate::run::{Ending, Run, Stop};
 use crate::space::ActionSpace;
-use crate::state::{ObservationStatus, Plan, PlanStep, StepStatus};
+use crate::state::{ActionRecord, ObservationStatus, Plan, PlanStep, StepStatus};
 
 use super::kernel::{
     self, Accepted, Batch, BatchEnd, Contract, Flow, PlanReply, Position, Prepared, Strategy,
@@ -636,11 +637,8 @@ fn think_note(run: &Run, rounds: &RoundState, stopped: Option<&str>, rethink: bo
     if !unrun.is_empty() {
         note.push_str(&format!("Scripts selected but not run yet: {}.\n", unrun.join(", ")));
     }
-    if !may_complete(run) {
-        note.push_str(
-            "task_completed must be false this round: it only loaded instructions, and their \
-             scripts have not run.\n",
-        );
+    if let Some(why) = completion_bar(run) {
+        note.push_str(&format!("task_completed must be false this round: {why}.\n"));
     }
     // A think alone after a refusal that named every value (format 12): the refusal again,
     // and the arithmetic first (the local 1.5B wrote both totals in its summary and the sum
@@ -682,16 +680,35 @@ fn unrun_scripts(run: &Run) -> Vec<String> {
 /// Whether this round's think may say the task is done. Not when the round's batch only
 /// selected skills while their scripts wait to run: loaded instructions are no result, and a
 /// small model otherwise "completes" with a number it never computed (the action automaton of
-/// `notes/small-models.md`: the state narrows what may be written).
+/// `notes/small-models.md`: the state narrows what may be written). From format 12 not either
+/// when every step of the round was refused and the task has no result yet.
 fn may_complete(run: &Run) -> bool {
+    completion_bar(run).is_none()
+}
+
+/// Why this round's think may not say the task is done ([`may_complete`]), for its note.
+fn completion_bar(run: &Run) -> Option<&'static str> {
     let turn = run.state.counters.turns;
-    let mut batch = run.state.actions.iter().filter(|record| record.turn == turn).peekable();
-    if batch.peek().is_none() {
-        return true;
+    let batch: Vec<&ActionRecord> =
+        run.state.actions.iter().filter(|record| record.turn == turn).collect();
+    if batch.is_empty() {
+        return None;
     }
     let only_selected =
-        batch.all(|record| matches!(record.action, Some(Action::SelectSkills { .. })));
-    !only_selected || unrun_scripts(run).is_empty()
+        batch.iter().all(|record| matches!(record.action, Some(Action::SelectSkills { .. })));
+    if only_selected && !unrun_scripts(run).is_empty() {
+        return Some("it only loaded instructions, and their scripts have not run");
+    }
+    // From format 12 neither may a round whose every step was refused, in a task with no
+    // result yet: told its example pattern `*.csv` was no value of the task, the local 1.5B
+    // completed with "The Markdown files in the workspace are `*.md` and `docs`.", nothing run.
+    let refused = |record: &&ActionRecord| {
+        matches!(record.status, ObservationStatus::Refused | ObservationStatus::InvalidAction)
+    };
+    (run.format >= grounding::ROUNDS_SINCE_FORMAT
+        && batch.iter().all(refused)
+        && !run.state.task_actions().any(ActionRecord::is_result))
+    .then_some("every step of it was refused, and no script has given a result yet")
 }
 
 /// Whether this round's batch only selected skills, each select taken, while their scripts
