@@ -30,8 +30,9 @@ pub(crate) const COUNTED_SINCE_FORMAT: u32 = 10;
 pub(crate) const EACH_SINCE_FORMAT: u32 = 11;
 
 /// The record format from which an answer that states no figure where the task asks to
-/// combine values is refused once ([`combine_figureless_note`]), and plan-execute-think's
-/// rounds that only select skills neither think nor count toward the round limit.
+/// combine values is refused once ([`combine_figureless_note`]), a value written with its unit
+/// beside that unit once ([`value_with_its_unit`]), and plan-execute-think's rounds that only
+/// select skills neither think nor count toward the round limit.
 pub(crate) const ROUNDS_SINCE_FORMAT: u32 = 12;
 
 /// The check of a run's final answers: what it needs beside the run's observations, and what
@@ -462,6 +463,26 @@ pub(crate) fn combine_note(figure: &str) -> String {
          other one if needed), then answer with the result of the arithmetic and the values it \
          comes from."
     )
+}
+
+/// An argument that writes a value with its unit ("1 nmi") while the unit is another argument
+/// of the same call (`["1 nmi", "nmi", "m"]`, format 12): the value twice, once with its unit,
+/// where a usage of VALUE FROM TO takes the number alone. The argument, the unit and the
+/// value alone; `None` when no argument is so.
+pub(crate) fn value_with_its_unit(args: &[String]) -> Option<(&str, &str, &str)> {
+    args.iter().find_map(|arg| {
+        let (value, unit) = arg.trim().split_once(' ')?;
+        let unit = unit.trim();
+        let numeric = !value.is_empty()
+            && value.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | ',' | '-' | '+'))
+            && value.chars().any(|c| c.is_ascii_digit());
+        let word = !unit.is_empty() && !unit.contains(char::is_whitespace);
+        (numeric && word && args.iter().any(|other| other.trim() == unit)).then_some((
+            arg.as_str(),
+            unit,
+            value,
+        ))
+    })
 }
 
 /// The note that refuses, once, an answer that states no figure where the task asks to
@@ -1646,6 +1667,22 @@ mod tests {
         assert!(
             unused_task_numbers(task, &["5", "mi", "km", "72", "F", "C"], "", false).1.is_empty()
         );
+    }
+
+    #[test]
+    fn a_value_written_with_its_unit_beside_that_unit_is_found() {
+        let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+        let call = args(&["1 nmi", "nmi", "m"]);
+        assert_eq!(value_with_its_unit(&call), Some(("1 nmi", "nmi", "1")));
+        assert_eq!(
+            value_with_its_unit(&args(&["-2.5 C", "C", "F"])),
+            Some(("-2.5 C", "C", "-2.5"))
+        );
+        // The unit not repeated, a phrase, a name with a space: none.
+        assert_eq!(value_with_its_unit(&args(&["1 nmi", "m"])), None);
+        assert_eq!(value_with_its_unit(&args(&["1 nautical mile", "mile"])), None);
+        assert_eq!(value_with_its_unit(&args(&["my notes", "notes"])), None);
+        assert_eq!(value_with_its_unit(&args(&["1", "nmi", "m"])), None);
     }
 
     #[test]

@@ -845,6 +845,18 @@ impl Run {
                  same call again"
             ));
         }
+        // From format 12: a value written with its unit while the unit is an argument too (the
+        // local 1.5B ran `convert.py "1 nmi" nmi m`, which failed on the unit `nmi m`, and
+        // then the same shape with `mile`).
+        if self.format >= crate::grounding::ROUNDS_SINCE_FORMAT
+            && let Some((arg, unit, value)) = crate::grounding::value_with_its_unit(args)
+        {
+            return Some(format!(
+                "`{arg}` holds the value and its unit, and `{unit}` is an argument of its own \
+                 too: write the value alone (`{value}`) in its place; if `{arg}` is what the \
+                 script takes, make the same call again"
+            ));
+        }
         let documents = std::mem::take(&mut sources.documents);
         let mut unstated = crate::grounding::unstated_arguments(args, &sources, usage);
         if !space.ask_user {

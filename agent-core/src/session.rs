@@ -118,7 +118,9 @@ pub struct RunResult {
 /// think and without counting toward the round limit (twice a run at most), lists in the plan
 /// note the task's values no script call has used yet and asks for a step each, answers a
 /// refusal that names every needed value with a think alone, and lets no think complete after
-/// a round whose every step was refused while the task has no result.
+/// a round whose every step was refused while the task has no result; and refuses once a call
+/// with an argument that writes a value with its unit while the unit is an argument too
+/// (`"1 nmi", "nmi", "m"`).
 pub const RECORD_FORMAT: u32 = 12;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

@@ -42,6 +42,7 @@ fn main() -> std::process::ExitCode {
         an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on,
         a_second_single_result_where_the_task_adds_two_is_refused_too,
         an_argument_that_respells_the_tasks_word_is_refused_once,
+        a_value_written_with_its_unit_beside_the_unit_is_refused_once,
         a_number_the_task_writes_twice_needs_two_calls,
         a_repeated_failure_names_the_argument_the_error_names,
         an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file,
@@ -693,6 +694,36 @@ async fn an_argument_that_respells_the_tasks_word_is_refused_once() -> anyhow::R
         ran.observations()[1].1,
         "`GB` is not how the task writes it: the task writes `GiB`. Write the task's own value \
          in its place; if `GB` is what the task means, make the same call again"
+    );
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    Ok(())
+}
+
+async fn a_value_written_with_its_unit_beside_the_unit_is_refused_once() -> anyhow::Result<()> {
+    // "convert 1 nmi to m": the local 1.5B ran `convert.py "1 nmi" nmi m`, which failed on the
+    // unit `nmi m`. From format 12 the call is refused once, naming the value alone; the same
+    // call made again runs (a script may take "1 nmi").
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = converted $3\"");
+    let convert = |args: &[&str]| run_script("toolbox", "scripts/convert.sh", args);
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        convert(&["1 nmi", "nmi", "m"]),
+        convert(&["1", "nmi", "m"]),
+        convert(&["2 nmi", "nmi", "m"]),
+        convert(&["2 nmi", "nmi", "m"]),
+        answer("1 nmi = converted m; 2 nmi nmi = converted m"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Convert 1 nmi and 2 nmi to m.")
+        .await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "refused", "ok"]);
+    assert_eq!(
+        ran.observations()[1].1,
+        "`1 nmi` holds the value and its unit, and `nmi` is an argument of its own too: write \
+         the value alone (`1`) in its place; if `1 nmi` is what the script takes, make the same \
+         call again"
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
     Ok(())
