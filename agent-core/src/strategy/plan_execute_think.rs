@@ -688,9 +688,7 @@ fn may_complete(run: &Run) -> bool {
 
 /// Why this round's think may not say the task is done ([`may_complete`]), for its note.
 fn completion_bar(run: &Run) -> Option<&'static str> {
-    let turn = run.state.counters.turns;
-    let batch: Vec<&ActionRecord> =
-        run.state.actions.iter().filter(|record| record.turn == turn).collect();
+    let batch = this_round(run);
     if batch.is_empty() {
         return None;
     }
@@ -714,14 +712,19 @@ fn completion_bar(run: &Run) -> Option<&'static str> {
 /// Whether this round's batch only selected skills, each select taken, while their scripts
 /// wait to run: a round with nothing to think about (format 12). A refused select is not.
 fn only_prepared(run: &Run) -> bool {
-    let turn = run.state.counters.turns;
-    let mut batch = run.state.actions.iter().filter(|record| record.turn == turn).peekable();
-    batch.peek().is_some()
-        && batch.all(|record| {
+    let batch = this_round(run);
+    !batch.is_empty()
+        && batch.iter().all(|record| {
             matches!(record.action, Some(Action::SelectSkills { .. }))
                 && record.status == ObservationStatus::Ok
         })
         && !unrun_scripts(run).is_empty()
+}
+
+/// The records of this round's batch (empty when its plan ran nothing).
+fn this_round(run: &Run) -> Vec<&ActionRecord> {
+    let turn = run.state.counters.turns;
+    run.state.actions.iter().filter(|record| record.turn == turn).collect()
 }
 
 /// The first line of a round's notes.
