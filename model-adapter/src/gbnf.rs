@@ -20,6 +20,7 @@
 //! ones, a pattern with lookaround, …) makes [`one_line_grammar`] return `None`, and the schema
 //! goes as `response_format`.
 
+pub(crate) mod jump;
 mod pattern;
 
 use std::collections::HashMap;
@@ -184,33 +185,15 @@ impl Builder {
         if !closed {
             return None;
         }
-        let required: Vec<&str> = match map.get("required") {
-            Some(Value::Array(names)) => names.iter().map(Value::as_str).collect::<Option<_>>()?,
-            Some(_) => return None,
-            None => Vec::new(),
-        };
-        if required.iter().any(|name| !properties.contains_key(*name)) {
-            return None;
-        }
-        // The order the request body lists them in (see `ordered`): `propertyOrdering` first,
-        // then the others as serde_json keeps them.
-        let listed: Vec<&str> = match map.get(PROPERTY_ORDERING) {
-            Some(Value::Array(names)) => names.iter().map(Value::as_str).collect::<Option<_>>()?,
-            Some(_) => return None,
-            None => Vec::new(),
-        };
-        let mut order: Vec<&str> =
-            listed.iter().copied().filter(|name| properties.contains_key(*name)).collect();
-        order.extend(properties.keys().map(String::as_str).filter(|name| !listed.contains(name)));
-        let mut members = Vec::with_capacity(order.len());
-        for name in &order {
-            let value = self.visit(&properties[*name], depth + 1)?;
-            let key = literal(&Value::String((*name).to_owned()))?;
-            members.push((required.contains(name), format!(r#"{key} colon {value}"#)));
+        let mut written = Vec::new();
+        for (name, schema, needed) in members(map)? {
+            let value = self.visit(schema, depth + 1)?;
+            let key = literal(&Value::String(name.to_owned()))?;
+            written.push((needed, format!(r#"{key} colon {value}"#)));
         }
         // llama.cpp's layout: the required members in order, then the optional ones, each
         // present or not, in order.
-        let (must, may): (Vec<_>, Vec<_>) = members.into_iter().partition(|(needed, _)| *needed);
+        let (must, may): (Vec<_>, Vec<_>) = written.into_iter().partition(|(needed, _)| *needed);
         let must: Vec<String> = must.into_iter().map(|(_, member)| member).collect();
         let may: Vec<String> = may.into_iter().map(|(_, member)| member).collect();
         let mut body = String::from(r#""{" "#);
@@ -259,6 +242,42 @@ impl Builder {
     }
 }
 
+/// An object's member: its key, its schema, whether it is required.
+type Member<'a> = (&'a str, &'a Value, bool);
+
+/// A closed object's members in the order its document writes them: the required ones first,
+/// then the optional ones, each group in the order the request body lists them (see `ordered`:
+/// `propertyOrdering` first, then the others as serde_json keeps them). `None` for an object
+/// with no properties, open to others, or requiring one it does not declare.
+fn members(map: &Map<String, Value>) -> Option<Vec<Member<'_>>> {
+    let properties = map.get("properties")?.as_object()?;
+    if map.get("additionalProperties") != Some(&Value::Bool(false)) || properties.is_empty() {
+        return None;
+    }
+    let required: Vec<&str> = match map.get("required") {
+        Some(Value::Array(names)) => names.iter().map(Value::as_str).collect::<Option<_>>()?,
+        Some(_) => return None,
+        None => Vec::new(),
+    };
+    if required.iter().any(|name| !properties.contains_key(*name)) {
+        return None;
+    }
+    let listed: Vec<&str> = match map.get(PROPERTY_ORDERING) {
+        Some(Value::Array(names)) => names.iter().map(Value::as_str).collect::<Option<_>>()?,
+        Some(_) => return None,
+        None => Vec::new(),
+    };
+    let mut order: Vec<&str> =
+        listed.iter().copied().filter(|name| properties.contains_key(*name)).collect();
+    order.extend(properties.keys().map(String::as_str).filter(|name| !listed.contains(name)));
+    let (mut must, may): (Vec<_>, Vec<_>) = order
+        .into_iter()
+        .map(|name| (name, &properties[name], required.contains(&name)))
+        .partition(|(_, _, needed)| *needed);
+    must.extend(may);
+    Some(must)
+}
+
 /// A `minLength`-style count: `Some(None)` when absent, `None` when not a small whole number.
 fn count(value: Option<&Value>) -> Option<Option<u64>> {
     match value {
@@ -270,10 +289,14 @@ fn count(value: Option<&Value>) -> Option<Option<u64>> {
 /// `value` written as compact JSON (a `const` or `enum` member; strings in practice), as a
 /// GBNF string literal.
 fn literal(value: &Value) -> Option<String> {
-    let json = serde_json::to_string(value).ok()?;
-    let mut out = String::with_capacity(json.len() + 2);
+    serde_json::to_string(value).ok().map(|json| quoted(&json))
+}
+
+/// `text` as a GBNF string literal.
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
-    for c in json.chars() {
+    for c in text.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
@@ -287,7 +310,7 @@ fn literal(value: &Value) -> Option<String> {
         }
     }
     out.push('"');
-    Some(out)
+    out
 }
 
 #[cfg(test)]

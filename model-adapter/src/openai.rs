@@ -6,6 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
+mod jump;
+
 use crate::error::{Error, Result};
 use crate::http::{
     DeltaStream, HttpConfig, PreparedRequest, Transport, WireDecoder, WireError, WireResult,
@@ -75,6 +77,13 @@ pub enum SchemaFormat {
     /// right against 4 of 6). A schema with a keyword the conversion does not cover
     /// (`pattern`, `$ref`, numeric bounds, …) is sent as `response_format`.
     OneLineGrammar,
+    /// llama.cpp only: [`OneLineGrammar`](SchemaFormat::OneLineGrammar), and the text the
+    /// schema fixes (keys, separators, a one-value enum, closing brackets) is written by the
+    /// client, not generated: the answer is streamed in parts, each request continuing the
+    /// document so far (an assistant prefill) under a grammar for the next part the model
+    /// chooses or writes (jump-forward decoding). The fixed text is evaluated with the prompt,
+    /// as a batch; a schema the walk does not cover is sent whole, as `OneLineGrammar`.
+    JumpForward,
 }
 
 /// Where and how to reach an OpenAI-compatible server.
@@ -126,6 +135,23 @@ impl OpenAiProvider {
         Ok(OpenAiProvider { config, transport })
     }
 
+    /// The schema of a request answered in parts ([`SchemaFormat::JumpForward`]): a json_schema
+    /// answer without tools, whose every document the walk covers.
+    fn jump_schema(&self, request: &ChatRequest) -> Option<Value> {
+        if self.config.schema_format != SchemaFormat::JumpForward || !request.tools.is_empty() {
+            return None;
+        }
+        match &request.response_format {
+            ResponseFormat::JsonSchema { schema, .. }
+                if crate::gbnf::one_line_grammar(schema).is_some()
+                    && crate::gbnf::jump::covers(schema) =>
+            {
+                Some(schema.clone())
+            }
+            _ => None,
+        }
+    }
+
     /// The HTTP request, and a maker of decoders for its answer.
     fn prepare(
         &self,
@@ -151,11 +177,25 @@ impl OpenAiProvider {
 #[async_trait]
 impl ModelProvider for OpenAiProvider {
     async fn chat(&self, request: &ChatRequest) -> Result<Response> {
+        if let Some(schema) = self.jump_schema(request) {
+            let mut assembler = crate::Assembler::new();
+            let mut deltas = jump::stream(&self.transport, &self.config, request, schema);
+            while let Some(delta) = futures_util::StreamExt::next(&mut deltas).await {
+                assembler.push(&delta?);
+            }
+            return assembler.finish().ok_or_else(|| Error::InvalidRequest {
+                provider: "openai".to_owned(),
+                message: "the answer written in parts ended without its finish".to_owned(),
+            });
+        }
         let (prepared, decoder) = self.prepare(request, false)?;
         self.transport.chat(&prepared, decoder).await
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<DeltaStream> {
+        if let Some(schema) = self.jump_schema(request) {
+            return Ok(jump::stream(&self.transport, &self.config, request, schema));
+        }
         let (prepared, decoder) = self.prepare(request, true)?;
         Ok(self.transport.stream(prepared, decoder))
     }
@@ -221,8 +261,10 @@ pub(crate) fn encode_request(
     match response_format {
         ResponseFormat::Text => {}
         ResponseFormat::JsonSchema { schema, .. }
-            if config.schema_format == SchemaFormat::OneLineGrammar
-                && let Some(grammar) = crate::gbnf::one_line_grammar(&schema) =>
+            if matches!(
+                config.schema_format,
+                SchemaFormat::OneLineGrammar | SchemaFormat::JumpForward
+            ) && let Some(grammar) = crate::gbnf::one_line_grammar(&schema) =>
         {
             body.insert("grammar".into(), Value::String(grammar));
         }

@@ -257,6 +257,81 @@ async fn a_one_line_grammar_writes_the_document_on_one_line() {
     }
 }
 
+#[tokio::test]
+async fn jump_forward_writes_a_valid_document_in_parts_with_fewer_generated_tokens() {
+    let Some(url) = server_url() else { return };
+    // A choice of two actions (an anyOf told apart by its const), a one-value enum, a free
+    // string and array, and an optional member at the end: what a turn's schema holds.
+    let variant = |name: &str, args: Value| {
+        json!({"type": "object", "properties": {"type": {"const": name}, "args": args},
+               "required": ["type", "args"], "propertyOrdering": ["type", "args"],
+               "additionalProperties": false})
+    };
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string", "maxLength": 80},
+            "action": {"anyOf": [
+                variant("run_script", json!({"type": "object", "properties": {
+                    "script": {"enum": ["scripts/convert.py"]},
+                    "args": {"type": "array", "items": {"type": "string", "maxLength": 20},
+                             "minItems": 1, "maxItems": 3}},
+                    "required": ["script", "args"], "propertyOrdering": ["script", "args"],
+                    "additionalProperties": false})),
+                variant("final_answer", json!({"type": "object", "properties": {
+                    "content": {"type": "string", "maxLength": 80}},
+                    "required": ["content"], "additionalProperties": false})),
+            ]},
+            "note": {"type": "string", "maxLength": 20}
+        },
+        "required": ["thought", "action"],
+        "propertyOrdering": ["thought", "action"],
+        "additionalProperties": false
+    });
+    let mut request =
+        short_request("Convert 12 miles to km with scripts/convert.py (VALUE FROM TO).", 120);
+    request.response_format =
+        ResponseFormat::JsonSchema { name: "action".into(), schema: schema.clone(), strict: true };
+    let mut generated = Vec::new();
+    for format in [SchemaFormat::OneLineGrammar, SchemaFormat::JumpForward] {
+        let mut config = OpenAiConfig::new(format!("{url}/v1"));
+        config.schema_format = format;
+        let model = OpenAiProvider::new(config).unwrap();
+        let (deltas, response) = streamed(&model, &request).await;
+        // No part found its connection closed under it (each part opens its own).
+        let retries: Vec<&Delta> =
+            deltas.iter().filter(|delta| matches!(delta, Delta::Retry { .. })).collect();
+        assert!(retries.is_empty(), "{format:?}: {retries:?}");
+        assert_eq!(response.finish_reason, FinishReason::Stop, "{format:?}: {response:?}");
+        let value: Value = serde_json::from_str(&response.text)
+            .unwrap_or_else(|error| panic!("{format:?}: {error}: {}", response.text));
+        assert_eq!(stray_whitespace(&response.text), 0, "{}", response.text);
+        assert!(response.text.starts_with(r#"{"thought": ""#), "{}", response.text);
+        let kind = value["action"]["type"].as_str().unwrap();
+        assert!(["run_script", "final_answer"].contains(&kind), "{value}");
+        if kind == "run_script" {
+            assert_eq!(value["action"]["args"]["script"], "scripts/convert.py", "{value}");
+        }
+        // The stream is the document, piece by piece.
+        let streamed_text: String = deltas
+            .iter()
+            .filter_map(|delta| match delta {
+                Delta::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(streamed_text, response.text);
+        generated.push(response.usage.unwrap().completion_tokens);
+        if format == SchemaFormat::JumpForward {
+            let again = model.chat(&request).await.unwrap();
+            assert!(serde_json::from_str::<Value>(&again.text).is_ok(), "{}", again.text);
+        }
+    }
+    // The keys, the const, the enum and the brackets are not generated.
+    let _ = writeln!(std::io::stderr(), "generated tokens, whole / in parts: {generated:?}");
+    assert!(generated[1] < generated[0], "{generated:?}");
+}
+
 /// Whitespace characters of `json` outside its strings other than one space after a `:` or `,`.
 fn stray_whitespace(json: &str) -> usize {
     let (mut inside, mut escaped, mut count, mut last) = (false, false, 0, ' ');

@@ -70,7 +70,17 @@ pub(crate) fn provider_on(state: &ServerState) -> anyhow::Result<OpenAiProvider>
     // One-line action documents: pretty-printed ones cost the 1.5B a fifth more generated tokens,
     // and their whitespace broke the reuse of its cached answer in the next request.
     config.schema_format = SchemaFormat::OneLineGrammar;
+    // The text an action's schema fixes is written by the client, not generated (jump-forward
+    // decoding; models/BENCHMARKS.md); `SKILLS_AGENT_JUMP_FORWARD=off` sends each document whole.
+    if jump_forward(std::env::var("SKILLS_AGENT_JUMP_FORWARD").ok().as_deref()) {
+        config.schema_format = SchemaFormat::JumpForward;
+    }
     Ok(OpenAiProvider::new(config)?)
+}
+
+/// Whether `SKILLS_AGENT_JUMP_FORWARD` (unset: on) asks for jump-forward decoding.
+fn jump_forward(setting: Option<&str>) -> bool {
+    !matches!(setting.map(str::trim), Some("off" | "0" | "false" | "no"))
 }
 
 #[async_trait]
