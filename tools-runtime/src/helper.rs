@@ -11,16 +11,17 @@
 //! root, set rlimits, drop to the unprivileged uid/gid (which clears every capability), re-arm
 //! the parent-death signal (a credential change clears it), set `no_new_privs`, then Landlock,
 //! then seccomp last (it denies syscalls the earlier steps need). Everything goes through safe
-//! wrappers (`nix`, `landlock`, `seccompiler`), so this module needs no `unsafe`.
+//! wrappers (`nix`, `landlock`, `seccompiler`) but one `fork` ([`fork_init`] says why it is
+//! sound).
 //!
 //! The direct backend runs in two processes, because the first child after
-//! `unshare(CLONE_NEWPID)` is the namespace's PID 1 and a fork without `unsafe` is an exec:
-//! the outer helper applies the namespace layers and starts the helper binary again as the
-//! init ([`Stage::InsidePidNamespace`]), which applies the rest, writes the report line,
-//! starts the command (PID 2) and reaps until it ends. The init cannot die by its own signal
-//! (PID 1 ignores it), so it writes how the command ended on a pipe and the outer helper ends
-//! the same way. Where no PID namespace can be made, the outer helper does it all and
-//! `execve`s the command itself, as before.
+//! `unshare(CLONE_NEWPID)` is the namespace's PID 1: the outer helper applies the namespace
+//! layers and forks the init ([`Stage::InsidePidNamespace`]; a multi-threaded helper starts
+//! its binary again instead), which applies the rest, writes the report line, starts the
+//! command (PID 2) and reaps until it ends. The init cannot die by its own signal (PID 1
+//! ignores it), so it writes how the command ended on a pipe and the outer helper ends the same
+//! way. Where no PID namespace can be made, the outer helper does it all and `execve`s the
+//! command itself, as before.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -80,6 +81,13 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
             Some(Err(error)) => return fail(&format!("invalid sandbox plan: {error}")),
             None => return fail("missing sandbox plan argument"),
         };
+    run_plan(&plan, None)
+}
+
+/// Applies the plan's stage and runs the command. `forked_status` is the status pipe of a PID
+/// namespace's init forked from the outer helper (an exec'd init reopens the descriptor its
+/// plan names).
+fn run_plan(plan: &HelperPlan, forked_status: Option<std::fs::File>) -> ExitCode {
     let backend = match plan.stage {
         Stage::Everything | Stage::InsidePidNamespace => Backend::Direct,
         Stage::OutsideBubblewrap | Stage::InsideBubblewrap => Backend::Bubblewrap,
@@ -88,54 +96,57 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
     let mut status_file: Option<std::fs::File> = None;
     match (plan.stage, &plan.pid_namespace_init) {
         (Stage::Everything, _) => {
-            apply_namespace_layers(&plan, &mut report);
+            apply_namespace_layers(plan, &mut report);
             if report.is_active(Layer::PidNamespace) {
-                return match start_pid_namespace_init(&plan, &report) {
+                return match start_pid_namespace_init(plan, &report) {
                     Ok(code) => code,
                     Err(reason) => refuse(report, reason),
                 };
             }
-            apply_credential_layers(&plan, &mut report);
-            apply_self_confinement(&plan, &mut report);
+            apply_credential_layers(plan, &mut report);
+            apply_self_confinement(plan, &mut report);
         }
         (Stage::InsidePidNamespace, Some(init)) => {
             report = init.report.clone();
-            arm_parent_death_signal(&plan, &mut report);
-            // Reopened through `/proc` (a new, close-on-exec descriptor this process owns); the
+            arm_parent_death_signal(plan, &mut report);
+            // A forked init holds the close-on-exec writing end itself; an exec'd one reopens
+            // it through `/proc` (a new, close-on-exec descriptor this process owns), and the
             // inherited one goes with the other inherited descriptors.
             let path = format!("/proc/self/fd/{}", init.status_descriptor);
-            match std::fs::OpenOptions::new().write(true).open(&path) {
+            match forked_status
+                .map_or_else(|| std::fs::OpenOptions::new().write(true).open(&path), Ok)
+            {
                 Ok(file) => status_file = Some(file),
                 Err(error) => {
                     let reason = format!("cannot open the pid namespace's status pipe: {error}");
                     return refuse(report, reason);
                 }
             }
-            apply_credential_layers(&plan, &mut report);
-            apply_self_confinement(&plan, &mut report);
+            apply_credential_layers(plan, &mut report);
+            apply_self_confinement(plan, &mut report);
         }
         (Stage::InsidePidNamespace, None) => {
             return fail("the pid namespace's init needs its parent's report");
         }
         (Stage::OutsideBubblewrap, _) => {
-            apply_namespace_layers(&plan, &mut report);
-            apply_credential_layers(&plan, &mut report);
+            apply_namespace_layers(plan, &mut report);
+            apply_credential_layers(plan, &mut report);
         }
         (Stage::InsideBubblewrap, _) => {
             report.set(Layer::Bubblewrap, LayerStatus::Active, None);
             let note = "bubblewrap --unshare-pid --die-with-parent".to_owned();
             report.set(Layer::PidNamespace, LayerStatus::Active, Some(note));
-            apply_self_confinement(&plan, &mut report);
+            apply_self_confinement(plan, &mut report);
         }
     }
     let status_descriptor = status_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     // Last step before the report: whatever descriptor the runtime's process inherited without
     // close-on-exec (a log file, a socket) must not reach the command, past every layer.
-    let (refused, cause) = match fail_closed_reason(&plan, &report) {
+    let (refused, cause) = match fail_closed_reason(plan, &report) {
         Some(reason) => (Some(reason), RefusalCause::Sandbox),
         None => match working_directory_refusal(&plan.cwd) {
             Some(reason) => (Some(reason), RefusalCause::WorkingDirectory),
-            None => match program_refusal(&plan) {
+            None => match program_refusal(plan) {
                 Some(reason) => (Some(reason), RefusalCause::Program),
                 None => {
                     (close_inherited_descriptors(status_descriptor).err(), RefusalCause::Sandbox)
@@ -157,8 +168,8 @@ pub fn sandbox_helper_main(plan_argument: Option<&OsStr>) -> ExitCode {
             .envs(&plan.environment)
             .current_dir(&plan.cwd)
             .exec(),
-        Stage::OutsideBubblewrap => exec_bubblewrap(&plan),
-        Stage::InsidePidNamespace => match run_as_pid_namespace_init(&plan, status_file) {
+        Stage::OutsideBubblewrap => exec_bubblewrap(plan),
+        Stage::InsidePidNamespace => match run_as_pid_namespace_init(plan, status_file) {
             Ok(code) => return code,
             Err(error) => error,
         },
@@ -175,21 +186,21 @@ fn refuse(report: SandboxReport, reason: String) -> ExitCode {
     ExitCode::from(HELPER_FAILURE_EXIT)
 }
 
-/// The outer helper, once the PID namespace exists: starts the helper binary again as the
-/// namespace's init (its first child is PID 1), waits for it, and ends as the command ended —
-/// with its exit code, or killed by its signal (which the init, being PID 1, cannot do to
-/// itself). While it waits, its parent-death signal still ties it to the runtime, and the
-/// init's ties the init to it: when the runtime dies, the chain ends with the init, and the
-/// kernel kills everything left in the namespace.
+/// The outer helper, once the PID namespace exists: starts the namespace's init (its first
+/// child is PID 1), waits for it, and ends as the command ended — with its exit code, or killed
+/// by its signal (which the init, being PID 1, cannot do to itself). While it waits, its
+/// parent-death signal still ties it to the runtime, and the init's ties the init to it: when
+/// the runtime dies, the chain ends with the init, and the kernel kills everything left in the
+/// namespace.
+///
+/// The init is this process forked ([`fork_init`]) when it is single-threaded, as a helper
+/// started first thing in `main` is; otherwise the helper binary started again.
 fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result<ExitCode, String> {
-    use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+    use nix::fcntl::OFlag;
     use std::io::Read;
     use std::os::fd::AsRawFd;
     let (status_reader, status_writer) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
         .map_err(|error| format!("cannot make the pid namespace's status pipe: {error}"))?;
-    // The init inherits the writing end (and only it); the reading end stays close-on-exec.
-    fcntl(&status_writer, FcntlArg::F_SETFD(FdFlag::empty()))
-        .map_err(|error| format!("cannot pass the status pipe to the pid namespace: {error}"))?;
     let mut init_plan = plan.clone();
     init_plan.stage = Stage::InsidePidNamespace;
     init_plan.parent_pid = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
@@ -197,9 +208,117 @@ fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result
         report: report.clone(),
         status_descriptor: status_writer.as_raw_fd(),
     });
-    let plan_json = serde_json::to_string(&init_plan)
+    let init = if single_threaded() {
+        match fork_init()? {
+            Some(pid) => Init::Forked(pid),
+            // The init: every layer left, the command, how it ended on the pipe.
+            None => {
+                drop(status_reader);
+                return Ok(run_plan(&init_plan, Some(std::fs::File::from(status_writer))));
+            }
+        }
+    } else {
+        Init::Started(exec_init(plan, &init_plan, &status_writer)?)
+    };
+    drop(status_writer);
+    let mut status = String::new();
+    // End of file when the init exits (or dies): whatever it wrote before is the command's end.
+    let _ = std::fs::File::from(status_reader).read_to_string(&mut status);
+    let (init_code, init_signal) = init.wait()?;
+    let signal = match CommandEnd::parse(&status) {
+        Some(CommandEnd::Exited(code)) => return Ok(ExitCode::from(code)),
+        Some(CommandEnd::Signalled(signal)) => signal,
+        None => match (init_code, init_signal) {
+            (Some(code), _) => return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1))),
+            (None, Some(signal)) => signal,
+            (None, None) => return Ok(ExitCode::from(HELPER_FAILURE_EXIT)),
+        },
+    };
+    // Core dumps stay off for this root process too.
+    let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+    if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
+        let _ = nix::sys::signal::raise(signal);
+    }
+    // A signal whose default is to be ignored: the shell's convention.
+    Ok(ExitCode::from(u8::try_from(128 + signal).unwrap_or(HELPER_FAILURE_EXIT)))
+}
+
+/// The PID namespace's init, as the outer helper sees it.
+#[derive(Debug)]
+enum Init {
+    /// This process forked: the init's pid.
+    Forked(nix::unistd::Pid),
+    /// The helper binary started again.
+    Started(std::process::Child),
+}
+
+impl Init {
+    /// Waits for the init to end: its exit code, or the signal that killed it.
+    fn wait(self) -> Result<(Option<i32>, Option<i32>), String> {
+        use nix::sys::wait::{WaitStatus, waitpid};
+        use std::os::unix::process::ExitStatusExt;
+        match self {
+            Init::Forked(pid) => loop {
+                match waitpid(pid, None) {
+                    Ok(WaitStatus::Exited(_, code)) => return Ok((Some(code), None)),
+                    Ok(WaitStatus::Signaled(_, signal, _)) => {
+                        return Ok((None, Some(signal as i32)));
+                    }
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                    Err(error) => return Err(format!("cannot wait for the init: {error}")),
+                }
+            },
+            Init::Started(mut child) => {
+                let status =
+                    child.wait().map_err(|error| format!("cannot wait for the init: {error}"))?;
+                Ok((status.code(), status.signal()))
+            }
+        }
+    }
+}
+
+/// Whether this process has one thread (`Threads:` of `/proc/self/status`), so that a fork
+/// leaves no lock held by a thread the child does not have.
+fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status.lines().any(|line| line.strip_prefix("Threads:").is_some_and(|n| n.trim() == "1"))
+    })
+}
+
+/// Forks this process as the PID namespace's init: one `fork` instead of starting the helper
+/// binary again (an `execve` of a large binary and its loading, 2–3 ms a run here). The init's
+/// pid in the parent, `None` in the init.
+///
+/// The one `unsafe` of the crate. `fork` is unsafe because the child of a multi-threaded
+/// process may only make async-signal-safe calls (another thread may have held a lock, the
+/// allocator's among them, when it was copied). The helper calls this only when it has a
+/// single thread ([`single_threaded`]), as a freshly exec'd helper does: its child is an
+/// ordinary copy of it and may allocate, read `/proc` and build filters as the helper itself
+/// does.
+#[allow(unsafe_code)]
+fn fork_init() -> Result<Option<nix::unistd::Pid>, String> {
+    // SAFETY: the process is single-threaded (checked by the caller), so the child's memory
+    // holds no lock another thread owned, and the child continues as an ordinary process.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Some(child)),
+        Ok(nix::unistd::ForkResult::Child) => Ok(None),
+        Err(error) => Err(format!("cannot fork the pid namespace's init: {error}")),
+    }
+}
+
+/// Starts the helper binary again as the PID namespace's init, passing it the writing end of
+/// the status pipe (the only descriptor it inherits; the reading end stays close-on-exec).
+fn exec_init(
+    plan: &HelperPlan,
+    init_plan: &HelperPlan,
+    status_writer: &std::os::fd::OwnedFd,
+) -> Result<std::process::Child, String> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    fcntl(status_writer, FcntlArg::F_SETFD(FdFlag::empty()))
+        .map_err(|error| format!("cannot pass the status pipe to the pid namespace: {error}"))?;
+    let plan_json = serde_json::to_string(init_plan)
         .map_err(|error| format!("cannot encode the pid namespace's plan: {error}"))?;
-    let mut init = std::process::Command::new(&plan.helper_program)
+    std::process::Command::new(&plan.helper_program)
         .arg(HELPER_MODE_ARGUMENT)
         .arg(plan_json)
         .env_clear()
@@ -209,31 +328,7 @@ fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result
                 "cannot start the pid namespace's init {}: {error}",
                 plan.helper_program.display()
             )
-        })?;
-    drop(status_writer);
-    let mut status = String::new();
-    // End of file when the init exits (or dies): whatever it wrote before is the command's end.
-    let _ = std::fs::File::from(status_reader).read_to_string(&mut status);
-    let init_status = init.wait().map_err(|error| format!("cannot wait for the init: {error}"))?;
-    let signal = match CommandEnd::parse(&status) {
-        Some(CommandEnd::Exited(code)) => return Ok(ExitCode::from(code)),
-        Some(CommandEnd::Signalled(signal)) => signal,
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            match (init_status.code(), init_status.signal()) {
-                (Some(code), _) => return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1))),
-                (None, Some(signal)) => signal,
-                (None, None) => return Ok(ExitCode::from(HELPER_FAILURE_EXIT)),
-            }
-        }
-    };
-    // Core dumps stay off for this root process too.
-    let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
-    if let Ok(signal) = nix::sys::signal::Signal::try_from(signal) {
-        let _ = nix::sys::signal::raise(signal);
-    }
-    // A signal whose default is to be ignored: the shell's convention.
-    Ok(ExitCode::from(u8::try_from(128 + signal).unwrap_or(HELPER_FAILURE_EXIT)))
+        })
 }
 
 /// How the command ended, as the init tells the outer helper.

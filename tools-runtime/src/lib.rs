@@ -31,7 +31,8 @@
 //!    (ptrace, `process_vm_*`, io_uring, mount, bpf, kexec, modules, namespaces, x32 syscall
 //!    numbers, and non-Unix sockets when the network is off), closes every inherited file
 //!    descriptor above stderr, then `execve`s the command. The direct helper also unshares a
-//!    PID namespace and starts itself again as its init (PID 1), which takes the privilege
+//!    PID namespace and forks its init (PID 1; a helper with more than one thread starts
+//!    itself again instead), which takes the privilege
 //!    drop and the self-confinement, starts the command as its child and reaps every orphan;
 //!    the outer helper waits and ends as the command ended (exit code or signal). Each of
 //!    helper and init dies with its parent (`PR_SET_PDEATHSIG`), and the kernel kills every

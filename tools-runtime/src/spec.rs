@@ -123,8 +123,8 @@ pub(crate) struct HelperPlan {
     pub(crate) check_program: bool,
     /// Bubblewrap backend: the bwrap argv (program first) that precedes `-- helper ...`.
     pub(crate) bubblewrap_argv: Vec<String>,
-    /// The helper's own path, re-executed by bwrap for the inner stage and by the direct
-    /// helper as its PID namespace's init.
+    /// The helper's own path, re-executed by bwrap for the inner stage and, when the helper is
+    /// multi-threaded (so cannot fork), by the direct helper as its PID namespace's init.
     pub(crate) helper_program: PathBuf,
     /// Set only for [`Stage::InsidePidNamespace`].
     #[serde(default)]

@@ -122,6 +122,19 @@ pub fn check(root: &Path) -> Result<Vec<Violation>> {
     Ok(violations)
 }
 
+/// Crates whose `unsafe_code` lint is "deny" rather than the workspace's "forbid", so that one
+/// item may `#[allow]` it and say why: the sandbox helper's `fork` (`tools-runtime/src/helper.rs`).
+/// Their `[lints]` must otherwise equal the workspace's.
+const UNSAFE_DENIED: &[&str] = &["tools-runtime"];
+
+/// The workspace's `[workspace.lints]` with `rust.unsafe_code = "deny"`.
+fn lints_with_unsafe_denied(root_manifest: &toml::Value) -> Option<toml::Value> {
+    let mut lints = root_manifest.get("workspace")?.get("lints")?.clone();
+    let rust = lints.get_mut("rust")?.as_table_mut()?;
+    rust.insert("unsafe_code".to_owned(), toml::Value::String("deny".to_owned()));
+    Some(lints)
+}
+
 /// Checks every member manifest: dependency direction, inherited lints, inherited versions.
 pub fn check_manifests(root: &Path) -> Result<Vec<Violation>> {
     let root_manifest = read_toml(&root.join("Cargo.toml"))?;
@@ -169,7 +182,18 @@ pub fn check_manifests(root: &Path) -> Result<Vec<Violation>> {
             .and_then(toml::Value::as_bool)
             == Some(true);
         if !lints_inherited {
-            report("missing `[lints] workspace = true`".to_owned());
+            match lints_with_unsafe_denied(&root_manifest) {
+                Some(allowed) if UNSAFE_DENIED.contains(&name.as_str()) => {
+                    if manifest.get("lints") != Some(&allowed) {
+                        report(
+                            "its own [lints] must be the workspace's with only `unsafe_code = \
+                             \"deny\"` in place of \"forbid\""
+                                .to_owned(),
+                        );
+                    }
+                }
+                _ => report("missing `[lints] workspace = true`".to_owned()),
+            }
         }
         for (table_name, dependency, spec) in dependency_entries(manifest) {
             let inherits_version = spec

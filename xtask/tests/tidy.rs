@@ -162,3 +162,39 @@ mod tempdir {
         }
     }
 }
+
+#[test]
+fn only_the_sandbox_crate_may_deny_unsafe_code_instead_of_forbidding_it() {
+    let dir = tempdir::Dir::new();
+    let lints = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\nmissing_docs = \"warn\"\n";
+    write(
+        dir.path(),
+        "Cargo.toml",
+        &format!("[workspace]\nmembers = [\"tools-runtime\", \"stream-json\"]\n{lints}"),
+    );
+    let own = |name: &str, rest: &str| {
+        format!(
+            "[package]\nname = \"{name}\"\n[lints.rust]\nunsafe_code = \"deny\"\n\
+             missing_docs = \"warn\"\n{rest}"
+        )
+    };
+    write(dir.path(), "tools-runtime/Cargo.toml", &own("tools-runtime", ""));
+    write(dir.path(), "stream-json/Cargo.toml", &own("stream-json", ""));
+    let violations = tidy::check_manifests(dir.path()).unwrap();
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].path, Path::new("stream-json/Cargo.toml"));
+    assert!(violations[0].message.contains("[lints] workspace = true"), "{violations:?}");
+
+    // The exception holds only while the rest of its lints are the workspace's.
+    write(
+        dir.path(),
+        "tools-runtime/Cargo.toml",
+        &own("tools-runtime", "unreachable_pub = \"allow\"\n"),
+    );
+    let violations = tidy::check_manifests(dir.path()).unwrap();
+    assert!(
+        violations.iter().any(|v| v.path == Path::new("tools-runtime/Cargo.toml")
+            && v.message.contains("only `unsafe_code = \"deny\"`")),
+        "{violations:?}"
+    );
+}
