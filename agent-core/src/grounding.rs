@@ -35,6 +35,10 @@ pub(crate) const EACH_SINCE_FORMAT: u32 = 11;
 /// select skills neither think nor count toward the round limit.
 pub(crate) const ROUNDS_SINCE_FORMAT: u32 = 12;
 
+/// The record format from which the note after a script call that worked names the task's
+/// values no call has used yet, while a batch goes on, instead of inviting the answer.
+pub(crate) const BATCH_NOTE_SINCE_FORMAT: u32 = 13;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -735,9 +739,14 @@ pub(crate) fn asks_quantity(task: &str) -> bool {
             .any(|word| matches!(*word, "total" | "sum" | "average" | "mean" | "count" | "number"))
 }
 
+/// The task's unused values as a note lists them: the first eight, comma-separated.
+pub(crate) fn value_list(unused: &[String]) -> String {
+    unused.iter().take(8).map(String::as_str).collect::<Vec<_>>().join(", ")
+}
+
 /// The note that refuses, once, an answer that leaves some of the task's numbers unused.
 pub(crate) fn incomplete_note(unused: &[String]) -> String {
-    let list = unused.iter().take(8).map(String::as_str).collect::<Vec<_>>().join(", ");
+    let list = value_list(unused);
     let them = if unused.len() == 1 { "it" } else { "each of them" };
     format!(
         "answer not accepted yet: the task also gives {list}, which no script call has used. \

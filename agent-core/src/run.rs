@@ -916,15 +916,7 @@ impl Run {
 
     /// The arguments of the current task's script calls, in order.
     pub(crate) fn task_script_args(&self) -> Vec<&str> {
-        self.state
-            .task_actions()
-            .filter_map(|record| match &record.action {
-                Some(Action::RunScript { args, .. }) => Some(args),
-                _ => None,
-            })
-            .flatten()
-            .map(String::as_str)
-            .collect()
+        self.state.task_script_args()
     }
 
     /// A completed answer that states no figure for a task that gives some, while the task's

@@ -120,8 +120,10 @@ pub struct RunResult {
 /// refusal that names every needed value with a think alone, and lets no think complete after
 /// a round whose every step was refused while the task has no result; and refuses once a call
 /// with an argument that writes a value with its unit while the unit is an argument too
-/// (`"1 nmi", "nmi", "m"`).
-pub const RECORD_FORMAT: u32 = 12;
+/// (`"1 nmi", "nmi", "m"`); 13 names, after a script call that worked while the task still
+/// gives values no call has used, those values in the turn's note instead of inviting the
+/// answer.
+pub const RECORD_FORMAT: u32 = 13;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -97,6 +97,42 @@ impl SpaceRules {
     fn arithmetic_done(self) -> bool {
         self.format >= 9
     }
+
+    /// After a script call that worked while the task still gives values no call has used, the
+    /// note names them instead of inviting the answer (from format 13).
+    fn batch_note(self) -> bool {
+        self.format >= crate::grounding::BATCH_NOTE_SINCE_FORMAT
+    }
+}
+
+/// Where a batch of script calls over the task's values stands, after a call of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Batch {
+    /// The values no script call has used yet, listed as the refusal of an incomplete answer
+    /// lists them.
+    Left(String),
+    /// Two or more of the task's values used, none left.
+    Done,
+}
+
+/// After a script run that worked, where the batch over the task's values stands: one or more
+/// of the task's numbers used and some left, or two or more used and none left (see
+/// [`crate::grounding::unused_task_numbers`]); `None` when the task is no batch.
+fn batch_left(state: &RunState, rules: SpaceRules) -> Option<Batch> {
+    if !rules.batch_note()
+        || !state.actions.last().is_some_and(|record| {
+            matches!(record.action, Some(crate::action::Action::RunScript { .. }))
+        })
+    {
+        return None;
+    }
+    let args = state.task_script_args();
+    let (used, unused) = crate::grounding::unused_task_numbers(&state.task, &args, "", true);
+    match (used, unused.is_empty()) {
+        (0, _) | (1, true) => None,
+        (_, true) => Some(Batch::Done),
+        (_, false) => Some(Batch::Left(crate::grounding::value_list(&unused))),
+    }
 }
 
 /// The most skills a small model (JSON mode) is offered to select at once, best first.
@@ -204,11 +240,25 @@ pub(crate) fn action_space(
     // After a call that worked, small models tend to make the same call again (measured on the
     // local 1.5B: an MCP call made twice in every run): say that its result is in.
     if last.is_some_and(crate::state::ActionRecord::is_result) {
-        space.note = Some(
-            "the last call worked and its result is above: answer if it is enough, do not \
-             repeat it"
+        space.note = Some(match batch_left(state, rules) {
+            // Told "answer if it is enough" after the first of eight conversions, the local
+            // 1.5B answered with that one result, was refused for the seven left, ran the next,
+            // answered again: a refused answer per value, and the turns ran out.
+            Some(Batch::Left(left)) => format!(
+                "the last call worked and its result is above. The task also gives {left}, \
+                 which no script call has used: run the script for the next one, one call per \
+                 value, then answer with every result"
+            ),
+            // Led through the batch, the 1.5B then ran its first call again, or wrote a
+            // thought about another skill's description: say the batch is done.
+            Some(Batch::Done) => "the last call worked: every value the task gives has its \
+                                  result now (Results so far). Answer with every result, do not \
+                                  repeat a call"
                 .to_owned(),
-        );
+            None => "the last call worked and its result is above: answer if it is enough, do \
+                     not repeat it"
+                .to_owned(),
+        });
     }
     for skill in &state.selected {
         // A file already read whole is in the transcript: offering it again only invites the
@@ -1137,6 +1187,52 @@ mod tests {
         );
         let format_8 = SpaceRules { format: 8, ungrounded_refused: false };
         assert_eq!(action_space(&state, &config, format_8).select, ["slide-deck"]);
+    }
+
+    #[test]
+    fn after_a_batch_item_the_note_names_the_values_no_call_has_used() {
+        let convert = |turn: u32, args: [&str; 3]| ActionRecord {
+            turn,
+            action: Some(Action::RunScript {
+                skill: "unit-converter".into(),
+                script: "scripts/convert.py".into(),
+                args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            }),
+            status: ObservationStatus::Ok,
+            observation: format!("obs-{turn}"),
+        };
+        let mut state: RunState = serde_json::from_value(json!({
+            "run_id": "r", "task": "Convert: 5 miles to km; 72 F to C; 2 lb to oz",
+            "catalog": [],
+            "selected": [{"name": "unit-converter", "scripts": ["scripts/convert.py"], "resources": []}],
+            "actions": [], "counters": {}, "reasoning": {}
+        }))
+        .unwrap();
+        state.actions = vec![convert(2, ["5", "miles", "km"])];
+        let config = AgentConfig { decide: DecideMode::Json, ..AgentConfig::default() };
+        let note = action_space(&state, &config, SpaceRules::current()).note.unwrap();
+        assert!(
+            note.contains("The task also gives 72, 2, which no script call has used"),
+            "{note}"
+        );
+        // Format 12: the answer is invited.
+        let format_12 = SpaceRules { format: 12, ungrounded_refused: false };
+        let note = action_space(&state, &config, format_12).note.unwrap();
+        assert!(note.contains("answer if it is enough"), "{note}");
+        // Every value used: the batch is done.
+        state.actions.extend([convert(3, ["72", "F", "C"]), convert(4, ["2", "lb", "oz"])]);
+        let note = action_space(&state, &config, SpaceRules::current()).note.unwrap();
+        assert!(note.contains("every value the task gives has its result now"), "{note}");
+        // One value, used: no batch.
+        state.task = "Convert 5 miles to km".into();
+        state.actions.truncate(1);
+        let note = action_space(&state, &config, SpaceRules::current()).note.unwrap();
+        assert!(note.contains("answer if it is enough"), "{note}");
+        // No value of the task used yet (a file's summary): no batch to name.
+        state.task = "Summarise sales.csv for 2024 and 2025".into();
+        state.actions = vec![convert(2, ["sales.csv", "a", "b"])];
+        let note = action_space(&state, &config, SpaceRules::current()).note.unwrap();
+        assert!(note.contains("answer if it is enough"), "{note}");
     }
 
     #[test]

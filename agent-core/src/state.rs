@@ -264,6 +264,18 @@ impl RunState {
         used
     }
 
+    /// The arguments of the current task's script calls, in order.
+    pub(crate) fn task_script_args(&self) -> Vec<&str> {
+        self.task_actions()
+            .filter_map(|record| match &record.action {
+                Some(Action::RunScript { args, .. }) => Some(args),
+                _ => None,
+            })
+            .flatten()
+            .map(String::as_str)
+            .collect()
+    }
+
     /// The action records of the current task (a chat's earlier tasks are done).
     pub(crate) fn task_actions(&self) -> impl DoubleEndedIterator<Item = &ActionRecord> {
         let first_turn = self.task_base.turns;
