@@ -120,9 +120,10 @@ enum Batch {
 /// [`crate::grounding::unused_task_numbers`]); `None` when the task is no batch.
 fn batch_left(state: &RunState, rules: SpaceRules) -> Option<Batch> {
     if !rules.batch_note()
-        || !state.actions.last().is_some_and(|record| {
-            matches!(record.action, Some(crate::action::Action::RunScript { .. }))
-        })
+        || !state
+            .actions
+            .last()
+            .is_some_and(|record| matches!(record.action, Some(Action::RunScript { .. })))
     {
         return None;
     }

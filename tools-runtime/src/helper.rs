@@ -210,7 +210,7 @@ fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result
     });
     let init = if single_threaded() {
         match fork_init()? {
-            Some(pid) => Init::Forked(pid),
+            Some(pid) => pid,
             // The init: every layer left, the command, how it ended on the pipe.
             None => {
                 drop(status_reader);
@@ -218,13 +218,13 @@ fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result
             }
         }
     } else {
-        Init::Started(exec_init(plan, &init_plan, &status_writer)?)
+        exec_init(plan, &init_plan, &status_writer)?
     };
     drop(status_writer);
     let mut status = String::new();
     // End of file when the init exits (or dies): whatever it wrote before is the command's end.
     let _ = std::fs::File::from(status_reader).read_to_string(&mut status);
-    let (init_code, init_signal) = init.wait()?;
+    let (init_code, init_signal) = wait_for_init(init)?;
     let signal = match CommandEnd::parse(&status) {
         Some(CommandEnd::Exited(code)) => return Ok(ExitCode::from(code)),
         Some(CommandEnd::Signalled(signal)) => signal,
@@ -243,36 +243,15 @@ fn start_pid_namespace_init(plan: &HelperPlan, report: &SandboxReport) -> Result
     Ok(ExitCode::from(u8::try_from(128 + signal).unwrap_or(HELPER_FAILURE_EXIT)))
 }
 
-/// The PID namespace's init, as the outer helper sees it.
-#[derive(Debug)]
-enum Init {
-    /// This process forked: the init's pid.
-    Forked(nix::unistd::Pid),
-    /// The helper binary started again.
-    Started(std::process::Child),
-}
-
-impl Init {
-    /// Waits for the init to end: its exit code, or the signal that killed it.
-    fn wait(self) -> Result<(Option<i32>, Option<i32>), String> {
-        use nix::sys::wait::{WaitStatus, waitpid};
-        use std::os::unix::process::ExitStatusExt;
-        match self {
-            Init::Forked(pid) => loop {
-                match waitpid(pid, None) {
-                    Ok(WaitStatus::Exited(_, code)) => return Ok((Some(code), None)),
-                    Ok(WaitStatus::Signaled(_, signal, _)) => {
-                        return Ok((None, Some(signal as i32)));
-                    }
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(error) => return Err(format!("cannot wait for the init: {error}")),
-                }
-            },
-            Init::Started(mut child) => {
-                let status =
-                    child.wait().map_err(|error| format!("cannot wait for the init: {error}"))?;
-                Ok((status.code(), status.signal()))
-            }
+/// Waits for the init, forked or started, to end: its exit code, or the signal that killed it.
+fn wait_for_init(pid: nix::unistd::Pid) -> Result<(Option<i32>, Option<i32>), String> {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    loop {
+        match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok((Some(code), None)),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok((None, Some(signal as i32))),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(error) => return Err(format!("cannot wait for the init: {error}")),
         }
     }
 }
@@ -312,13 +291,13 @@ fn exec_init(
     plan: &HelperPlan,
     init_plan: &HelperPlan,
     status_writer: &std::os::fd::OwnedFd,
-) -> Result<std::process::Child, String> {
+) -> Result<nix::unistd::Pid, String> {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
     fcntl(status_writer, FcntlArg::F_SETFD(FdFlag::empty()))
         .map_err(|error| format!("cannot pass the status pipe to the pid namespace: {error}"))?;
     let plan_json = serde_json::to_string(init_plan)
         .map_err(|error| format!("cannot encode the pid namespace's plan: {error}"))?;
-    std::process::Command::new(&plan.helper_program)
+    let child = std::process::Command::new(&plan.helper_program)
         .arg(HELPER_MODE_ARGUMENT)
         .arg(plan_json)
         .env_clear()
@@ -328,7 +307,9 @@ fn exec_init(
                 "cannot start the pid namespace's init {}: {error}",
                 plan.helper_program.display()
             )
-        })
+        })?;
+    // Waited for by pid, as a forked init is (dropping the handle neither waits nor kills).
+    Ok(nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX)))
 }
 
 /// How the command ended, as the init tells the outer helper.
