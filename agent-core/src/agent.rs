@@ -352,11 +352,27 @@ impl Agent {
             Some(runs_dir) => Some(RunDir::create(runs_dir, &run_id)?),
             None => None,
         };
+        let started = self.start_run(&run_id, task, index, run_dir.clone()).await;
+        // A run that could not record its start (a full disk) leaves no folder behind: there
+        // is nothing in it to resume.
+        if let (Err(_), Some(run_dir)) = (&started, &run_dir) {
+            run_dir.remove_if_unstarted();
+        }
+        started
+    }
+
+    async fn start_run(
+        &self,
+        run_id: &str,
+        task: String,
+        index: SkillIndex,
+        run_dir: Option<RunDir>,
+    ) -> Result<RunResult> {
         if let Some(run_dir) = &run_dir {
             run_dir.write_file(Path::new("inputs/request.txt"), task.as_bytes())?;
         }
         let bus =
-            EventBus::new(&run_id, self.sinks_with(run_dir.as_ref())?, Arc::clone(&self.redactor));
+            EventBus::new(run_id, self.sinks_with(run_dir.as_ref())?, Arc::clone(&self.redactor));
         let start = RunStart {
             record_format: RECORD_FORMAT,
             written_by: written_by(),
@@ -399,7 +415,7 @@ impl Agent {
             deadlines: VecDeque::new(),
             external: ExternalRecord::default(),
         };
-        let mut run = new_run(&run_id, &start, parts);
+        let mut run = new_run(run_id, &start, parts);
         finish_run(&mut run, &start, VecDeque::new()).await
     }
 

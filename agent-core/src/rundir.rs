@@ -166,7 +166,10 @@ impl RunDir {
         let run_dir = RunDir { path };
         for folder in ["inputs", "artifacts", "observations"] {
             let folder = run_dir.path.join(folder);
-            std::fs::create_dir(&folder).map_err(|error| Error::io(&folder, error))?;
+            if let Err(error) = std::fs::create_dir(&folder) {
+                run_dir.remove_if_unstarted();
+                return Err(Error::io(&folder, error));
+            }
         }
         Ok(run_dir)
     }
@@ -221,6 +224,15 @@ impl RunDir {
     /// the record's last event.
     pub(crate) fn remove_last_execution(&self) {
         let _ = std::fs::remove_file(self.path.join(LAST_EXECUTION));
+    }
+
+    /// Removes the directory when its record holds no complete event (the run could not
+    /// record `run_started`): such a folder has nothing to resume or replay.
+    pub(crate) fn remove_if_unstarted(&self) {
+        let started = std::fs::read(self.events_path()).is_ok_and(|bytes| bytes.contains(&b'\n'));
+        if !started {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 
     /// `last_execution.json`, when there is one that can be read.

@@ -419,7 +419,18 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
     let result = match answer {
         Some(answer) => prepared.agent.send(run_dir, &answer).await,
         None if finished => prepared.agent.send(run_dir, CONTINUE_AFTER_ERROR).await,
-        None => prepared.agent.resume(run_dir).await,
+        None => {
+            if let Some(call) = crate::runs::run_events(run_dir)
+                .ok()
+                .and_then(|events| crate::runs::unrecorded_call(&events))
+            {
+                eprintln!(
+                    "note: the run stopped during `{call}`, before its result was recorded; it \
+                     runs again now (if it changes files, check them afterwards)"
+                );
+            }
+            prepared.agent.resume(run_dir).await
+        }
     };
     conclude(result, prepared).await
 }

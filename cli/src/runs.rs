@@ -34,6 +34,20 @@ pub(crate) fn finished(run_dir: &Path) -> std::result::Result<bool, String> {
     Ok(events.last().is_some_and(|event| event.kind == EventKind::RunFinished))
 }
 
+/// The action the run was about to execute, or was executing, when it stopped: its record
+/// ends with the action validated and no result. A resume runs it again, so one with effects
+/// (a script, an external tool) may apply them twice; `None` for any other ending.
+pub(crate) fn unrecorded_call(events: &[Event]) -> Option<String> {
+    let last = events.last().filter(|event| event.kind == EventKind::ActionValidated)?;
+    let Ok(Payload::ActionValidated(validated)) = last.payload() else {
+        return None;
+    };
+    validated
+        .action
+        .filter(|action| validated.valid && action.is_call())
+        .map(|action| action.summary())
+}
+
 /// Whether the run in `run_dir` finished its last piece of work with outcome `error` (the
 /// model server died, the model calls kept failing): `resume` continues such a run.
 pub(crate) fn ended_in_error(run_dir: &Path) -> bool {

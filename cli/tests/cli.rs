@@ -687,36 +687,40 @@ fn sigkill_of_the_cli_leaves_no_script_process_behind() {
 /// every resume completes the run with one `run_finished`, each script's effect is there
 /// exactly once (a script recorded as executed is never run again, even when the process died
 /// before its observation was recorded), and `replay --check` passes on the completed record.
+/// The scripted answers of a run that counts twice; its script appends its arguments to
+/// `effects.log` in the workspace, so each run of it shows.
+fn count_twice(fixture: &Fixture) -> String {
+    let script = fixture.workspace.join(".agents/skills/counter/scripts/count.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"count: $#\"\necho \"$*\" >> effects.log\n").unwrap();
+    fixture.answers(
+        "answers.json",
+        &json!([
+            select(&["counter"]),
+            count(&["a", "b", "c"]),
+            count(&["d"]),
+            answer("Counted 3 and 1.")
+        ]),
+    )
+}
+
+fn effects(workspace: &Path) -> String {
+    std::fs::read_to_string(workspace.join("effects.log")).unwrap_or_default()
+}
+
+fn run_finished(run_dir: &Path) -> usize {
+    events(run_dir).iter().filter(|event| event["type"] == "run_finished").count()
+}
+
 #[test]
 fn sigkill_after_every_event_then_resume_completes_the_run_once() {
-    let scripted = |fixture: &Fixture| {
-        let script = fixture.workspace.join(".agents/skills/counter/scripts/count.sh");
-        std::fs::write(&script, "#!/bin/sh\necho \"count: $#\"\necho \"$*\" >> effects.log\n")
-            .unwrap();
-        fixture.answers(
-            "answers.json",
-            &json!([
-                select(&["counter"]),
-                count(&["a", "b", "c"]),
-                count(&["d"]),
-                answer("Counted 3 and 1.")
-            ]),
-        )
-    };
-    let effects = |fixture: &Fixture| {
-        std::fs::read_to_string(fixture.workspace.join("effects.log")).unwrap_or_default()
-    };
-    let run_finished = |run_dir: &Path| {
-        events(run_dir).iter().filter(|event| event["type"] == "run_finished").count()
-    };
     let clean = Fixture::new();
-    let spec = scripted(&clean);
+    let spec = count_twice(&clean);
     assert_code(&clean.run(&["run", "--quiet", "--model", &spec, "Count twice"]), 0);
-    assert_eq!(effects(&clean), "a b c\nd\n");
+    assert_eq!(effects(&clean.workspace), "a b c\nd\n");
     let last_seq = events(&clean.run_dir()).last().unwrap()["seq"].as_u64().unwrap();
     for kill_after in 1..last_seq {
         let mut fixture = Fixture::new();
-        let spec = scripted(&fixture);
+        let spec = count_twice(&fixture);
         fixture.set_env("SKILLS_AGENT_FAULT_KILL_AFTER_SEQ", &kill_after.to_string());
         let killed = fixture.run(&["run", "--quiet", "--model", &spec, "Count twice"]);
         use std::os::unix::process::ExitStatusExt;
@@ -730,9 +734,140 @@ fn sigkill_after_every_event_then_resume_completes_the_run_once() {
         assert_code(&resumed, 0);
         assert_eq!(json_line(&resumed)["final_text"], "Counted 3 and 1.", "seq {kill_after}");
         assert_eq!(run_finished(&run_dir), 1, "killed after seq {kill_after}");
-        assert_eq!(effects(&fixture), "a b c\nd\n", "killed after seq {kill_after}");
+        assert_eq!(effects(&fixture.workspace), "a b c\nd\n", "killed after seq {kill_after}");
         assert!(!run_dir.join("last_execution.json").exists(), "seq {kill_after}");
         assert_code(&fixture.run(&["replay", "--check", run_dir_arg]), 0);
+    }
+}
+
+/// A 64 KiB tmpfs (16 pages) mounted for the life of the value; `None` where mounting is not
+/// allowed (not root).
+struct SmallDisk {
+    path: PathBuf,
+}
+
+const SMALL_DISK_PAGES: usize = 16;
+
+impl SmallDisk {
+    fn mount(path: &Path) -> Option<SmallDisk> {
+        std::fs::create_dir_all(path).unwrap();
+        let size = format!("size={}k", SMALL_DISK_PAGES * 4);
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &size, "skills-agent-test"])
+            .arg(path)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        mounted.then(|| SmallDisk { path: path.to_owned() })
+    }
+
+    /// Fills the disk but `pages` free pages.
+    fn fill_but(&self, pages: usize) {
+        let filler = vec![0u8; (SMALL_DISK_PAGES - pages) * 4096];
+        std::fs::write(self.path.join("filler"), filler).unwrap();
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.path.join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// The complete lines of a record cut by a full disk (a torn last line left out): each parses.
+fn complete_events(run_dir: &Path) -> Vec<Value> {
+    let log = std::fs::read_to_string(run_dir.join("events.jsonl")).unwrap();
+    let complete = &log[..log.rfind('\n').map_or(0, |end| end + 1)];
+    complete.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+/// The runs directory, then the workspace (with the runs directory inside it), on a disk with
+/// 0, 1, 2, … free pages: every run stops with one message naming the file it could not write
+/// and ENOSPC; a run that never recorded its start leaves no folder; any other keeps a record
+/// whose complete lines parse, and once space is freed `resume` completes it to one
+/// `run_finished` with a record that replays. A script is run again only when the stop came
+/// after it ran but before its result was recorded, and resume says so.
+#[test]
+fn a_full_disk_stops_the_run_and_resume_completes_it_once_space_is_freed() {
+    for place in ["runs directory", "workspace"] {
+        let mut stopped_mid_run = 0;
+        for free_pages in 0..SMALL_DISK_PAGES {
+            let fixture = Fixture::new();
+            let spec = count_twice(&fixture);
+            let Some(disk) = SmallDisk::mount(&fixture.root.join("small-disk")) else {
+                eprintln!("skipped: mounting a tmpfs needs root");
+                return;
+            };
+            disk.fill_but(free_pages);
+            let (workspace, runs_dir) = match place {
+                "runs directory" => (fixture.workspace.clone(), disk.path.clone()),
+                _ => (disk.path.clone(), disk.path.join(".agent/runs")),
+            };
+            let skills = fixture.workspace.join(".agents/skills");
+            let flags = [
+                "--workspace",
+                workspace.to_str().unwrap(),
+                "--runs-dir",
+                runs_dir.to_str().unwrap(),
+                "--skills",
+                skills.to_str().unwrap(),
+            ];
+            let at = format!("{place}, {free_pages} free pages");
+            let output = fixture.run(
+                &[&["run", "--quiet", "--model", &spec][..], &flags, &["Count twice"]].concat(),
+            );
+            if output.status.success() {
+                assert_eq!(effects(&workspace), "a b c\nd\n", "{at}");
+                break;
+            }
+            assert_code(&output, 1);
+            let stderr = text(&output.stderr);
+            assert_eq!(stderr.matches("No space left on device").count(), 1, "{at}: {stderr}");
+            assert!(stderr.contains(runs_dir.to_str().unwrap()), "{at}: {stderr}");
+            let runs: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
+                .map(|entries| {
+                    entries
+                        .map(|entry| entry.unwrap().path())
+                        .filter(|path| path.is_dir())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let Some(run_dir) = runs.first() else {
+                continue; // It could not record its start: nothing to resume.
+            };
+            assert_eq!(runs.len(), 1, "{at}");
+            let recorded = complete_events(run_dir);
+            assert_eq!(recorded[0]["type"], "run_started", "{at}");
+            disk.free();
+            let run_dir_arg = run_dir.to_str().unwrap();
+            let resumed = fixture.run(&["resume", "--quiet", run_dir_arg]);
+            if recorded.last().unwrap()["type"] == "run_finished" {
+                assert_code(&resumed, 2); // Stopped after its end was recorded (state.json).
+                assert!(text(&resumed.stderr).contains("already finished"), "{at}");
+                continue;
+            }
+            stopped_mid_run += 1;
+            assert_code(&resumed, 0);
+            assert_eq!(text(&resumed.stdout).trim(), "Counted 3 and 1.", "{at}");
+            assert_eq!(run_finished(run_dir), 1, "{at}");
+            assert_code(&fixture.run(&["replay", "--check", run_dir_arg]), 0);
+            let note = text(&resumed.stderr);
+            if place == "runs directory" {
+                let expected = match ["a b c", "d"].iter().find(|args| {
+                    note.contains(&format!("count.sh {args}`, before its result was recorded"))
+                }) {
+                    Some(&"d") => "a b c\nd\nd\n",
+                    Some(_) => "a b c\na b c\nd\n",
+                    None => "a b c\nd\n",
+                };
+                assert_eq!(effects(&workspace), expected, "{at}: {note}");
+            }
+        }
+        assert!(stopped_mid_run >= 3, "{place}: {stopped_mid_run} runs stopped mid-run");
     }
 }
 
