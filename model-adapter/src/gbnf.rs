@@ -103,6 +103,7 @@ impl Builder {
                         | "required"
                         | "additionalProperties"
                         | "items"
+                        | "prefixItems"
                         | "minItems"
                         | "maxItems"
                         | "minLength"
@@ -222,6 +223,9 @@ impl Builder {
     }
 
     fn array(&mut self, map: &Map<String, Value>, depth: usize) -> Option<String> {
+        if let Some(prefix) = map.get("prefixItems") {
+            return self.tuple(map, prefix, depth);
+        }
         let item = match map.get("items") {
             Some(items) => self.visit(items, depth + 1)?,
             None => "value".to_owned(),
@@ -239,6 +243,26 @@ impl Builder {
             None => format!(r#""[" {item} (comma {item}){{{},}} "]""#, min - 1),
         };
         Some(self.rule(body))
+    }
+
+    /// A closed tuple (`prefixItems` with `items: false`): exactly its items, each by its own
+    /// schema. One that admits more items, or fewer than all (`minItems` below the count), is
+    /// not covered.
+    fn tuple(&mut self, map: &Map<String, Value>, prefix: &Value, depth: usize) -> Option<String> {
+        let prefix = prefix.as_array()?;
+        if map.get("items") != Some(&Value::Bool(false))
+            || count(map.get("minItems"))?.is_some_and(|min| min != prefix.len() as u64)
+            || count(map.get("maxItems"))?.is_some_and(|max| max != prefix.len() as u64)
+        {
+            return None;
+        }
+        let items: Option<Vec<String>> =
+            prefix.iter().map(|item| self.visit(item, depth + 1)).collect();
+        let items = items?;
+        if items.is_empty() {
+            return Some(self.rule(r#""[]""#.to_owned()));
+        }
+        Some(self.rule(format!(r#""[" {} "]""#, items.join(" comma "))))
     }
 }
 
@@ -393,6 +417,21 @@ r10 ::= "{" "\"thought\"" colon r0 comma "\"action\"" colon r9 (comma "\"plan\""
             text.contains(r#"r0 ::= "{" ("\"a\"" colon integer (comma "\"b\"" colon boolean)? | "\"b\"" colon boolean)? "}""#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn closed_tuples_take_each_item_in_its_place() {
+        let schema = json!({"type": "array", "items": false, "minItems": 3, "maxItems": 3,
+            "prefixItems": [{"type": "string"}, {"enum": ["kg", "lb"]}, {"type": "string"}]});
+        let text = rules(&schema);
+        assert!(text.contains(r#"r0 ::= "\"kg\"" | "\"lb\"""#), "{text}");
+        assert!(text.contains(r#"r1 ::= "[" string comma r0 comma string "]""#), "{text}");
+        // Open (more items may follow) or shorter than its items: not covered.
+        let open = json!({"type": "array", "prefixItems": [{"type": "string"}]});
+        assert_eq!(one_line_grammar(&open), None);
+        let short = json!({"type": "array", "items": false, "minItems": 1,
+            "prefixItems": [{"type": "string"}, {"type": "string"}]});
+        assert_eq!(one_line_grammar(&short), None);
     }
 
     #[test]
