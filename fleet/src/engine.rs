@@ -725,7 +725,8 @@ where
 /// idempotent (the same state, the same object under the same name).
 const WRITE_WAIT: Duration = Duration::from_secs(30);
 
-/// `write`, tried again with a growing pause (0.1 s to 2 s) while it fails, for [`WRITE_WAIT`].
+/// `write`, tried again with a growing pause (0.1 s to 2 s) while it fails with an error that
+/// may pass ([`Error::is_transient`]), for [`WRITE_WAIT`]; any other error at once.
 async fn write_with_retries<T, F>(mut write: impl FnMut() -> F) -> Result<T>
 where
     F: std::future::Future<Output = Result<T>>,
@@ -734,7 +735,7 @@ where
     let mut pause = Duration::from_millis(100);
     loop {
         match write().await {
-            Err(_) if started.elapsed() + pause < WRITE_WAIT => {
+            Err(error) if error.is_transient() && started.elapsed() + pause < WRITE_WAIT => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(2));
             }
@@ -806,4 +807,34 @@ fn encode_key(name: &str) -> String {
     name.chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '=') { c } else { '_' })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_write_is_tried_again_only_while_its_error_may_pass() {
+        let tries = AtomicUsize::new(0);
+        let outcome = write_with_retries(|| async {
+            match tries.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(Error::engine("writing the state of t1", "no stream found for subject")),
+                _ => Ok(()),
+            }
+        })
+        .await;
+        assert!(outcome.is_ok());
+        assert_eq!(tries.load(Ordering::SeqCst), 2, "a leader election passes");
+
+        let tries = AtomicUsize::new(0);
+        let outcome: Result<()> = write_with_retries(|| async {
+            tries.fetch_add(1, Ordering::SeqCst);
+            Err(Error::engine("storing result.tar", "maximum payload exceeded"))
+        })
+        .await;
+        assert!(outcome.unwrap_err().to_string().contains("maximum payload exceeded"));
+        assert_eq!(tries.load(Ordering::SeqCst), 1, "a write too large fails at once");
+    }
 }

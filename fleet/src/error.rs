@@ -82,6 +82,32 @@ impl Error {
         matches!(self, Error::Engine { message, .. } if message.contains("timed out"))
     }
 
+    /// Whether trying again may succeed: no answer in time, or an answer that a cluster gives
+    /// while it elects a stream's leader or reconnects ("no stream found", "no responders"), as
+    /// opposed to one that will not change (a message over the size limit, a refused
+    /// permission, a bad key).
+    pub(crate) fn is_transient(&self) -> bool {
+        const PASSING: [&str; 10] = [
+            "timed out",
+            "no stream found",
+            "stream not found",
+            "no responders",
+            "broken pipe",
+            "disconnected",
+            "connection",
+            "unavailable",
+            "leader",
+            "503",
+        ];
+        match self {
+            Error::Engine { message, .. } => {
+                let message = message.to_lowercase();
+                PASSING.iter().any(|passing| message.contains(passing))
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Error {
         Error::Io { path: path.into(), error }
     }
