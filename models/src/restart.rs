@@ -18,6 +18,12 @@ use crate::local_model::{LocalModel, ServerState};
 /// fails and the server is not running any more.
 #[derive(Debug)]
 pub struct RestartingLocal {
+    inner: Arc<Server>,
+}
+
+/// The server's model and the provider on its current process.
+#[derive(Debug)]
+struct Server {
     model: LocalModel,
     current: Mutex<Arc<OpenAiProvider>>,
 }
@@ -29,9 +35,12 @@ impl RestartingLocal {
     ///
     /// The HTTP client cannot be built.
     pub fn new(model: LocalModel, state: &ServerState) -> anyhow::Result<RestartingLocal> {
-        Ok(RestartingLocal { current: Mutex::new(Arc::new(provider_on(state)?)), model })
+        let current = Mutex::new(Arc::new(provider_on(state)?));
+        Ok(RestartingLocal { inner: Arc::new(Server { current, model }) })
     }
+}
 
+impl Server {
     fn current(&self) -> Arc<OpenAiProvider> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
@@ -83,11 +92,21 @@ fn jump_forward(setting: Option<&str>) -> bool {
     !matches!(setting.map(str::trim), Some("off" | "0" | "false" | "no"))
 }
 
+/// Where a stream on the local server stands.
+enum Phase {
+    /// Nothing but retry notices yet: an error now comes before any delta reached the run, so
+    /// the call can still be made on a restarted server.
+    Opening(DeltaStream),
+    /// Past its first delta (or on the restarted server): passed on as it comes.
+    Open(DeltaStream),
+}
+
 #[async_trait]
 impl ModelProvider for RestartingLocal {
     async fn chat(&self, request: &ChatRequest) -> model_adapter::Result<Response> {
-        match self.current().chat(request).await {
-            Err(error) => match self.restarted(&error).await {
+        let server = &self.inner;
+        match server.current().chat(request).await {
+            Err(error) => match server.restarted(&error).await {
                 Some(provider) => provider.chat(request).await,
                 None => Err(error),
             },
@@ -95,37 +114,50 @@ impl ModelProvider for RestartingLocal {
         }
     }
 
-    /// The stream's first item other than a retry notice is awaited here: a server that is
-    /// gone shows there as an error after the provider's retries (it connects lazily), before
-    /// any delta reached the run, so the call can still be made on a restarted server. The
-    /// retry notices held meanwhile go first.
+    /// A server that is gone shows as the stream's first item other than a retry notice, an
+    /// error after the provider's retries (it connects lazily); the call is then made on a
+    /// restarted server, its stream taking this one's place. Retry notices pass on as they
+    /// come, so the console shows a slow or unreachable server's retries when they happen.
     async fn stream(&self, request: &ChatRequest) -> model_adapter::Result<DeltaStream> {
-        let mut stream = match self.current().stream(request).await {
+        let stream = match self.inner.current().stream(request).await {
             Ok(stream) => stream,
             Err(error) => {
-                return match self.restarted(&error).await {
+                return match self.inner.restarted(&error).await {
                     Some(provider) => provider.stream(request).await,
                     None => Err(error),
                 };
             }
         };
-        let mut held = Vec::new();
-        loop {
-            match stream.next().await {
-                Some(Ok(retry @ Delta::Retry { .. })) => held.push(Ok(retry)),
-                Some(Err(error)) => {
-                    let rest = match self.restarted(&error).await {
-                        Some(provider) => provider.stream(request).await?,
-                        None => Box::pin(futures_util::stream::once(async { Err(error) })),
-                    };
-                    return Ok(Box::pin(futures_util::stream::iter(held).chain(rest)));
+        let server = Arc::clone(&self.inner);
+        let request = Arc::new(request.clone());
+        let deltas = futures_util::stream::unfold(Some(Phase::Opening(stream)), move |phase| {
+            let (server, request) = (Arc::clone(&server), Arc::clone(&request));
+            async move {
+                match phase? {
+                    Phase::Open(mut stream) => {
+                        stream.next().await.map(|item| (item, Some(Phase::Open(stream))))
+                    }
+                    Phase::Opening(mut stream) => match stream.next().await? {
+                        Ok(retry @ Delta::Retry { .. }) => {
+                            Some((Ok(retry), Some(Phase::Opening(stream))))
+                        }
+                        Ok(first) => Some((Ok(first), Some(Phase::Open(stream)))),
+                        Err(error) => {
+                            let Some(provider) = server.restarted(&error).await else {
+                                return Some((Err(error), None));
+                            };
+                            match provider.stream(&request).await {
+                                Ok(mut restarted) => restarted
+                                    .next()
+                                    .await
+                                    .map(|item| (item, Some(Phase::Open(restarted)))),
+                                Err(error) => Some((Err(error), None)),
+                            }
+                        }
+                    },
                 }
-                Some(Ok(first)) => {
-                    held.push(Ok(first));
-                    return Ok(Box::pin(futures_util::stream::iter(held).chain(stream)));
-                }
-                None => return Ok(Box::pin(futures_util::stream::iter(held))),
             }
-        }
+        });
+        Ok(Box::pin(deltas))
     }
 }
