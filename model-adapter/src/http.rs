@@ -130,7 +130,8 @@ fn tls_missing(provider: &str, url: &str, tls: bool) -> Option<Error> {
 
 /// With `tls-ring` alone, reqwest has no crypto provider of its own: ring becomes the process's
 /// default unless the program installed one already (reqwest panics building a client with
-/// none).
+/// none). skills-agent-mcp has the same function on purpose: the `cfg` reads this crate's own features,
+/// and neither crate depends on the other (each can be picked alone).
 fn install_crypto_provider() {
     #[cfg(all(feature = "tls-ring", not(feature = "tls-aws-lc")))]
     if rustls::crypto::CryptoProvider::get_default().is_none() {
