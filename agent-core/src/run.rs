@@ -626,7 +626,11 @@ impl Run {
             // loop: told "if it is right, make the same call again", the local 1.5B did, the
             // folder was wrong, and the refused repeat of that failure was the third "same
             // failing action" — the run ended stuck before it read which argument failed.
-            if self.format >= crate::grounding::EACH_SINCE_FORMAT {
+            // From format 14 only a refusal that still invites the same call (a value to ask
+            // the user about) is forgiven: the others are refused again, and three in a row end
+            // the run as stuck.
+            let invites = self.format < crate::grounding::FIRM_SINCE_FORMAT || space.ask_user;
+            if self.format >= crate::grounding::EACH_SINCE_FORMAT && invites {
                 self.failures.forgive_last();
                 self.invited.push(id);
             }
@@ -810,14 +814,20 @@ impl Run {
     /// that names no unit got `km` and `mi` on the local 1.5B) is to be asked for; without
     /// it, a value copied from an example in a document the run read (file-finder's `["*.md",
     /// "docs"]` for "Which Markdown files are in the workspace?", a folder the workspace does not
-    /// have). The same call made again runs: the value may be right.
+    /// have). The same call made again runs: the value may be right. From format 14 that holds
+    /// only for a value to ask the user about: a respelled word, a value written with its unit
+    /// or an example's value is refused again ([`crate::grounding::FIRM_SINCE_FORMAT`]).
     fn unstated_arguments(&self, action: &Action, space: &ActionSpace) -> Option<String> {
         let Action::RunScript { skill, script, args } = action else { return None };
+        let firm = self.format >= crate::grounding::FIRM_SINCE_FORMAT && !space.ask_user;
         if self.format < 6
-            || self.state.task_actions().any(|record| record.action.as_ref() == Some(action))
+            || (!firm
+                && self.state.task_actions().any(|record| record.action.as_ref() == Some(action)))
         {
             return None;
         }
+        // How a refusal ends: until format 14, with leave to make the same call again.
+        let again = |text: &str| if firm { String::new() } else { text.to_owned() };
         let usage = self
             .state
             .selected_skill(skill)
@@ -841,8 +851,8 @@ impl Run {
         {
             return Some(format!(
                 "`{arg}` is not how the task writes it: the task writes `{word}`. Write the \
-                 task's own value in its place; if `{arg}` is what the task means, make the \
-                 same call again"
+                 task's own value in its place{}",
+                again(&format!("; if `{arg}` is what the task means, make the same call again"))
             ));
         }
         // From format 12: a value written with its unit while the unit is an argument too (the
@@ -853,8 +863,8 @@ impl Run {
         {
             return Some(format!(
                 "`{arg}` holds the value and its unit, and `{unit}` is an argument of its own \
-                 too: write the value alone (`{value}`) in its place; if `{arg}` is what the \
-                 script takes, make the same call again"
+                 too: write the value alone (`{value}`) in its place{}",
+                again(&format!("; if `{arg}` is what the script takes, make the same call again"))
             ));
         }
         let documents = std::mem::take(&mut sources.documents);
@@ -889,10 +899,16 @@ impl Run {
                 .iter()
                 .map(|(kind, pattern)| format!(". The task's {kind} files: `{pattern}`"))
                 .collect::<String>();
+            let advice = match firm {
+                true => "Write the task's own value",
+                false => {
+                    "If it means what the task says, make the same call again; if not, write \
+                          the task's own value"
+                }
+            };
             Some(format!(
                 "{list} {verb} from an example in the skill's instructions, not from the task or \
-                 a result. If it means what the task says, make the same call again; if not, \
-                 write the task's own value in its place (leave it out only when the task gives \
+                 a result. {advice} in its place (leave it out only when the task gives \
                  none){kinds}"
             ))
         } else {

@@ -122,8 +122,10 @@ pub struct RunResult {
 /// with an argument that writes a value with its unit while the unit is an argument too
 /// (`"1 nmi", "nmi", "m"`); 13 names, after a script call that worked while the task still
 /// gives values no call has used, those values in the turn's note instead of inviting the
-/// answer.
-pub const RECORD_FORMAT: u32 = 13;
+/// answer; 14 refuses again a call made again after a refusal for a respelled word, a value
+/// written with its unit or an example's value (no leave to repeat it; with `ask_user` on offer
+/// the same call still runs), and counts those refusals toward `stuck`.
+pub const RECORD_FORMAT: u32 = 14;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -26,7 +26,7 @@ fn main() -> std::process::ExitCode {
         a_think_that_completes_with_an_invented_figure_is_refused_once,
         placeholders_and_argument_counts_are_held_to_the_skills_usage,
         a_file_placeholder_without_a_file_in_the_task_says_to_find_it,
-        a_value_copied_from_an_example_is_refused_once,
+        a_value_copied_from_an_example_is_refused_until_it_changes,
         a_result_of_a_guessed_figure_grounds_nothing,
         a_batch_answered_after_its_first_item_is_refused_once,
         an_example_value_in_the_usage_line_is_no_statement,
@@ -41,12 +41,12 @@ fn main() -> std::process::ExitCode {
         a_plan_execute_think_round_after_both_results_refused_only_thinks,
         an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on,
         a_second_single_result_where_the_task_adds_two_is_refused_too,
-        an_argument_that_respells_the_tasks_word_is_refused_once,
-        a_value_written_with_its_unit_beside_the_unit_is_refused_once,
+        an_argument_that_respells_the_tasks_word_is_refused,
+        a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_changes,
         a_number_the_task_writes_twice_needs_two_calls,
         a_repeated_failure_names_the_argument_the_error_names,
         an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file,
-        a_refusal_that_invites_the_same_call_is_no_step_of_a_loop,
+        a_refused_example_value_made_again_ends_the_run_stuck_by_the_third,
     ])
 }
 
@@ -467,7 +467,7 @@ async fn a_file_placeholder_without_a_file_in_the_task_says_to_find_it() -> anyh
     Ok(())
 }
 
-async fn a_value_copied_from_an_example_is_refused_once() -> anyhow::Result<()> {
+async fn a_value_copied_from_an_example_is_refused_until_it_changes() -> anyhow::Result<()> {
     let fixture = finder(
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
         "echo \"found $*\"",
@@ -476,19 +476,21 @@ async fn a_value_copied_from_an_example_is_refused_once() -> anyhow::Result<()> 
         select("finder"),
         find(&["*.md", "docs"]),
         find(&["*.md", "docs"]),
-        answer("found *.md docs"),
+        find(&["*.md"]),
+        answer("found *.md"),
     ]));
     let ran = fixture
         .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
         .await?;
-    // Refused once; the same call made again runs (the value may be right).
-    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
-    assert_eq!(
-        ran.observations()[1].1,
-        "`docs` is from an example in the skill's instructions, not from the task or a result. \
-         If it means what the task says, make the same call again; if not, write the task's own \
-         value in its place (leave it out only when the task gives none)"
-    );
+    // Refused, and refused again when made again (format 14: made again when told it might,
+    // the local 1.5B's refused calls failed every time); the call without the folder runs.
+    assert_eq!(ran.statuses(), ["ok", "refused", "refused", "ok"]);
+    let note = "`docs` is from an example in the skill's instructions, not from the task or a \
+                result. Write the task's own value in its place (leave it out only when the task \
+                gives none)";
+    assert_eq!(ran.observations()[1].1, note);
+    assert_eq!(ran.observations()[2].1, note);
+    assert_eq!(ran.result.final_text, "found *.md");
     replays_exactly(&ran).await;
     Ok(())
 }
@@ -673,7 +675,7 @@ async fn a_second_single_result_where_the_task_adds_two_is_refused_too() -> anyh
     Ok(())
 }
 
-async fn an_argument_that_respells_the_tasks_word_is_refused_once() -> anyhow::Result<()> {
+async fn an_argument_that_respells_the_tasks_word_is_refused() -> anyhow::Result<()> {
     // "How many MB are 1 GiB?": the local 1.5B passed `GB`, which the converter also knows,
     // and answered 1000. From format 11 the call is refused once, naming the task's word.
     let fixture = toolbox();
@@ -693,16 +695,17 @@ async fn an_argument_that_respells_the_tasks_word_is_refused_once() -> anyhow::R
     assert_eq!(
         ran.observations()[1].1,
         "`GB` is not how the task writes it: the task writes `GiB`. Write the task's own value \
-         in its place; if `GB` is what the task means, make the same call again"
+         in its place"
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
     Ok(())
 }
 
-async fn a_value_written_with_its_unit_beside_the_unit_is_refused_once() -> anyhow::Result<()> {
+async fn a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_changes()
+-> anyhow::Result<()> {
     // "convert 1 nmi to m": the local 1.5B ran `convert.py "1 nmi" nmi m`, which failed on the
-    // unit `nmi m`. From format 12 the call is refused once, naming the value alone; the same
-    // call made again runs (a script may take "1 nmi").
+    // unit `nmi m`. From format 12 the call is refused, naming the value alone; from format 14
+    // the same call made again is refused again.
     let fixture = toolbox();
     fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = converted $3\"");
     let convert = |args: &[&str]| run_script("toolbox", "scripts/convert.sh", args);
@@ -712,18 +715,18 @@ async fn a_value_written_with_its_unit_beside_the_unit_is_refused_once() -> anyh
         convert(&["1", "nmi", "m"]),
         convert(&["2 nmi", "nmi", "m"]),
         convert(&["2 nmi", "nmi", "m"]),
-        answer("1 nmi = converted m; 2 nmi nmi = converted m"),
+        convert(&["2", "nmi", "m"]),
+        answer("1 nmi = converted m; 2 nmi = converted m"),
     ]));
     let ran = fixture
         .run(fixture.agent(&model, AgentConfig::default()), "Convert 1 nmi and 2 nmi to m.")
         .await?;
     replays_exactly(&ran).await;
-    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "refused", "ok"]);
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "refused", "refused", "ok"]);
     assert_eq!(
         ran.observations()[1].1,
         "`1 nmi` holds the value and its unit, and `nmi` is an argument of its own too: write \
-         the value alone (`1`) in its place; if `1 nmi` is what the script takes, make the same \
-         call again"
+         the value alone (`1`) in its place"
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
     Ok(())
@@ -799,10 +802,10 @@ async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> any
     Ok(())
 }
 
-async fn a_refusal_that_invites_the_same_call_is_no_step_of_a_loop() -> anyhow::Result<()> {
-    // The example's folder is refused once ("if it is right, make the same call again"), the
-    // call made again fails, and its repeat is refused naming the folder: from format 11 that
-    // is two steps of a loop, not three, so the model still gets to drop the folder.
+async fn a_refused_example_value_made_again_ends_the_run_stuck_by_the_third() -> anyhow::Result<()>
+{
+    // The example's folder is refused, and so is the same call made again (format 14): three
+    // refusals of it in a row end the run as stuck, within three repeats.
     let fixture = finder(
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
         "if [ -n \"$2\" ]; then echo \"no such folder: $2\" >&2; exit 2; fi\necho \"found TASK.md\"",
@@ -819,10 +822,9 @@ async fn a_refusal_that_invites_the_same_call_is_no_step_of_a_loop() -> anyhow::
         .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
         .await?;
     replays_exactly(&ran).await;
-    assert_eq!(ran.statuses(), ["ok", "refused", "failed", "refused", "ok"]);
-    assert!(ran.observations()[3].1.contains("the error names `docs`"));
-    assert_eq!(ran.result.outcome, Outcome::Completed);
-    assert_eq!(ran.result.final_text, "TASK.md");
+    assert_eq!(ran.statuses(), ["ok", "refused", "refused", "refused"]);
+    assert_eq!(ran.result.outcome, Outcome::Stuck);
+    assert!(ran.result.final_text.contains("came 3 times in a row"), "{}", ran.result.final_text);
     Ok(())
 }
 
