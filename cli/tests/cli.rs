@@ -474,7 +474,7 @@ fn resume_goes_on_with_the_recorded_model_skills_and_workspace() {
     assert_code(&run, 0);
     let run_dir = fixture.run_dir();
     let started = &events(&run_dir)[0]["data"];
-    assert_eq!(started["record_format"], 13);
+    assert_eq!(started["record_format"], skills_agent_core::RECORD_FORMAT);
     assert_eq!(started["origin"]["model"], spec);
     assert!(started["skill_hashes"]["tally"].as_str().is_some_and(|hash| hash.len() == 64));
     // Killed inside its second script: the record ends before that script's result.
