@@ -333,7 +333,8 @@ impl Agent {
     ///
     /// # Errors
     ///
-    /// [`Error::Registry`], [`Error::RunDirectory`], [`Error::Serialise`].
+    /// [`Error::Registry`], [`Error::RunDirectory`], [`Error::NotStarted`] (its start could
+    /// not be recorded: its folder is removed), [`Error::Serialise`].
     pub async fn run(&self, task: &str) -> Result<RunResult> {
         let index = SkillIndex::build(&self.roots, &self.index_config)?;
         // Ids carry 16 random bits per second: draw again while the folder is taken (many
@@ -355,10 +356,18 @@ impl Agent {
         let started = self.start_run(&run_id, task, index, run_dir.clone()).await;
         // A run that could not record its start (a full disk) leaves no folder behind: there
         // is nothing in it to resume.
-        if let (Err(_), Some(run_dir)) = (&started, &run_dir) {
-            run_dir.remove_if_unstarted();
+        match (started, &run_dir) {
+            (Err(Error::RunDirectory { path, error }), Some(run_dir))
+                if run_dir.remove_if_unstarted() =>
+            {
+                Err(Error::NotStarted { path, error })
+            }
+            (Err(other), Some(run_dir)) => {
+                run_dir.remove_if_unstarted();
+                Err(other)
+            }
+            (started, _) => started,
         }
-        started
     }
 
     async fn start_run(

@@ -16,6 +16,15 @@ pub enum Error {
         /// The IO error.
         error: std::io::Error,
     },
+    /// The run could not record its start (the disk is full, the folder not writable): its
+    /// folder, which held nothing to resume, was removed.
+    #[error("run directory {path}: {error}; the run did not start, and nothing of it was kept")]
+    NotStarted {
+        /// The file or folder that could not be written.
+        path: PathBuf,
+        /// The IO error.
+        error: std::io::Error,
+    },
     /// The agent was configured in a way that cannot run.
     #[error("invalid agent configuration: {0}")]
     Config(String),

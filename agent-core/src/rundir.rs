@@ -168,7 +168,7 @@ impl RunDir {
             let folder = run_dir.path.join(folder);
             if let Err(error) = std::fs::create_dir(&folder) {
                 run_dir.remove_if_unstarted();
-                return Err(Error::io(&folder, error));
+                return Err(Error::NotStarted { path: folder, error });
             }
         }
         Ok(run_dir)
@@ -227,12 +227,10 @@ impl RunDir {
     }
 
     /// Removes the directory when its record holds no complete event (the run could not
-    /// record `run_started`): such a folder has nothing to resume or replay.
-    pub(crate) fn remove_if_unstarted(&self) {
+    /// record `run_started`): such a folder has nothing to resume or replay. Whether it did.
+    pub(crate) fn remove_if_unstarted(&self) -> bool {
         let started = std::fs::read(self.events_path()).is_ok_and(|bytes| bytes.contains(&b'\n'));
-        if !started {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
+        !started && std::fs::remove_dir_all(&self.path).is_ok()
     }
 
     /// `last_execution.json`, when there is one that can be read.

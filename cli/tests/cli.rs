@@ -837,7 +837,9 @@ fn a_full_disk_stops_the_run_and_resume_completes_it_once_space_is_freed() {
                 })
                 .unwrap_or_default();
             let Some(run_dir) = runs.first() else {
-                continue; // It could not record its start: nothing to resume.
+                // It could not record its start: nothing to resume, and it says so.
+                assert!(stderr.contains("the run did not start, and nothing of it was kept"));
+                continue;
             };
             assert_eq!(runs.len(), 1, "{at}");
             let recorded = complete_events(run_dir);
