@@ -354,19 +354,15 @@ impl Agent {
             None => None,
         };
         let started = self.start_run(&run_id, task, index, run_dir.clone()).await;
+        let Err(error) = started else { return started };
         // A run that could not record its start (a full disk) leaves no folder behind: there
         // is nothing in it to resume.
-        match (started, &run_dir) {
-            (Err(Error::RunDirectory { path, error }), Some(run_dir))
-                if run_dir.remove_if_unstarted() =>
-            {
+        let removed = run_dir.as_ref().is_some_and(RunDir::remove_if_unstarted);
+        match error {
+            Error::RunDirectory { path, error } if removed => {
                 Err(Error::NotStarted { path, error })
             }
-            (Err(other), Some(run_dir)) => {
-                run_dir.remove_if_unstarted();
-                Err(other)
-            }
-            (started, _) => started,
+            other => Err(other),
         }
     }
 

@@ -629,8 +629,7 @@ impl Run {
             // From format 14 only a refusal that still invites the same call (a value to ask
             // the user about) is forgiven: the others are refused again, and three in a row end
             // the run as stuck.
-            let invites = self.format < crate::grounding::FIRM_SINCE_FORMAT || space.ask_user;
-            if self.format >= crate::grounding::EACH_SINCE_FORMAT && invites {
+            if self.format >= crate::grounding::EACH_SINCE_FORMAT && !self.firm_refusals(space) {
                 self.failures.forgive_last();
                 self.invited.push(id);
             }
@@ -809,6 +808,13 @@ impl Run {
         ))
     }
 
+    /// Whether [`Run::unstated_arguments`] refuses the same call again when it is made again,
+    /// with no leave to repeat it (format 14, without `ask_user` on offer): such a refusal is
+    /// a step of a loop toward `stuck`.
+    fn firm_refusals(&self, space: &ActionSpace) -> bool {
+        self.format >= crate::grounding::FIRM_SINCE_FORMAT && !space.ask_user
+    }
+
     /// Why a script call is refused once (format 6) for an argument that no user text, result
     /// or usage line states: with `ask_user` on offer, a value the model chose itself (a task
     /// that names no unit got `km` and `mi` on the local 1.5B) is to be asked for; without
@@ -819,7 +825,7 @@ impl Run {
     /// or an example's value is refused again ([`crate::grounding::FIRM_SINCE_FORMAT`]).
     fn unstated_arguments(&self, action: &Action, space: &ActionSpace) -> Option<String> {
         let Action::RunScript { skill, script, args } = action else { return None };
-        let firm = self.format >= crate::grounding::FIRM_SINCE_FORMAT && !space.ask_user;
+        let firm = self.firm_refusals(space);
         if self.format < 6
             || (!firm
                 && self.state.task_actions().any(|record| record.action.as_ref() == Some(action)))

@@ -682,11 +682,6 @@ fn sigkill_of_the_cli_leaves_no_script_process_behind() {
     assert!(gone, "outlived the SIGKILLed CLI: {left:?}");
 }
 
-/// A scripted run with two scripts whose effects are lines in `effects.log`, killed with
-/// SIGKILL right after each event in turn (`SKILLS_AGENT_FAULT_KILL_AFTER_SEQ`), then resumed:
-/// every resume completes the run with one `run_finished`, each script's effect is there
-/// exactly once (a script recorded as executed is never run again, even when the process died
-/// before its observation was recorded), and `replay --check` passes on the completed record.
 /// The scripted answers of a run that counts twice; its script appends its arguments to
 /// `effects.log` in the workspace, so each run of it shows.
 fn count_twice(fixture: &Fixture) -> String {
@@ -711,6 +706,11 @@ fn run_finished(run_dir: &Path) -> usize {
     events(run_dir).iter().filter(|event| event["type"] == "run_finished").count()
 }
 
+/// A scripted run with two scripts whose effects are lines in `effects.log`, killed with
+/// SIGKILL right after each event in turn (`SKILLS_AGENT_FAULT_KILL_AFTER_SEQ`), then resumed:
+/// every resume completes the run with one `run_finished`, each script's effect is there
+/// exactly once (a script recorded as executed is never run again, even when the process died
+/// before its observation was recorded), and `replay --check` passes on the completed record.
 #[test]
 fn sigkill_after_every_event_then_resume_completes_the_run_once() {
     let clean = Fixture::new();
