@@ -47,6 +47,14 @@ pub(crate) const BATCH_NOTE_SINCE_FORMAT: u32 = 13;
 /// worked.
 pub(crate) const FIRM_SINCE_FORMAT: u32 = 14;
 
+/// The record format from which a plan-execute-think batch ends after a step that selected a
+/// skill (the steps after it were planned before its instructions were read), and a refusal
+/// whose note names every value the answer needs gets its think past the round limit. In the
+/// local 1.5B's runs at format 14 the steps after a selection in the same plan either used the
+/// skill selected before with a placeholder or were a second select the action space refuses,
+/// and each cost a think and one of the round limit's two or three rounds.
+pub(crate) const SELECT_ENDS_BATCH_SINCE_FORMAT: u32 = 15;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]

@@ -124,8 +124,11 @@ pub struct RunResult {
 /// gives values no call has used, those values in the turn's note instead of inviting the
 /// answer; 14 refuses again a call made again after a refusal for a respelled word, a value
 /// written with its unit or an example's value (no leave to repeat it; with `ask_user` on offer
-/// the same call still runs), and counts those refusals toward `stuck`.
-pub const RECORD_FORMAT: u32 = 14;
+/// the same call still runs), and counts those refusals toward `stuck`; 15 ends a
+/// plan-execute-think batch after a step that selected a skill (the rest was planned before its
+/// instructions were read) and lets the think after a refusal that names every value the
+/// answer needs run past the round limit.
+pub const RECORD_FORMAT: u32 = 15;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -39,6 +39,7 @@ fn main() -> std::process::ExitCode {
         one_result_where_the_task_adds_two_is_refused_once,
         an_answer_with_no_figure_where_the_task_adds_two_is_refused_once,
         a_plan_execute_think_round_after_both_results_refused_only_thinks,
+        a_refusal_that_names_every_value_gets_its_think_past_the_round_limit,
         an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on,
         a_second_single_result_where_the_task_adds_two_is_refused_too,
         an_argument_that_respells_the_tasks_word_is_refused,
@@ -292,10 +293,12 @@ async fn add_two_totals(rest: Vec<MockReply>) -> anyhow::Result<Ran> {
     Ok(ran)
 }
 
-async fn a_plan_execute_think_round_after_both_results_refused_only_thinks() -> anyhow::Result<()> {
-    // Refused for restating one total, then the other, with "work out their sum (1705.47 +
-    // 212)", the local 1.5B had to plan a step first, ran a total again, and answered with it.
-    // From format 12 the next round is a think alone.
+/// plan-execute-think on [`ADD_TWO_TOTALS`]: `first` (a plan selecting the toolbox), then a
+/// round per total, each think restating that one total, then a think with the sum. The run
+/// replays exactly and completes with the sum (with the fixture, which holds the run's folders).
+async fn both_totals_refused_then_summed(
+    first: MockReply,
+) -> anyhow::Result<(Ran, Arc<MockModel>, Fixture)> {
     let fixture = totals_toolbox();
     let think = |summary: &str| think(summary, true);
     let total = |column: &str| {
@@ -306,7 +309,7 @@ async fn a_plan_execute_think_round_after_both_results_refused_only_thinks() -> 
     };
     let summed = "1705.47 + 212 = 1917.47";
     let model = Arc::new(MockModel::new(vec![
-        plan("select_skills", &json!({"names": ["toolbox"]})),
+        first,
         total("amount"),
         think("The total of the amount column is 1705.47."),
         total("units"),
@@ -319,14 +322,49 @@ async fn a_plan_execute_think_round_after_both_results_refused_only_thinks() -> 
     assert_eq!((ran.result.outcome, ran.result.final_text.as_str()), (Outcome::Completed, summed));
     assert_eq!(model.remaining(), 0);
     assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
+    Ok((ran, model, fixture))
+}
+
+async fn a_plan_execute_think_round_after_both_results_refused_only_thinks() -> anyhow::Result<()> {
+    // Refused for restating one total, then the other, with "work out their sum (1705.47 +
+    // 212)", the local 1.5B had to plan a step first, ran a total again, and answered with it.
+    // From format 12 the next round is a think alone.
+    let first = plan("select_skills", &json!({"names": ["toolbox"]}));
+    let (ran, model, _fixture) = both_totals_refused_then_summed(first).await?;
     let turns = ran.data(EventKind::TurnStarted);
     assert_eq!(turns.len(), 4);
     assert_eq!(turns[3]["allowed"], json!(["think"]));
+    // A medium task's three rounds, moved on by the selecting one: within the limit.
+    assert_eq!(turns[3]["round"], json!([4, 4]));
+    assert_eq!(ran.state()["strategy_state"].get("closing_rounds"), None);
     let seen = request_text(&model.requests()[5]);
     assert!(seen.contains("their sum (1705.47 + 212)"), "{seen}");
     let note = common::note(&model.requests()[5]);
     assert!(note.contains("Your last summary: answer not accepted yet"), "{note}");
     assert!(note.contains("work out the arithmetic in internal_analysis first"), "{note}");
+    Ok(())
+}
+
+async fn a_refusal_that_names_every_value_gets_its_think_past_the_round_limit() -> anyhow::Result<()>
+{
+    // Judged simple (two rounds), the local 1.5B ran the two totals in its last two rounds, was
+    // refused with the sum to work out, and the round limit ended the run before it could
+    // answer ("Next steps: add the total of the amount column to …"). From format 15 that
+    // think runs past the limit, once.
+    let first = call(
+        "plan_tool_call",
+        json!({"reasoning": "next", "complexity": "simple",
+               "steps": [{"tool": "select_skills", "args": {"names": ["toolbox"]}}]}),
+    );
+    let (ran, _model, _fixture) = both_totals_refused_then_summed(first).await?;
+    let turns = ran.data(EventKind::TurnStarted);
+    assert_eq!(turns.len(), 4);
+    assert_eq!(turns[2]["round"], json!([3, 3]));
+    assert_eq!(turns[3]["round"], json!([4, 4]));
+    assert_eq!(turns[3]["allowed"], json!(["think"]));
+    let state = ran.state();
+    assert_eq!(state["strategy_state"]["closing_rounds"], 1);
+    assert_eq!(state["strategy_state"]["max_rounds"], 2);
     Ok(())
 }
 

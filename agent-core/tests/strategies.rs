@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         a_failing_step_ends_the_batch_and_think_follows,
         a_plan_of_more_than_eight_steps_is_rejected_and_counted,
         a_round_that_only_selected_skills_goes_on_to_the_next_plan,
+        a_batch_ends_after_a_step_that_selected_a_skill,
         a_plan_holds_a_step_for_each_value_of_the_task_left,
         a_round_whose_every_step_was_refused_cannot_complete,
         a_round_past_its_time_limit_goes_to_think,
@@ -396,6 +397,30 @@ async fn a_round_that_only_selected_skills_goes_on_to_the_next_plan() -> anyhow:
     // Once a script ran, the think may complete.
     let second = &requests[2].tools[0].parameters["properties"]["task_completed"];
     assert_eq!(second, &json!({"type": "boolean"}));
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn a_batch_ends_after_a_step_that_selected_a_skill() -> anyhow::Result<()> {
+    // The local 1.5B planned "select file-finder, run csv-summary on `<file named in the
+    // task>`" and "select csv-summary, select unit-converter": steps planned before the
+    // selected skill's instructions were read. From format 15 the batch ends after the
+    // selection (before, the second select was refused: "a skill was just selected"), and the
+    // round goes on to the next plan like one that only selected.
+    let (ran, model, _fixture) =
+        logging_one_after(vec![plan(Some("simple"), &[select_step(), select_step()])]).await?;
+    assert_eq!(purposes(&ran.events), ["plan", "plan", "think"]);
+    assert_eq!(ran.statuses(), ["ok", "ok"]);
+    let first = ran.data(EventKind::PlanUpdated)[0];
+    assert_eq!((first["ran"].clone(), first["not_run"].clone()), (json!(1), json!(1)));
+    let statuses: Vec<&Value> =
+        first["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
+    assert_eq!(statuses, [&json!("done"), &json!("pending")]);
+    assert_eq!(ran.state()["strategy_state"]["preparation_rounds"], 1);
+    // The next plan reads the skill's instructions.
+    let note = common::request_text(&model.requests()[1]);
+    assert!(note.contains("Use the scripts."), "{note}");
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())

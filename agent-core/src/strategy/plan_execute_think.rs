@@ -21,6 +21,9 @@
 //! task's values no script call has used yet (when two or more are left); and the round after
 //! a refused answer whose note names every value the answer needs is a think alone; a think
 //! may not complete after a round whose every step was refused while the task has no result.
+//! From format 15 a batch ends after a step that selected a skill (the steps after it were
+//! planned before its instructions were read), and the think after a refusal that names every
+//! value the answer needs runs past the round limit (once a task: such a refusal comes once).
 //! Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
@@ -114,6 +117,10 @@ struct RoundState {
     /// think and do not count toward `max_rounds`.
     #[serde(skip_serializing_if = "is_zero")]
     preparation_rounds: u32,
+    /// Rounds past the limit, each a think alone after a refusal that named every value the
+    /// answer needs (format 15).
+    #[serde(skip_serializing_if = "is_zero")]
+    closing_rounds: u32,
     /// Plans rejected (too many steps, no steps, a step that is no action).
     rejected_plans: u32,
     /// The last think's `user_summary`: the answer when the run ends without completion.
@@ -132,9 +139,10 @@ impl RoundState {
         self.complexity.unwrap_or(Complexity::Medium)
     }
 
-    /// The last round the run may start: the limit, moved on by each preparation round.
+    /// The last round the run may start: the limit, moved on by each preparation round and
+    /// each closing think.
     fn last_round(&self) -> u32 {
-        self.max_rounds + self.preparation_rounds
+        self.max_rounds + self.preparation_rounds + self.closing_rounds
     }
 }
 
@@ -174,6 +182,7 @@ impl PlanExecuteThink {
                 complexity: None,
                 max_rounds: Complexity::Medium.max_rounds(),
                 preparation_rounds: 0,
+                closing_rounds: 0,
                 rejected_plans: 0,
                 last_user_summary: None,
                 timed_out: false,
@@ -184,11 +193,17 @@ impl PlanExecuteThink {
 }
 
 impl Strategy for PlanExecuteThink {
-    /// The run's budgets, then the round limit the task's complexity sets.
+    /// The run's budgets, then the round limit the task's complexity sets — except for the
+    /// think a refusal that names every value the answer needs asks for (format 15): the local
+    /// 1.5B ran both totals of "add the total of amount to the total of units" in its last two
+    /// rounds, was refused twice with the sum to work out, and the limit ended the run before it
+    /// could answer.
     fn limit(&self, run: &Run) -> Option<Stop> {
         let rounds = &self.rounds;
+        let closing = run.format >= grounding::SELECT_ENDS_BATCH_SINCE_FORMAT
+            && run.grounding.answer_from_results;
         run.budget_exhausted().or_else(|| {
-            (rounds.round >= rounds.last_round()).then(|| {
+            (rounds.round >= rounds.last_round() && !closing).then(|| {
                 let reason = format!(
                     "the round limit ({} for a {} task) was reached",
                     rounds.max_rounds,
@@ -213,6 +228,9 @@ impl Strategy for PlanExecuteThink {
         let rethink = std::mem::take(&mut run.grounding.answer_from_results);
         let steps_allowed = if rethink { Vec::new() } else { step_actions(&space) };
         rounds.round += 1;
+        if rounds.round > rounds.last_round() {
+            rounds.closing_rounds += 1;
+        }
         save(run, rounds);
         let allowed =
             if steps_allowed.is_empty() { &[THINK.tool][..] } else { &[PLAN.tool, THINK.tool] };
@@ -362,8 +380,19 @@ impl Batch for RoundBatch<'_> {
         self.actions.len()
     }
 
-    /// Seed 003's round timeout: a batch that has run too long goes to think.
+    /// Seed 003's round timeout: a batch that has run too long goes to think. From format 15
+    /// the batch also ends after a step that selected a skill: the steps after it were planned
+    /// before its instructions were read (the local 1.5B planned "select file-finder, run
+    /// csv-summary on `<file named in the task>`", or a second select the action space refuses
+    /// right after one), and the next plan sees them.
     fn may_start(&mut self, run: &mut Run, index: usize) -> Result<bool> {
+        if index > 0
+            && run.format >= grounding::SELECT_ENDS_BATCH_SINCE_FORMAT
+            && matches!(self.actions[index - 1], Action::SelectSkills { .. })
+            && self.steps[index - 1].status == StepStatus::Done
+        {
+            return Ok(false);
+        }
         if index > 0
             && let Some(limit) = run.config.budgets.round_timeout_ms
             && run.deadline_passed("round", index as u64, self.started, limit)?
