@@ -14,7 +14,7 @@ use rustyline::error::ReadlineError;
 use skills_agent_core::{CancellationToken, Outcome};
 
 use crate::launch::{ChatArgs, Prepared, exit_code, prepare_chat, usage};
-use crate::runs::{finished, pending_question};
+use crate::runs::{finished, pending_question, run_events};
 
 const HELP: &str = "Type a task and press Enter. When the agent asks a question, your next line \
 is the answer.\n  /todo [list | add TEXT | done N | undo N | remove N]   your to-do list\n  \
@@ -72,7 +72,8 @@ fn session(
     let mut last_outcome = Outcome::Completed;
     let mut pending = None;
     if let Some(dir) = run_dir.as_deref() {
-        if !finished(dir).map_err(usage)? {
+        let events = run_events(dir).map_err(usage)?;
+        if !finished(dir, &events).map_err(usage)? {
             eprintln!("resuming the interrupted work of {} first", dir.display());
             let token = CancellationToken::new();
             *current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = token.clone();

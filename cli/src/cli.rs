@@ -369,7 +369,10 @@ async fn conclude(result: skills_agent_core::Result<RunResult>, prepared: Prepar
 }
 
 async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> Result<u8> {
-    let finished = crate::runs::finished(run_dir).map_err(usage)?;
+    // The record, read once: whether it finished and how, the flags it began with, and the
+    // call it stopped in.
+    let events = crate::runs::run_events(run_dir).map_err(usage)?;
+    let finished = crate::runs::finished(run_dir, &events).map_err(usage)?;
     if let Some(answer) = &answer {
         if answer.trim().is_empty() {
             return Err(usage("the answer is empty"));
@@ -388,7 +391,7 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
                 run_dir.display()
             )));
         }
-    } else if finished && crate::runs::ended_in_error(run_dir) {
+    } else if finished && crate::runs::ended_in_error(&events) {
         eprintln!(
             "{} ended with an error; continuing it with a new piece of work",
             run_dir.display()
@@ -410,7 +413,7 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
             run_dir.display()
         )));
     }
-    let common = crate::runs::resume_args(run_dir, common)?;
+    let common = crate::runs::resume_args_of(run_dir, &events, common)?;
     let prepared = prepare(&common, None, Interrupts::OneRun).await?;
     if let Err(error) = crate::launch::refuse_changed_skills(&prepared, run_dir) {
         prepared.shutdown().await;
@@ -420,10 +423,7 @@ async fn resume(run_dir: &Path, answer: Option<String>, common: CommonArgs) -> R
         Some(answer) => prepared.agent.send(run_dir, &answer).await,
         None if finished => prepared.agent.send(run_dir, CONTINUE_AFTER_ERROR).await,
         None => {
-            if let Some(call) = crate::runs::run_events(run_dir)
-                .ok()
-                .and_then(|events| crate::runs::unrecorded_call(&events))
-            {
+            if let Some(call) = crate::runs::unrecorded_call(&events) {
                 eprintln!(
                     "note: the run stopped during `{call}`, before its result was recorded; it \
                      runs again now (if it changes files, check them afterwards)"

@@ -17,13 +17,12 @@ pub(crate) fn run_events(run_dir: &Path) -> std::result::Result<Vec<Event>, Stri
         .map_err(|error| format!("{} is not a readable run directory: {error}", run_dir.display()))
 }
 
-/// Whether the run in `run_dir` finished its last piece of work (its record ends with
-/// `run_finished`); an error when it is no run this build can continue (unreadable, or written
-/// in another record format).
-pub(crate) fn finished(run_dir: &Path) -> std::result::Result<bool, String> {
-    let events = run_events(run_dir)?;
+/// Whether the run in `run_dir`, whose record is `events`, finished its last piece of work (its
+/// record ends with `run_finished`); an error when it is no run this build can continue
+/// (written in another record format).
+pub(crate) fn finished(run_dir: &Path, events: &[Event]) -> std::result::Result<bool, String> {
     // Refused here, before a model or MCP server is started for nothing.
-    if let Some(mismatch) = record_format_mismatch(&events) {
+    if let Some(mismatch) = record_format_mismatch(events) {
         return Err(format!(
             "{}: {mismatch}; continue it with the build that wrote it, or start a new run \
              (`skills-agent replay {}` still shows it)",
@@ -48,12 +47,11 @@ pub(crate) fn unrecorded_call(events: &[Event]) -> Option<String> {
         .map(|action| action.summary())
 }
 
-/// Whether the run in `run_dir` finished its last piece of work with outcome `error` (the
-/// model server died, the model calls kept failing): `resume` continues such a run.
-pub(crate) fn ended_in_error(run_dir: &Path) -> bool {
-    let Ok(events) = run_events(run_dir) else { return false };
+/// Whether the run whose record is `events` finished its last piece of work with outcome
+/// `error` (the model server died, the model calls kept failing): `resume` continues such a run.
+pub(crate) fn ended_in_error(events: &[Event]) -> bool {
     events.last().is_some_and(|event| event.kind == EventKind::RunFinished)
-        && skills_agent_core::last_finished(&events)
+        && skills_agent_core::last_finished(events)
             .is_some_and(|finished| finished.outcome == skills_agent_core::Outcome::Error)
 }
 
@@ -70,8 +68,17 @@ pub(crate) fn pending_question(run_dir: &Path) -> Option<String> {
 /// on stderr; a recorded workspace or skill root that is gone, or a format-3 record (which
 /// does not name its model) resumed without `--model`, is a usage error naming the flag to
 /// pass. Also counts the recorded model answers, where a `mock:` model resumes.
-pub(crate) fn resume_args(run_dir: &Path, mut common: CommonArgs) -> anyhow::Result<CommonArgs> {
+pub(crate) fn resume_args(run_dir: &Path, common: CommonArgs) -> anyhow::Result<CommonArgs> {
     let events = run_events(run_dir).map_err(usage)?;
+    resume_args_of(run_dir, &events, common)
+}
+
+/// [`resume_args`] from the run's record, `events`, read already.
+pub(crate) fn resume_args_of(
+    run_dir: &Path,
+    events: &[Event],
+    mut common: CommonArgs,
+) -> anyhow::Result<CommonArgs> {
     let Some(Ok(Payload::RunStarted(start))) = events.first().map(Event::payload) else {
         return Err(usage(format!(
             "{}: the record does not start with run_started",
