@@ -55,6 +55,22 @@ pub(crate) const FIRM_SINCE_FORMAT: u32 = 14;
 /// and each cost a think and one of the round limit's two or three rounds.
 pub(crate) const SELECT_ENDS_BATCH_SINCE_FORMAT: u32 = 15;
 
+/// The record format from which plan-execute-think's plan note shows the last plan without
+/// its reasoning (the local 1.5B wrote the one shown back as its next plan's, word for word,
+/// round after round), and the steps a selection cut off leave the plan (the 1.5B planned
+/// them again: "run csv-summary on `<file named in the task>`").
+pub(crate) const SHORT_PLAN_NOTE_SINCE_FORMAT: u32 = 16;
+
+/// The record format from which a word of sixteen digits or more among letters is a code the
+/// answer must have seen (`2292e8282…`: read as a number it overflows, so it was no number and,
+/// with one letter, no code either; the local 1.5B answered a SHA-256 it could not compute so).
+pub(crate) const LONG_CODES_SINCE_FORMAT: u32 = 16;
+
+/// The record format from which a script run on one of the task's numbers counts as part of a
+/// batch whose results follow an answer that states only some of them, and an answer that
+/// states a figure of any run of the task is such an answer (see `Run::with_batch_results`).
+pub(crate) const BATCH_RESULTS_SINCE_FORMAT: u32 = 16;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -329,7 +345,8 @@ pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
             let unseen = if is_file_name(&lower) {
                 !named.iter().any(|text| text.contains(&lower))
             } else {
-                is_code(word) && !known.texts.iter().any(|text| text.contains(&lower))
+                is_code(word, sources.long_codes)
+                    && !known.texts.iter().any(|text| text.contains(&lower))
             };
             if unseen {
                 push(word.to_owned());
@@ -839,6 +856,9 @@ pub(crate) struct Sources<'a> {
     /// nor an earlier result gave (a temperature asked of a unit converter, "20", became
     /// "68 °F").
     pub(crate) unbacked: Vec<String>,
+    /// From format 16: a word of sixteen digits or more among letters is a code too
+    /// ([`LONG_CODES_SINCE_FORMAT`]).
+    pub(crate) long_codes: bool,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -1173,15 +1193,18 @@ fn is_file_name(word: &str) -> bool {
 
 /// Whether `word` reads as a code (a checksum, an identifier): eight characters or more of
 /// letters, digits and dashes, with at least two of each of letters and digits; or sixteen
-/// digits or more (beyond what a figure holds).
-fn is_code(word: &str) -> bool {
+/// digits or more (beyond what a figure holds), alone or (with `long`) among letters and
+/// dashes.
+fn is_code(word: &str, long: bool) -> bool {
     let count = |f: fn(&char) -> bool| word.chars().filter(f).count();
     let digits = count(char::is_ascii_digit);
+    let alphanumeric = word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     (word.chars().count() >= 8
-        && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && alphanumeric
         && digits >= 2
         && count(char::is_ascii_alphabetic) >= 2)
         || (digits >= 16 && digits == word.chars().count())
+        || (long && digits >= 16 && alphanumeric)
 }
 
 /// `word` without the punctuation and quoting around it.
@@ -1560,9 +1583,15 @@ mod tests {
         let printed = format!("sha256: {hash}");
         shown.results.push(&printed);
         assert!(ungrounded(&answer, &shown).is_empty());
-        // Digits beyond a figure's are a code too.
+        // Digits beyond a figure's are a code too, and from format 16 also among letters (read
+        // as a number, `2292e828…` overflows).
         let long = format!("It is 229{}.", "4".repeat(600));
         assert_eq!(ungrounded(&long, &sources(true)), [&long[6..long.len() - 1]]);
+        let exponent = format!("2292e{}", "82".repeat(120));
+        assert!(ungrounded(&exponent, &sources(true)).is_empty());
+        let from_16 = Sources { long_codes: true, ..sources(true) };
+        assert_eq!(ungrounded(&exponent, &from_16), [exponent.as_str()]);
+        assert!(ungrounded("utf-8, sha256, Qwen2.5 and x86_64", &from_16).is_empty());
         // Words with a digit or two are no codes.
         assert!(ungrounded("utf-8, sha256, Qwen2.5 and x86_64", &sources(true)).is_empty());
     }

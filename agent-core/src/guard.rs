@@ -185,6 +185,10 @@ pub(crate) struct FailureTracker {
     /// The last failing action and how many times in a row it failed. Answers that were no
     /// action (model errors, unreadable answers) are not actions: their per-kind caps apply.
     same_action: Option<(Action, u32)>,
+    /// The observations of refusals that invite the same call again (an argument no source
+    /// states, format 11): no step of a loop of the same failing action, in a row or across
+    /// the task (`Run::repeated_in_task` asks [`FailureTracker::forgave`]).
+    forgiven: Vec<String>,
 }
 
 impl FailureTracker {
@@ -203,13 +207,27 @@ impl FailureTracker {
         };
     }
 
-    /// Takes the last recorded action out of the same-action streak (a refusal that invites
-    /// the same call again); its kind still counts.
-    pub(crate) fn forgive_last(&mut self) {
+    /// Takes the last recorded action, whose observation is `observation`, out of the
+    /// same-action streak and out of the loops [`FailureTracker::forgave`] answers for (a
+    /// refusal that invites the same call again); its kind still counts.
+    pub(crate) fn forgive_last(&mut self, observation: String) {
         self.same_action = match self.same_action.take() {
             Some((action, count)) if count > 1 => Some((action, count - 1)),
             _ => None,
         };
+        self.forgiven.push(observation);
+    }
+
+    /// A new piece of work (a task, an answer to the run's question): no failures in a row; the
+    /// forgiven refusals stay forgiven (the observations are the run's).
+    pub(crate) fn restart(&mut self) {
+        self.by_kind.clear();
+        self.same_action = None;
+    }
+
+    /// Whether the action whose observation is `observation` was forgiven: no step of a loop.
+    pub(crate) fn forgave(&self, observation: &str) -> bool {
+        self.forgiven.iter().any(|id| id == observation)
     }
 
     /// Whether the run is stuck, with the reason.

@@ -177,9 +177,6 @@ pub(crate) struct Run {
     pub(crate) deadlines: VecDeque<RecordedDeadline>,
     pub(crate) failures: guard::FailureTracker,
     pub(crate) next_observation: u32,
-    /// The observations of refusals that invite the same call again (an argument no source
-    /// states): no step of a loop of the same failing action (format 11).
-    pub(crate) invited: Vec<String>,
     /// Texts of observations by id (full text), for `recall_observation`.
     pub(crate) observation_texts: Vec<(String, String)>,
     /// The check of final answers against what the run saw.
@@ -630,8 +627,7 @@ impl Run {
             // the user about) is forgiven: the others are refused again, and three in a row end
             // the run as stuck.
             if self.format >= crate::grounding::EACH_SINCE_FORMAT && !self.firm_refusals(space) {
-                self.failures.forgive_last();
-                self.invited.push(id);
+                self.failures.forgive_last(id);
             }
             return Ok(None);
         }
@@ -1015,8 +1011,12 @@ impl Run {
     /// An answer with figures to a batch — one script run on several arguments in this task —
     /// with the results of the batch's runs whose figures it does not state after it (format
     /// 8): the local 1.5B, told to go on with a batch of conversions, answered with the last
-    /// one only.
+    /// one only. From format 16 a run on one of the task's numbers belongs to the batch too,
+    /// and the answer need only state a figure of any of the task's runs: asked to total a
+    /// column and convert three values, the 1.5B ran all four and answered with the total
+    /// alone, which named no figure of the conversions.
     fn with_batch_results(&self, answer: String) -> String {
+        let wide = self.format >= crate::grounding::BATCH_RESULTS_SINCE_FORMAT;
         let runs = self.state.latest_actions(|record| {
             record.status == ObservationStatus::Ok
                 && matches!(record.action, Some(Action::RunScript { .. }))
@@ -1025,28 +1025,53 @@ impl Run {
             Some(Action::RunScript { skill, script, .. }) => Some((skill.clone(), script.clone())),
             _ => None,
         };
-        let batch: Vec<(&Action, &str, bool)> = runs
+        let task = &self.state.task;
+        let uses_task_number = |args: &[String]| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            crate::grounding::unused_task_numbers(task, &args, "", true).0 > 0
+        };
+        // Each run: its action, its observation, whether the answer states its figures (a run
+        // whose output has none counts as stated), and whether it has figures at all.
+        fn read<'a>(
+            run: &'a Run,
+            answer: &str,
+            record: &'a ActionRecord,
+        ) -> Option<(&'a Action, &'a str, bool, bool)> {
+            let Some(action @ Action::RunScript { args, .. }) = &record.action else {
+                return None;
+            };
+            let text = run.observation_text(&record.observation);
+            let output = crate::grounding::script_output(text).join("\n");
+            let stated = crate::grounding::states_figures(answer, &output, args);
+            let figures = !crate::grounding::states_figures("", &output, args);
+            Some((action, text, stated, figures))
+        }
+        let batch: Vec<(&Action, &str, bool, bool)> = runs
             .iter()
             .filter(|record| {
                 runs.iter().filter(|other| script_of(other) == script_of(record)).count() >= 2
+                    || (wide
+                        && matches!(&record.action,
+                            Some(Action::RunScript { args, .. }) if uses_task_number(args)))
             })
-            .filter_map(|record| {
-                let Some(action @ Action::RunScript { args, .. }) = &record.action else {
-                    return None;
-                };
-                let text = self.observation_text(&record.observation);
-                let output = crate::grounding::script_output(text).join("\n");
-                Some((action, text, crate::grounding::states_figures(&answer, &output, args)))
-            })
+            .filter_map(|record| read(self, &answer, record))
             .collect();
-        // The answer gave some of the batch's figures, not all: else it is no batch's answer.
-        if !batch.iter().any(|(_, _, stated)| *stated) {
+        // The answer gave some of the batch's figures, not all: else it is no batch's answer
+        // (from format 16: some figure of any run of the task).
+        let gave_some = if wide {
+            runs.iter()
+                .filter_map(|record| read(self, &answer, record))
+                .any(|(_, _, stated, figures)| stated && figures)
+        } else {
+            batch.iter().any(|(_, _, stated, _)| *stated)
+        };
+        if !gave_some {
             return answer;
         }
         let missing: Vec<(&Action, String)> = batch
             .into_iter()
-            .filter(|(_, _, stated)| !stated)
-            .map(|(action, text, _)| (action, crate::grounding::output_gist(text)))
+            .filter(|(_, _, stated, _)| !stated)
+            .map(|(action, text, _, _)| (action, crate::grounding::output_gist(text)))
             .collect();
         appended(answer, &missing)
     }
@@ -1066,7 +1091,7 @@ impl Run {
             .rev()
             .filter(|record| record.action.as_ref() == Some(action))
             .take_while(|record| record.status != ObservationStatus::Ok)
-            .filter(|record| !self.invited.contains(&record.observation))
+            .filter(|record| !self.failures.forgave(&record.observation))
             .count();
         (count >= self.config.guard.stuck_repeats as usize).then(|| {
             format!(
@@ -1235,6 +1260,7 @@ impl Run {
             lenient_sums: self.format < 6,
             strict,
             counted,
+            long_codes: self.format >= crate::grounding::LONG_CODES_SINCE_FORMAT,
             ..Default::default()
         };
         let texts: std::collections::HashMap<&str, &str> =

@@ -127,8 +127,12 @@ pub struct RunResult {
 /// the same call still runs), and counts those refusals toward `stuck`; 15 ends a
 /// plan-execute-think batch after a step that selected a skill (the rest was planned before its
 /// instructions were read) and lets the think after a refusal that names every value the
-/// answer needs run past the round limit.
-pub const RECORD_FORMAT: u32 = 15;
+/// answer needs run past the round limit; 16 shows plan-execute-think's last plan in the plan
+/// note without its reasoning and without the steps a selection cut off, takes a word of
+/// sixteen digits or more among letters as a code an answer must have seen, and appends to an
+/// answer that states a figure of any of the task's runs the results of the runs on the task's
+/// values that it leaves out.
+pub const RECORD_FORMAT: u32 = 16;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -388,7 +392,6 @@ pub(crate) fn new_run(run_id: &str, start: &RunStart, parts: RunParts) -> Run {
         replaying: None,
         failures: Default::default(),
         next_observation: 0,
-        invited: Vec::new(),
         observation_texts: Vec::new(),
         grounding: Grounding::new(start.record_format, &start.task),
         format: start.record_format,
@@ -549,7 +552,7 @@ pub(crate) async fn continue_with(run: &mut Run, input: UserInput) -> Result<Run
             run.input_sizes = input_sizes;
         }
     }
-    run.failures = Default::default();
+    run.failures.restart();
     work(run, kind).await
 }
 

@@ -29,6 +29,7 @@ fn main() -> std::process::ExitCode {
         a_value_copied_from_an_example_is_refused_until_it_changes,
         a_result_of_a_guessed_figure_grounds_nothing,
         a_batch_answered_after_its_first_item_is_refused_once,
+        an_answer_with_one_result_gets_the_runs_on_the_tasks_values_after_it,
         an_example_value_in_the_usage_line_is_no_statement,
         a_final_answer_cut_by_the_token_limit_is_checked_like_any_other,
         a_refused_example_path_grounds_no_answer,
@@ -594,6 +595,32 @@ async fn a_batch_answered_after_its_first_item_is_refused_once() -> anyhow::Resu
     assert_eq!(ran.statuses(), ["ok", "ok", "refused"]);
     assert_eq!(ran.result.outcome, Outcome::Completed);
     replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn an_answer_with_one_result_gets_the_runs_on_the_tasks_values_after_it() -> anyhow::Result<()>
+{
+    // Asked to total a column and convert three values, the local 1.5B ran all four and
+    // answered with the total alone. From format 16 the runs on the task's values whose
+    // figures the answer leaves out follow it (before, only a script run twice or more was a
+    // batch, and only an answer with one of the batch's figures got the rest).
+    let fixture = totals_toolbox();
+    fixture.script("toolbox", "scripts/double.sh", "echo \"$1 x = $(($1 * 2)) y\"");
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        run_script("toolbox", "scripts/total.sh", &["amount"]),
+        run_script("toolbox", "scripts/double.sh", &["3"]),
+        answer("The total of the amount column is 1705.47."),
+    ]));
+    let task = "Total the amount column, and double 3 with the toolbox.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "ok"]);
+    assert_eq!(
+        ran.result.final_text,
+        "The total of the amount column is 1705.47.\n\nResults:\n- run_script \
+         toolbox/scripts/double.sh 3: 3 x = 6 y"
+    );
     Ok(())
 }
 

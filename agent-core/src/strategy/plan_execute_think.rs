@@ -372,6 +372,8 @@ struct RoundBatch<'a> {
     steps: Vec<PlanStep>,
     /// Steps run so far.
     ran: usize,
+    /// The batch ended after a step that selected a skill (format 15).
+    cut_at_selection: bool,
     started: std::time::Instant,
 }
 
@@ -391,6 +393,7 @@ impl Batch for RoundBatch<'_> {
             && matches!(self.actions[index - 1], Action::SelectSkills { .. })
             && self.steps[index - 1].status == StepStatus::Done
         {
+            self.cut_at_selection = true;
             return Ok(false);
         }
         if index > 0
@@ -440,13 +443,21 @@ async fn execute(run: &mut Run, rounds: &mut RoundState, plan: &RoundPlan) -> Re
         actions: &plan.steps,
         steps,
         ran: 0,
+        cut_at_selection: false,
         started: std::time::Instant::now(),
     };
     let end = kernel::run_batch(run, &mut batch).await?;
     if matches!(&end, BatchEnd::Stopped(stop) if stop.is_cancelled()) {
         return Ok(end);
     }
-    let current = Plan { goal, steps: batch.steps, ..Plan::default() };
+    let mut steps = batch.steps;
+    // From format 16 the steps a selection cut off leave the plan (`not_run` counts them): the
+    // next plan note showed "[ ] run_script csv-summary … <file named in the task>", and the
+    // local 1.5B planned it again.
+    if batch.cut_at_selection && run.format >= grounding::SHORT_PLAN_NOTE_SINCE_FORMAT {
+        steps.truncate(batch.ran);
+    }
+    let current = Plan { goal, steps, ..Plan::default() };
     run.state.plan = Some(current.clone());
     run.emit(Payload::PlanUpdated(PlanChange {
         round: Some(round),
@@ -594,7 +605,14 @@ fn plan_note(run: &Run, rounds: &RoundState, space: &ActionSpace) -> String {
     push_notice(run, &mut note);
     if let Some(plan) = &run.state.plan {
         note.push_str("Last round's plan:\n");
-        note.push_str(&plan.render());
+        // From format 16 without its reasoning: the local 1.5B wrote the one shown back as
+        // its next plan's, word for word, round after round (~70 tokens each way).
+        if run.format >= grounding::SHORT_PLAN_NOTE_SINCE_FORMAT {
+            let steps = Plan { goal: String::new(), ..plan.clone() };
+            note.push_str(&steps.render());
+        } else {
+            note.push_str(&plan.render());
+        }
     }
     note.push_str(&skills_lines(run));
     note.push_str(&format!("Task: {}\n", run.state.task));
