@@ -71,6 +71,15 @@ pub(crate) const LONG_CODES_SINCE_FORMAT: u32 = 16;
 /// states a figure of any run of the task is such an answer (see `Run::with_batch_results`).
 pub(crate) const BATCH_RESULTS_SINCE_FORMAT: u32 = 16;
 
+/// The record format from which plan-execute-think bounds a plan's reasoning and a think's
+/// next-step preview at 120 characters instead of 300.
+pub(crate) const SHORT_REASONING_SINCE_FORMAT: u32 = 17;
+
+/// The record format from which an answer states a figure only when it states one of a result
+/// (digits of its own, "the exit code is always 0", do not count), so that an answer with none
+/// gets the task's results after it.
+pub(crate) const RESULT_FIGURES_SINCE_FORMAT: u32 = 17;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -743,6 +752,16 @@ pub(crate) fn names_file_kind(arg: &str) -> bool {
             && extension.starts_with(|c: char| c.is_ascii_alphabetic())
             && extension.chars().all(|c| c.is_ascii_alphanumeric())
     })
+}
+
+/// Whether `answer` states a number `output` writes (its arguments' numbers included: "It
+/// printed 3 lines" of `print.sh 3 x`).
+pub(crate) fn shares_a_number(answer: &str, output: &str) -> bool {
+    let mut written = Vec::new();
+    source_numbers(output, &mut written, true);
+    stated_numbers(answer)
+        .iter()
+        .any(|number| written.iter().any(|&other| equal(other, number.value)))
 }
 
 /// Whether `answer` states a figure of a call's `output` (as written or rounded), other than

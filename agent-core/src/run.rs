@@ -951,7 +951,13 @@ impl Run {
         if self.format < 6 || admits {
             return answer;
         }
-        let (answer_digits, task_digits) = (digits(&answer), digits(&self.state.task));
+        let task_digits = digits(&self.state.task);
+        // From format 17 digits that are no result's figure do not make an answer state one:
+        // the 1.5B's plan-execute-think summary of six conversions was "each conversion was
+        // successful … The exit code is always 0".
+        let answer_digits = digits(&answer)
+            && (self.format < crate::grounding::RESULT_FIGURES_SINCE_FORMAT
+                || self.states_a_result(&answer));
         if answer_digits && task_digits && self.grounding.strict {
             return self.with_batch_results(answer);
         }
@@ -970,6 +976,19 @@ impl Run {
             })
             .collect();
         appended(answer, &lines)
+    }
+
+    /// Whether `answer` states a number one of the task's results writes (a script's output, a
+    /// tool's result).
+    fn states_a_result(&self, answer: &str) -> bool {
+        self.state.latest_actions(ActionRecord::is_result).into_iter().any(|record| {
+            let text = self.observation_text(&record.observation);
+            let output = match &record.action {
+                Some(Action::RunScript { .. }) => crate::grounding::script_output(text).join("\n"),
+                _ => text.to_owned(),
+            };
+            crate::grounding::shares_a_number(answer, &output)
+        })
     }
 
     /// A completed answer that names no file, to a task that names none, where scripts of the

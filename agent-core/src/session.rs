@@ -131,8 +131,10 @@ pub struct RunResult {
 /// note without its reasoning and without the steps a selection cut off, takes a word of
 /// sixteen digits or more among letters as a code an answer must have seen, and appends to an
 /// answer that states a figure of any of the task's runs the results of the runs on the task's
-/// values that it leaves out.
-pub const RECORD_FORMAT: u32 = 16;
+/// values that it leaves out; 17 bounds plan-execute-think's plan reasoning and next-step
+/// preview at 120 characters (300 before), and takes an answer whose digits are no result's
+/// figure as one that states none (it gets the task's results after it).
+pub const RECORD_FORMAT: u32 = 17;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

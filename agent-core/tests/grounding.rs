@@ -30,6 +30,7 @@ fn main() -> std::process::ExitCode {
         a_result_of_a_guessed_figure_grounds_nothing,
         a_batch_answered_after_its_first_item_is_refused_once,
         an_answer_with_one_result_gets_the_runs_on_the_tasks_values_after_it,
+        digits_that_are_no_results_figure_leave_an_answer_figure_less,
         an_example_value_in_the_usage_line_is_no_statement,
         a_final_answer_cut_by_the_token_limit_is_checked_like_any_other,
         a_refused_example_path_grounds_no_answer,
@@ -620,6 +621,31 @@ async fn an_answer_with_one_result_gets_the_runs_on_the_tasks_values_after_it() 
         ran.result.final_text,
         "The total of the amount column is 1705.47.\n\nResults:\n- run_script \
          toolbox/scripts/double.sh 3: 3 x = 6 y"
+    );
+    Ok(())
+}
+
+async fn digits_that_are_no_results_figure_leave_an_answer_figure_less() -> anyhow::Result<()> {
+    // The local 1.5B summarised six conversions as "each conversion was successful … The exit
+    // code is always 0": digits, but no result's figure. From format 17 such an answer gets
+    // the task's results after it, as one with no digits at all does (here the digit is the
+    // task's own "2 calls").
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/double.sh", "echo \"$1 x = $(($1 * 2)) y\"");
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        run_script("toolbox", "scripts/double.sh", &["3"]),
+        run_script("toolbox", "scripts/double.sh", &["4"]),
+        answer("Done in 2 calls: each value was doubled."),
+    ]));
+    let task = "Double 3 and 4 with the toolbox, in 2 calls.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(
+        ran.result.final_text,
+        "Done in 2 calls: each value was doubled.\n\nResults:\n\
+         - run_script toolbox/scripts/double.sh 3: 3 x = 6 y\n\
+         - run_script toolbox/scripts/double.sh 4: 4 x = 8 y"
     );
     Ok(())
 }

@@ -138,6 +138,11 @@ async fn a_plan_runs_and_a_completing_think_answers() -> anyhow::Result<()> {
     // The first plan judges complexity; later ones may not; steps are the actions allowed now.
     let first = &requests[0].tools[0].parameters;
     assert_eq!(first["required"], json!(["reasoning", "steps", "complexity"]));
+    // From format 17 a plan's reasoning and a think's preview are bounded at 120 characters
+    // (at 300 the local 1.5B filled the reasoning to the bound in half its plans).
+    assert_eq!(first["properties"]["reasoning"]["maxLength"], json!(120));
+    let think = &requests[2].tools[0].parameters;
+    assert_eq!(think["properties"]["next_steps_preview"]["maxLength"], json!(120));
     let second = &requests[1].tools[0].parameters;
     assert_eq!(second["required"], json!(["reasoning", "steps"]));
     let step_tools: Vec<&Value> = second["properties"]["steps"]["items"]["anyOf"]
