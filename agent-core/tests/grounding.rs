@@ -599,23 +599,32 @@ async fn a_batch_answered_after_its_first_item_is_refused_once() -> anyhow::Resu
     Ok(())
 }
 
+/// react on `task` with the totals toolbox and a `double.sh N` printing `N x = 2N y`: the
+/// toolbox selected, then `replies`. The run replays exactly.
+async fn doubling(task: &str, replies: Vec<MockReply>) -> anyhow::Result<Ran> {
+    let fixture = totals_toolbox();
+    fixture.script("toolbox", "scripts/double.sh", "echo \"$1 x = $(($1 * 2)) y\"");
+    let model = Arc::new(MockModel::new([vec![select("toolbox")], replies].concat()));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    Ok(ran)
+}
+
 async fn an_answer_with_one_result_gets_the_runs_on_the_tasks_values_after_it() -> anyhow::Result<()>
 {
     // Asked to total a column and convert three values, the local 1.5B ran all four and
     // answered with the total alone. From format 16 the runs on the task's values whose
     // figures the answer leaves out follow it (before, only a script run twice or more was a
     // batch, and only an answer with one of the batch's figures got the rest).
-    let fixture = totals_toolbox();
-    fixture.script("toolbox", "scripts/double.sh", "echo \"$1 x = $(($1 * 2)) y\"");
-    let model = Arc::new(MockModel::new(vec![
-        select("toolbox"),
-        run_script("toolbox", "scripts/total.sh", &["amount"]),
-        run_script("toolbox", "scripts/double.sh", &["3"]),
-        answer("The total of the amount column is 1705.47."),
-    ]));
-    let task = "Total the amount column, and double 3 with the toolbox.";
-    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
-    replays_exactly(&ran).await;
+    let ran = doubling(
+        "Total the amount column, and double 3 with the toolbox.",
+        vec![
+            run_script("toolbox", "scripts/total.sh", &["amount"]),
+            run_script("toolbox", "scripts/double.sh", &["3"]),
+            answer("The total of the amount column is 1705.47."),
+        ],
+    )
+    .await?;
     assert_eq!(ran.statuses(), ["ok", "ok", "ok"]);
     assert_eq!(
         ran.result.final_text,
@@ -630,17 +639,15 @@ async fn digits_that_are_no_results_figure_leave_an_answer_figure_less() -> anyh
     // code is always 0": digits, but no result's figure. From format 17 such an answer gets
     // the task's results after it, as one with no digits at all does (here the digit is the
     // task's own "2 calls").
-    let fixture = toolbox();
-    fixture.script("toolbox", "scripts/double.sh", "echo \"$1 x = $(($1 * 2)) y\"");
-    let model = Arc::new(MockModel::new(vec![
-        select("toolbox"),
-        run_script("toolbox", "scripts/double.sh", &["3"]),
-        run_script("toolbox", "scripts/double.sh", &["4"]),
-        answer("Done in 2 calls: each value was doubled."),
-    ]));
-    let task = "Double 3 and 4 with the toolbox, in 2 calls.";
-    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
-    replays_exactly(&ran).await;
+    let ran = doubling(
+        "Double 3 and 4 with the toolbox, in 2 calls.",
+        vec![
+            run_script("toolbox", "scripts/double.sh", &["3"]),
+            run_script("toolbox", "scripts/double.sh", &["4"]),
+            answer("Done in 2 calls: each value was doubled."),
+        ],
+    )
+    .await?;
     assert_eq!(
         ran.result.final_text,
         "Done in 2 calls: each value was doubled.\n\nResults:\n\
