@@ -80,6 +80,26 @@ pub(crate) const SHORT_REASONING_SINCE_FORMAT: u32 = 17;
 /// gets the task's results after it.
 pub(crate) const RESULT_FIGURES_SINCE_FORMAT: u32 = 17;
 
+/// The record format from which a refusal that knows the call to make instead shows it whole
+/// ([`shown_call`]): a respelled word written as the task writes it and a value written with
+/// its unit as the value alone ([`fixed_arguments`]), an example's file pattern as the task's
+/// kind of file, an optional last argument the error named left out. Told "write the task's own
+/// value in its place", the local 1.5B made the refused call again word for word ("I will run
+/// the script again with the correct value": `["1 GiB", "GB", "MB"]` three times), or went to
+/// another skill.
+pub(crate) const CALL_SHOWN_SINCE_FORMAT: u32 = 18;
+
+/// The record format from which the turn after a call that failed on an optional last
+/// argument its error names shows the call without it (from format 18 only a repeat of the
+/// call, refused, showed it).
+pub(crate) const FAILED_CALL_SHOWN_SINCE_FORMAT: u32 = 19;
+
+/// The record format from which a refused example file name (`data/invoice-2024.csv`, a
+/// script that takes a path) is followed by the call on the one file of its kind that the
+/// run's scripts found: told "the task's CSV files: `*.csv`" after finding `sales.csv`, the
+/// local 1.5B made the refused call twice more.
+pub(crate) const FOUND_FILE_SHOWN_SINCE_FORMAT: u32 = 19;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -681,6 +701,51 @@ pub(crate) fn respelled_arguments<'a>(
     found
 }
 
+/// `args` with the fixes the firm refusals ask for (format 18): each argument that respells a
+/// word of the user's texts ([`respelled_arguments`]) written as they write it, then each value
+/// written with its unit beside that unit ([`value_with_its_unit`]) as the value alone. `None`
+/// when nothing needs fixing, or when a respelled word sits inside a longer argument (which of
+/// its words to change is a guess).
+pub(crate) fn fixed_arguments(args: &[String], sources: &Sources<'_>) -> Option<Vec<String>> {
+    let mut fixed = args.to_vec();
+    for (arg, word) in respelled_arguments(args, sources) {
+        if !arg.trim().chars().all(char::is_alphanumeric) {
+            return None;
+        }
+        for slot in fixed.iter_mut().filter(|slot| slot.as_str() == arg) {
+            slot.clone_from(&word);
+        }
+    }
+    // Each pass writes one argument as its value alone.
+    for _ in 0..fixed.len() {
+        let Some((arg, _, value)) = value_with_its_unit(&fixed) else { break };
+        let (arg, value) = (arg.to_owned(), value.to_owned());
+        if let Some(slot) = fixed.iter_mut().find(|slot| **slot == arg) {
+            *slot = value;
+        }
+    }
+    (fixed != args).then_some(fixed)
+}
+
+/// Whether a refusal's note shows the call to make: the notes write "make this call: " (with a
+/// capital at a sentence's start) before a [`shown_call`].
+pub(crate) fn shows_call(note: &str) -> bool {
+    note.to_lowercase().contains("make this call: {\"skill\": ")
+}
+
+/// A `run_script` call's arguments as the model writes them (`{"skill": "…", "script": "…",
+/// "args": ["…", "…"]}`, the separators of its one-line grammar), for a note to show.
+pub(crate) fn shown_call(skill: &str, script: &str, args: &[String]) -> String {
+    let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let args: Vec<String> = args.iter().map(|arg| quoted(arg)).collect();
+    format!(
+        "{{\"skill\": {}, \"script\": {}, \"args\": [{}]}}",
+        quoted(skill),
+        quoted(script),
+        args.join(", ")
+    )
+}
+
 /// The argument of a failed call that its error names first, as a whole word, after the
 /// `stderr:` line when there is one (`'units'` in "unknown unit: 'units'; known units: …, kg";
 /// `docs` in "no such folder in the workspace: docs"): most errors name the value they failed
@@ -1186,6 +1251,22 @@ fn stated_numbers(text: &str) -> Vec<Number> {
             Token::Date(_) => None,
         })
         .collect()
+}
+
+/// The file names with `extension` (any case) that `text` writes, as it writes them, each
+/// once (`sales.csv` in "file: sales.csv", for `csv`).
+pub(crate) fn files_written(text: &str, extension: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        let word = trim_word(word).trim_start_matches("./");
+        if is_file_name(word)
+            && word.rsplit_once('.').is_some_and(|(_, ext)| ext.eq_ignore_ascii_case(extension))
+            && !found.iter().any(|known| known == word)
+        {
+            found.push(word.to_owned());
+        }
+    }
+    found
 }
 
 /// The file names `text` writes (words that read as one, without their quoting), lowercased.
@@ -1786,6 +1867,47 @@ mod tests {
         let sentence =
             Sources { user: vec!["Translate it for me into French"], ..Default::default() };
         assert!(respelled_arguments(&args(&["fr"]), &sentence).is_empty());
+    }
+
+    #[test]
+    fn the_fixed_arguments_write_the_tasks_word_and_the_value_alone() {
+        let args = |list: &[&str]| list.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
+        let sources = Sources { user: vec!["How many MB are 1 GiB?"], ..Default::default() };
+        // The local 1.5B's call: the task's value with its unit, and the unit respelled.
+        assert_eq!(
+            fixed_arguments(&args(&["1 GiB", "GB", "MB"]), &sources),
+            Some(args(&["1", "GiB", "MB"]))
+        );
+        assert_eq!(
+            fixed_arguments(&args(&["1", "GB", "MB"]), &sources),
+            Some(args(&["1", "GiB", "MB"]))
+        );
+        assert_eq!(
+            fixed_arguments(&args(&["1 nmi", "nmi", "m"]), &sources),
+            Some(args(&["1", "nmi", "m"]))
+        );
+        // Nothing to fix, or a respelled word inside a longer argument: none.
+        assert_eq!(fixed_arguments(&args(&["1", "GiB", "MB"]), &sources), None);
+        assert_eq!(fixed_arguments(&args(&["1 GB", "MB"]), &sources), None);
+    }
+
+    #[test]
+    fn the_files_written_of_a_kind_are_found_as_written() {
+        let output = "pattern: *.csv\nfile: Sales.csv\nfile: ./data/b.CSV\nfile: Sales.csv (2)\n\
+                      file: notes.md, 8.04672 and e.g. x.csv1";
+        assert_eq!(files_written(output, "csv"), ["Sales.csv", "data/b.CSV"]);
+        assert_eq!(files_written(output, "md"), ["notes.md"]);
+        assert!(files_written(output, "txt").is_empty());
+    }
+
+    #[test]
+    fn a_shown_call_is_written_as_the_model_writes_one() {
+        let args = ["*.md".to_owned(), "say \"hi\"".to_owned()];
+        assert_eq!(
+            shown_call("file-finder", "scripts/find_files.py", &args),
+            r#"{"skill": "file-finder", "script": "scripts/find_files.py", "args": ["*.md", "say \"hi\""]}"#
+        );
+        assert_eq!(shown_call("s", "x.py", &[]), r#"{"skill": "s", "script": "x.py", "args": []}"#);
     }
 
     #[test]

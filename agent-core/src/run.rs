@@ -792,6 +792,15 @@ impl Run {
         // From format 11 the note names the argument the error names (told only "change the
         // arguments", the local 1.5B made the call that failed on `'units'` twice more).
         if let Some(arg) = named {
+            // From format 18, an optional last argument is shown left out (the local 1.5B
+            // made `find_files.py "*.md" sales` three times, `sales` no folder).
+            if let Some(call) = self.call_without_last(action, arg) {
+                return Some(format!(
+                    "this exact call already {what}; the error names `{arg}`, which the \
+                     script can do without: make this call: {call}, or write another value \
+                     from the task or a result in its place"
+                ));
+            }
             return Some(format!(
                 "this exact call already {what}; the error names `{arg}`: write another value \
                  from the task or a result in its place, use another script, or answer with \
@@ -802,6 +811,52 @@ impl Run {
             "this exact call already {what}; the same arguments give the same error: change \
              the arguments, use another script, or answer with what is known"
         ))
+    }
+
+    /// `action` (a script call) without its last argument, shown as a call (format 18), when
+    /// that argument is `named` and the script's usage takes fewer arguments.
+    fn call_without_last(&self, action: &Action, named: &str) -> Option<String> {
+        let Action::RunScript { skill, script, args } = action else { return None };
+        let (last, rest) = args.split_last()?;
+        let usage = self.state.selected_skill(skill)?.usage_of(script)?;
+        (self.format >= crate::grounding::CALL_SHOWN_SINCE_FORMAT
+            && last.trim() == named
+            && rest.len() >= usage.min_args)
+            .then(|| crate::grounding::shown_call(skill, script, rest))
+    }
+
+    /// The files of `example`'s extension that the run's script calls that worked write,
+    /// other than `example` (as the outputs write them, each once).
+    fn found_files(&self, example: &str) -> Vec<String> {
+        let Some((_, extension)) = example.trim().rsplit_once('.') else { return Vec::new() };
+        let mut found: Vec<String> = Vec::new();
+        for record in self.state.task_actions() {
+            if record.status != ObservationStatus::Ok
+                || !matches!(record.action, Some(Action::RunScript { .. }))
+            {
+                continue;
+            }
+            let text = self.observation_text(&record.observation);
+            for file in crate::grounding::files_written(text, extension) {
+                if file != example.trim() && !found.contains(&file) {
+                    found.push(file);
+                }
+            }
+        }
+        found
+    }
+
+    /// `". Make this call: {…}"` with `fixed` as the arguments of `action` (a script call),
+    /// from format 18; empty before, or with nothing fixed.
+    fn shown_fix(&self, action: &Action, fixed: Option<Vec<String>>) -> String {
+        match (action, fixed) {
+            (Action::RunScript { skill, script, .. }, Some(fixed))
+                if self.format >= crate::grounding::CALL_SHOWN_SINCE_FORMAT =>
+            {
+                format!(". Make this call: {}", crate::grounding::shown_call(skill, script, &fixed))
+            }
+            _ => String::new(),
+        }
     }
 
     /// Whether [`Run::unstated_arguments`] refuses the same call again when it is made again,
@@ -851,9 +906,13 @@ impl Run {
             && let Some((arg, word)) =
                 crate::grounding::respelled_arguments(args, &sources).into_iter().next()
         {
+            let shown = self.shown_fix(action, crate::grounding::fixed_arguments(args, &sources));
+            let advice = match shown.is_empty() {
+                true => ". Write the task's own value in its place",
+                false => "",
+            };
             return Some(format!(
-                "`{arg}` is not how the task writes it: the task writes `{word}`. Write the \
-                 task's own value in its place{}",
+                "`{arg}` is not how the task writes it: the task writes `{word}`{advice}{shown}{}",
                 again(&format!("; if `{arg}` is what the task means, make the same call again"))
             ));
         }
@@ -863,9 +922,10 @@ impl Run {
         if self.format >= crate::grounding::ROUNDS_SINCE_FORMAT
             && let Some((arg, unit, value)) = crate::grounding::value_with_its_unit(args)
         {
+            let shown = self.shown_fix(action, crate::grounding::fixed_arguments(args, &sources));
             return Some(format!(
                 "`{arg}` holds the value and its unit, and `{unit}` is an argument of its own \
-                 too: write the value alone (`{value}`) in its place{}",
+                 too: write the value alone (`{value}`) in its place{shown}{}",
                 again(&format!("; if `{arg}` is what the script takes, make the same call again"))
             ));
         }
@@ -897,10 +957,47 @@ impl Run {
             } else {
                 Vec::new()
             };
+            // From format 18, one example pattern and one kind of file: the call with the
+            // kind's pattern in its place (told the kind, the local 1.5B went to another
+            // skill: `markdown-toc`, then `csv-summary`, with `*.md` as a file name). Only a
+            // pattern: a script shown a file name (`data/invoice-2024.csv`) takes a path, and
+            // the 1.5B ran `csv_summary.py *.csv` when shown it.
+            let shown = match (unstated.as_slice(), kinds.as_slice()) {
+                ([example], [(_, pattern)])
+                    if example.contains(['*', '?'])
+                        && crate::grounding::names_file_kind(example) =>
+                {
+                    let fixed = args
+                        .iter()
+                        .map(|arg| if arg == example { pattern.clone() } else { arg.clone() })
+                        .collect();
+                    self.shown_fix(action, Some(fixed))
+                }
+                // From format 19, an example file name (a script that takes a path) and one
+                // file of its kind that the run's scripts found: the call on that file.
+                ([example], _)
+                    if self.format >= crate::grounding::FOUND_FILE_SHOWN_SINCE_FORMAT
+                        && !example.contains(['*', '?'])
+                        && crate::grounding::names_file_kind(example) =>
+                {
+                    match self.found_files(example).as_slice() {
+                        [file] => {
+                            let fixed = args
+                                .iter()
+                                .map(|arg| if arg == example { file.clone() } else { arg.clone() })
+                                .collect();
+                            format!(". Found: `{file}`{}", self.shown_fix(action, Some(fixed)))
+                        }
+                        _ => String::new(),
+                    }
+                }
+                _ => String::new(),
+            };
             let kinds = kinds
                 .iter()
                 .map(|(kind, pattern)| format!(". The task's {kind} files: `{pattern}`"))
-                .collect::<String>();
+                .collect::<String>()
+                + &shown;
             let advice = match firm {
                 true => "Write the task's own value",
                 false => {
@@ -924,7 +1021,38 @@ impl Run {
 
     /// This turn's action space ([`crate::space::action_space`] on the run's state).
     pub(crate) fn action_space(&self) -> crate::space::ActionSpace {
-        crate::space::action_space(&self.state, &self.config, self.space_rules())
+        let mut space = crate::space::action_space(&self.state, &self.config, self.space_rules());
+        // From format 18, after a refusal that shows the call to make, no other skill: shown
+        // `find_files.py "*.md"`, the local 1.5B selected markdown-toc, whose name holds the
+        // task's "Markdown", and then csv-summary.
+        if self.format >= crate::grounding::CALL_SHOWN_SINCE_FORMAT
+            && !space.select.is_empty()
+            && let Some(last) = self.state.task_actions().last()
+            && last.status == ObservationStatus::Refused
+            && crate::grounding::shows_call(self.observation_text(&last.observation))
+        {
+            space.select.clear();
+            space.note = Some("the refusal above shows the call to make".to_owned());
+        }
+        // From format 19, a call that failed on an optional last argument its error names is
+        // shown without it at once (shown it only when the call was refused as a repeat, the
+        // local 1.5B spent a call per failure making it again).
+        if self.format >= crate::grounding::FAILED_CALL_SHOWN_SINCE_FORMAT
+            && let Some(last) = self.state.task_actions().last()
+            && last.status == ObservationStatus::Failed
+            && let Some(action @ Action::RunScript { args, .. }) = last.action.as_ref()
+            && let Some(arg) = crate::grounding::argument_named_by_error(
+                args,
+                self.observation_text(&last.observation),
+            )
+            && let Some(call) = self.call_without_last(action, arg)
+        {
+            space.note = Some(format!(
+                "the error names `{arg}`, which the script can do without: make this call: \
+                 {call}, or write another value from the task or a result in its place"
+            ));
+        }
+        space
     }
 
     /// What of the run, beside its state and configuration, shapes the action space.

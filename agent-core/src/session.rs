@@ -133,8 +133,14 @@ pub struct RunResult {
 /// answer that states a figure of any of the task's runs the results of the runs on the task's
 /// values that it leaves out; 17 bounds plan-execute-think's plan reasoning and next-step
 /// preview at 120 characters (300 before), and takes an answer whose digits are no result's
-/// figure as one that states none (it gets the task's results after it).
-pub const RECORD_FORMAT: u32 = 17;
+/// figure as one that states none (it gets the task's results after it); 18 shows the call to
+/// make in a refusal that knows it (a respelled word as the task writes it, a value written
+/// with its unit as the value alone, an example's file pattern as the task's kind of file, an
+/// optional last argument the error named left out) and offers no other skill in the turn
+/// after such a refusal; 19 shows that call without the optional last argument in the turn
+/// right after the failure, and after a refused example file name the call on the one file of
+/// its kind the run's scripts found.
+pub const RECORD_FORMAT: u32 = 19;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

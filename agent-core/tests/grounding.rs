@@ -48,7 +48,9 @@ fn main() -> std::process::ExitCode {
         a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_changes,
         a_number_the_task_writes_twice_needs_two_calls,
         a_repeated_failure_names_the_argument_the_error_names,
+        a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_it,
         an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file,
+        an_example_file_name_is_followed_by_the_one_file_found,
         a_refused_example_value_made_again_ends_the_run_stuck_by_the_third,
     ])
 }
@@ -663,6 +665,7 @@ async fn an_example_value_in_the_usage_line_is_no_statement() -> anyhow::Result<
         "Run it:\n\n```json\n{\"skill\": \"finder\", \"script\": \"scripts/find.sh\", \"args\": [\"*.csv\"]}\n```",
         "echo \"found $*\"",
     );
+    fixture.skill("markdown-toc", "Prints the contents of a Markdown file.", "", "Run it.");
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
         find(&["*.csv"]),
@@ -792,8 +795,9 @@ async fn an_argument_that_respells_the_tasks_word_is_refused() -> anyhow::Result
     assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
     assert_eq!(
         ran.observations()[1].1,
-        "`GB` is not how the task writes it: the task writes `GiB`. Write the task's own value \
-         in its place"
+        // From format 18 the refusal shows the call to make.
+        "`GB` is not how the task writes it: the task writes `GiB`. Make this call: {\"skill\": \
+         \"toolbox\", \"script\": \"scripts/convert.sh\", \"args\": [\"1\", \"GiB\", \"MB\"]}"
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
     Ok(())
@@ -824,7 +828,8 @@ async fn a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_chang
     assert_eq!(
         ran.observations()[1].1,
         "`1 nmi` holds the value and its unit, and `nmi` is an argument of its own too: write \
-         the value alone (`1`) in its place"
+         the value alone (`1`) in its place. Make this call: {\"skill\": \"toolbox\", \
+         \"script\": \"scripts/convert.sh\", \"args\": [\"1\", \"nmi\", \"m\"]}"
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
     Ok(())
@@ -873,12 +878,53 @@ async fn a_repeated_failure_names_the_argument_the_error_names() -> anyhow::Resu
     Ok(())
 }
 
-async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> anyhow::Result<()> {
+async fn a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_it()
+-> anyhow::Result<()> {
+    // The local 1.5B ran `find_files.py "*.md" sales` three times, `sales` no folder. From
+    // format 18 the refused repeat shows the call without the argument the usage makes
+    // optional.
     let fixture = finder(
-        "Run the script with a pattern:\n\n```json\n{\"skill\": \"finder\", \"script\": \
-         \"scripts/find.sh\", \"args\": [\"*.csv\"]}\n```",
-        "echo \"found $*\"",
+        "Run `scripts/find.sh PATTERN [FOLDER]`.",
+        "if [ -n \"$2\" ]; then echo \"no such folder in the workspace: $2\" >&2; exit 2; fi\n\
+         echo \"found TASK.md\"",
     );
+    let model = Arc::new(MockModel::new(vec![
+        select("finder"),
+        find(&["*.md", "sales"]),
+        find(&["*.md", "sales"]),
+        find(&["*.md"]),
+        answer("TASK.md"),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
+        .await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "failed", "refused", "ok"]);
+    let note = &ran.observations()[2].1;
+    assert!(
+        note.ends_with(
+            "the error names `sales`, which the script can do without: make this call: \
+             {\"skill\": \"finder\", \"script\": \"scripts/find.sh\", \"args\": [\"*.md\"]}, \
+             or write another value from the task or a result in its place"
+        ),
+        "{note}"
+    );
+    // From format 19 the turn right after the failure shows it already.
+    let after = common::note(&model.requests()[2]);
+    assert!(
+        after.contains(
+            "(the error names `sales`, which the script can do without: make this call: \
+             {\"skill\": \"finder\", \"script\": \"scripts/find.sh\", \"args\": [\"*.md\"]}, \
+             or write another value from the task or a result in its place)"
+        ),
+        "{after}"
+    );
+    assert_eq!(ran.result.final_text, "TASK.md");
+    Ok(())
+}
+
+async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> anyhow::Result<()> {
+    let fixture = finder_shown("*.csv", "echo \"found $*\"");
     let model = Arc::new(MockModel::new(vec![
         select("finder"),
         find(&["*.csv"]),
@@ -893,10 +939,53 @@ async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> any
     let note = &ran.observations()[1].1;
     assert!(
         note.ends_with(
-            "(leave it out only when the task gives none). The task's Markdown files: `*.md`"
+            "(leave it out only when the task gives none). The task's Markdown files: `*.md`. \
+             Make this call: {\"skill\": \"finder\", \"script\": \"scripts/find.sh\", \
+             \"args\": [\"*.md\"]}"
         ),
         "{note}"
     );
+    // The turn after it offers no other skill (the local 1.5B took markdown-toc).
+    let after = common::note(&model.requests()[2]);
+    assert!(
+        after.contains(
+            "Allowed now: run_script, final_answer (the refusal above shows the call to make)"
+        ),
+        "{after}"
+    );
+    Ok(())
+}
+
+async fn an_example_file_name_is_followed_by_the_one_file_found() -> anyhow::Result<()> {
+    // A script shown a file name takes a path: a pattern in its place is no call to make (the
+    // local 1.5B ran `csv_summary.py *.csv` when shown it). From format 19 the one file of the
+    // example's kind that a script found is (told only the task's kind of file, the 1.5B made
+    // the refused call twice more).
+    let script =
+        "if [ \"$1\" = \"*.csv\" ]; then echo \"file: Sales.csv\"; else echo \"read $1\"; fi";
+    let example = || find(&["data/invoice-2024.csv"]);
+    let shown = "The task's CSV files: `*.csv`. Found: `Sales.csv`. Make this call: {\"skill\": \
+                 \"finder\", \"script\": \"scripts/find.sh\", \"args\": [\"Sales.csv\"]}";
+    let cases = [
+        (vec![example(), answer("I do not know.")], "The task's CSV files: `*.csv`"),
+        (vec![find(&["*.csv"]), example(), find(&["Sales.csv"]), answer("read Sales.csv")], shown),
+    ];
+    for (replies, ending) in cases {
+        let fixture = finder_shown("data/invoice-2024.csv", script);
+        let model = Arc::new(MockModel::new([vec![select("finder")], replies].concat()));
+        let ran = fixture
+            .run(fixture.agent(&model, AgentConfig::default()), "Read the CSV file.")
+            .await?;
+        replays_exactly(&ran).await;
+        let refused = ran.statuses().iter().position(|status| status == "refused").unwrap();
+        let note = &ran.observations()[refused].1;
+        assert!(note.ends_with(ending), "{note}");
+        if ending == shown {
+            let after = common::note(&model.requests()[refused + 1]);
+            assert!(after.contains("(the refusal above shows the call to make)"), "{after}");
+            assert_eq!(ran.result.final_text, "read Sales.csv");
+        }
+    }
     Ok(())
 }
 
@@ -932,6 +1021,20 @@ fn finder(body: &str, script: &str) -> Fixture {
     let fixture = Fixture::new();
     fixture.skill("finder", "Finds files.", "", body);
     fixture.script("finder", "scripts/find.sh", script);
+    fixture
+}
+
+/// [`finder`] whose body shows one call of it, on `example`, beside a `markdown-toc` skill
+/// (whose name holds a Markdown task's word: the local 1.5B selected it).
+fn finder_shown(example: &str, script: &str) -> Fixture {
+    let fixture = finder(
+        &format!(
+            "Run the script:\n\n```json\n{{\"skill\": \"finder\", \"script\": \
+             \"scripts/find.sh\", \"args\": [\"{example}\"]}}\n```"
+        ),
+        script,
+    );
+    fixture.skill("markdown-toc", "Builds a Markdown table of contents.", "", "Run it.");
     fixture
 }
 
