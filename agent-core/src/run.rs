@@ -795,11 +795,7 @@ impl Run {
             // From format 18, an optional last argument is shown left out (the local 1.5B
             // made `find_files.py "*.md" sales` three times, `sales` no folder).
             if let Some(call) = self.call_without_last(action, arg) {
-                return Some(format!(
-                    "this exact call already {what}; the error names `{arg}`, which the \
-                     script can do without: make this call: {call}, or write another value \
-                     from the task or a result in its place"
-                ));
+                return Some(format!("this exact call already {what}; {call}"));
             }
             return Some(format!(
                 "this exact call already {what}; the error names `{arg}`: write another value \
@@ -813,8 +809,9 @@ impl Run {
         ))
     }
 
-    /// `action` (a script call) without its last argument, shown as a call (format 18), when
-    /// that argument is `named` and the script's usage takes fewer arguments.
+    /// What to do about `action` (a script call) that failed on its last argument, `named` by
+    /// the error, where the script's usage takes fewer arguments: the call without it, shown
+    /// (format 18).
     fn call_without_last(&self, action: &Action, named: &str) -> Option<String> {
         let Action::RunScript { skill, script, args } = action else { return None };
         let (last, rest) = args.split_last()?;
@@ -822,7 +819,13 @@ impl Run {
         (self.format >= crate::grounding::CALL_SHOWN_SINCE_FORMAT
             && last.trim() == named
             && rest.len() >= usage.min_args)
-            .then(|| crate::grounding::shown_call(skill, script, rest))
+            .then(|| {
+                format!(
+                    "the error names `{named}`, which the script can do without: make this \
+                     call: {}, or write another value from the task or a result in its place",
+                    crate::grounding::shown_call(skill, script, rest)
+                )
+            })
     }
 
     /// The files of `example`'s extension that the run's script calls that worked write,
@@ -962,16 +965,16 @@ impl Run {
             // skill: `markdown-toc`, then `csv-summary`, with `*.md` as a file name). Only a
             // pattern: a script shown a file name (`data/invoice-2024.csv`) takes a path, and
             // the 1.5B ran `csv_summary.py *.csv` when shown it.
+            let replaced = |example: &str, value: &str| -> Vec<String> {
+                let value = |arg: &String| if arg == example { value } else { arg }.to_owned();
+                args.iter().map(value).collect()
+            };
             let shown = match (unstated.as_slice(), kinds.as_slice()) {
                 ([example], [(_, pattern)])
                     if example.contains(['*', '?'])
                         && crate::grounding::names_file_kind(example) =>
                 {
-                    let fixed = args
-                        .iter()
-                        .map(|arg| if arg == example { pattern.clone() } else { arg.clone() })
-                        .collect();
-                    self.shown_fix(action, Some(fixed))
+                    self.shown_fix(action, Some(replaced(example, pattern)))
                 }
                 // From format 19, an example file name (a script that takes a path) and one
                 // file of its kind that the run's scripts found: the call on that file.
@@ -981,13 +984,10 @@ impl Run {
                         && crate::grounding::names_file_kind(example) =>
                 {
                     match self.found_files(example).as_slice() {
-                        [file] => {
-                            let fixed = args
-                                .iter()
-                                .map(|arg| if arg == example { file.clone() } else { arg.clone() })
-                                .collect();
-                            format!(". Found: `{file}`{}", self.shown_fix(action, Some(fixed)))
-                        }
+                        [file] => format!(
+                            ". Found: `{file}`{}",
+                            self.shown_fix(action, Some(replaced(example, file)))
+                        ),
                         _ => String::new(),
                     }
                 }
@@ -1045,12 +1045,10 @@ impl Run {
                 args,
                 self.observation_text(&last.observation),
             )
-            && let Some(call) = self.call_without_last(action, arg)
+            && !space.run.is_empty()
+            && let Some(advice) = self.call_without_last(action, arg)
         {
-            space.note = Some(format!(
-                "the error names `{arg}`, which the script can do without: make this call: \
-                 {call}, or write another value from the task or a result in its place"
-            ));
+            space.note = Some(advice);
         }
         space
     }
