@@ -1257,8 +1257,7 @@ fn stated_numbers(text: &str) -> Vec<Number> {
 /// once (`sales.csv` in "file: sales.csv", for `csv`).
 pub(crate) fn files_written(text: &str, extension: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    for word in text.split_whitespace() {
-        let word = trim_word(word).trim_start_matches("./");
+    for word in path_words(text) {
         if is_file_name(word)
             && word.rsplit_once('.').is_some_and(|(_, ext)| ext.eq_ignore_ascii_case(extension))
             && !found.iter().any(|known| known == word)
@@ -1271,10 +1270,12 @@ pub(crate) fn files_written(text: &str, extension: &str) -> Vec<String> {
 
 /// The file names `text` writes (words that read as one, without their quoting), lowercased.
 pub(crate) fn file_names(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .map(|word| trim_word(word).trim_start_matches("./").to_lowercase())
-        .filter(|word| is_file_name(word))
-        .collect()
+    path_words(text).map(str::to_lowercase).filter(|word| is_file_name(word)).collect()
+}
+
+/// The words of `text` without their quoting and a leading `./`, as a path would be read.
+fn path_words(text: &str) -> impl Iterator<Item = &str> {
+    text.split_whitespace().map(|word| trim_word(word).trim_start_matches("./"))
 }
 
 /// Whether `word` reads as a file name: a name (two characters or more, or a path) and an

@@ -1022,12 +1022,12 @@ impl Run {
     /// This turn's action space ([`crate::space::action_space`] on the run's state).
     pub(crate) fn action_space(&self) -> crate::space::ActionSpace {
         let mut space = crate::space::action_space(&self.state, &self.config, self.space_rules());
+        let Some(last) = self.state.task_actions().last() else { return space };
         // From format 18, after a refusal that shows the call to make, no other skill: shown
         // `find_files.py "*.md"`, the local 1.5B selected markdown-toc, whose name holds the
         // task's "Markdown", and then csv-summary.
         if self.format >= crate::grounding::CALL_SHOWN_SINCE_FORMAT
             && !space.select.is_empty()
-            && let Some(last) = self.state.task_actions().last()
             && last.status == ObservationStatus::Refused
             && crate::grounding::shows_call(self.observation_text(&last.observation))
         {
@@ -1038,7 +1038,6 @@ impl Run {
         // shown without it at once (shown it only when the call was refused as a repeat, the
         // local 1.5B spent a call per failure making it again).
         if self.format >= crate::grounding::FAILED_CALL_SHOWN_SINCE_FORMAT
-            && let Some(last) = self.state.task_actions().last()
             && last.status == ObservationStatus::Failed
             && let Some(action @ Action::RunScript { args, .. }) = last.action.as_ref()
             && let Some(arg) = crate::grounding::argument_named_by_error(

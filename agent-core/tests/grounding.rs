@@ -31,7 +31,6 @@ fn main() -> std::process::ExitCode {
         a_batch_answered_after_its_first_item_is_refused_once,
         an_answer_with_one_result_gets_the_runs_on_the_tasks_values_after_it,
         digits_that_are_no_results_figure_leave_an_answer_figure_less,
-        an_example_value_in_the_usage_line_is_no_statement,
         a_final_answer_cut_by_the_token_limit_is_checked_like_any_other,
         a_refused_example_path_grounds_no_answer,
         a_repeat_of_a_call_that_worked_brings_no_new_result,
@@ -514,16 +513,17 @@ async fn a_value_copied_from_an_example_is_refused_until_it_changes() -> anyhow:
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
         "echo \"found $*\"",
     );
-    let model = Arc::new(MockModel::new(vec![
-        select("finder"),
-        find(&["*.md", "docs"]),
-        find(&["*.md", "docs"]),
-        find(&["*.md"]),
-        answer("found *.md"),
-    ]));
-    let ran = fixture
-        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
-        .await?;
+    let (_, ran) = which_markdown(
+        &fixture,
+        vec![
+            select("finder"),
+            find(&["*.md", "docs"]),
+            find(&["*.md", "docs"]),
+            find(&["*.md"]),
+            answer("found *.md"),
+        ],
+    )
+    .await?;
     // Refused, and refused again when made again (format 14: made again when told it might,
     // the local 1.5B's refused calls failed every time); the call without the folder runs.
     assert_eq!(ran.statuses(), ["ok", "refused", "refused", "ok"]);
@@ -659,29 +659,6 @@ async fn digits_that_are_no_results_figure_leave_an_answer_figure_less() -> anyh
     Ok(())
 }
 
-async fn an_example_value_in_the_usage_line_is_no_statement() -> anyhow::Result<()> {
-    // The usage line is the example itself: its `*.csv` is the skill's, not the task's.
-    let fixture = finder(
-        "Run it:\n\n```json\n{\"skill\": \"finder\", \"script\": \"scripts/find.sh\", \"args\": [\"*.csv\"]}\n```",
-        "echo \"found $*\"",
-    );
-    fixture.skill("markdown-toc", "Prints the contents of a Markdown file.", "", "Run it.");
-    let model = Arc::new(MockModel::new(vec![
-        select("finder"),
-        find(&["*.csv"]),
-        find(&["*.md"]),
-        answer("found *.md"),
-    ]));
-    let ran = fixture
-        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
-        .await?;
-    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
-    let note = &ran.observations()[1].1;
-    assert!(note.starts_with("`*.csv` is from an example in the skill's instructions"), "{note}");
-    replays_exactly(&ran).await;
-    Ok(())
-}
-
 async fn a_final_answer_cut_by_the_token_limit_is_checked_like_any_other() -> anyhow::Result<()> {
     // The local 1.5B wrote a made-up checksum's digits until the token limit, each time.
     let cut = model_adapter::Response {
@@ -718,15 +695,16 @@ async fn a_refused_example_path_grounds_no_answer() -> anyhow::Result<()> {
         "Run `scripts/find.sh PATTERN`. It prints:\n\n```text\nfile: data/invoice-2024.csv\n```",
         "echo \"found $*\"",
     );
-    let model = Arc::new(MockModel::new(vec![
-        select("finder"),
-        find(&["data/invoice-2024.csv"]),
-        answer("The file is data/invoice-2024.csv."),
-        answer("I cannot tell which files there are."),
-    ]));
-    let ran = fixture
-        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
-        .await?;
+    let (_, ran) = which_markdown(
+        &fixture,
+        vec![
+            select("finder"),
+            find(&["data/invoice-2024.csv"]),
+            answer("The file is data/invoice-2024.csv."),
+            answer("I cannot tell which files there are."),
+        ],
+    )
+    .await?;
     // The call is refused (an example value); its path then grounds no answer.
     assert_eq!(ran.statuses(), ["ok", "refused", "refused"]);
     assert!(
@@ -888,16 +866,17 @@ async fn a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_
         "if [ -n \"$2\" ]; then echo \"no such folder in the workspace: $2\" >&2; exit 2; fi\n\
          echo \"found TASK.md\"",
     );
-    let model = Arc::new(MockModel::new(vec![
-        select("finder"),
-        find(&["*.md", "sales"]),
-        find(&["*.md", "sales"]),
-        find(&["*.md"]),
-        answer("TASK.md"),
-    ]));
-    let ran = fixture
-        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
-        .await?;
+    let (model, ran) = which_markdown(
+        &fixture,
+        vec![
+            select("finder"),
+            find(&["*.md", "sales"]),
+            find(&["*.md", "sales"]),
+            find(&["*.md"]),
+            answer("TASK.md"),
+        ],
+    )
+    .await?;
     replays_exactly(&ran).await;
     assert_eq!(ran.statuses(), ["ok", "failed", "refused", "ok"]);
     let note = &ran.observations()[2].1;
@@ -924,19 +903,17 @@ async fn a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_
 }
 
 async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> anyhow::Result<()> {
+    // The usage line is the example itself: its `*.csv` is the skill's, not the task's.
     let fixture = finder_shown("*.csv", "echo \"found $*\"");
-    let model = Arc::new(MockModel::new(vec![
-        select("finder"),
-        find(&["*.csv"]),
-        find(&["*.md"]),
-        answer("found *.md"),
-    ]));
-    let ran = fixture
-        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
-        .await?;
+    let (model, ran) = which_markdown(
+        &fixture,
+        vec![select("finder"), find(&["*.csv"]), find(&["*.md"]), answer("found *.md")],
+    )
+    .await?;
     replays_exactly(&ran).await;
     assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
     let note = &ran.observations()[1].1;
+    assert!(note.starts_with("`*.csv` is from an example in the skill's instructions"), "{note}");
     assert!(
         note.ends_with(
             "(leave it out only when the task gives none). The task's Markdown files: `*.md`. \
@@ -997,17 +974,18 @@ async fn a_refused_example_value_made_again_ends_the_run_stuck_by_the_third() ->
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
         "if [ -n \"$2\" ]; then echo \"no such folder: $2\" >&2; exit 2; fi\necho \"found TASK.md\"",
     );
-    let model = Arc::new(MockModel::new(vec![
-        select("finder"),
-        find(&["*.md", "docs"]),
-        find(&["*.md", "docs"]),
-        find(&["*.md", "docs"]),
-        find(&["*.md"]),
-        answer("TASK.md"),
-    ]));
-    let ran = fixture
-        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
-        .await?;
+    let (_, ran) = which_markdown(
+        &fixture,
+        vec![
+            select("finder"),
+            find(&["*.md", "docs"]),
+            find(&["*.md", "docs"]),
+            find(&["*.md", "docs"]),
+            find(&["*.md"]),
+            answer("TASK.md"),
+        ],
+    )
+    .await?;
     replays_exactly(&ran).await;
     assert_eq!(ran.statuses(), ["ok", "refused", "refused", "refused"]);
     assert_eq!(ran.result.outcome, Outcome::Stuck);
@@ -1036,6 +1014,19 @@ fn finder_shown(example: &str, script: &str) -> Fixture {
     );
     fixture.skill("markdown-toc", "Builds a Markdown table of contents.", "", "Run it.");
     fixture
+}
+
+/// "Which Markdown files are there?" run on `fixture` with the default configuration, the
+/// model answering `replies`.
+async fn which_markdown(
+    fixture: &Fixture,
+    replies: Vec<MockReply>,
+) -> anyhow::Result<(Arc<MockModel>, Ran)> {
+    let model = Arc::new(MockModel::new(replies));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Which Markdown files are there?")
+        .await?;
+    Ok((model, ran))
 }
 
 /// `run_script` of `finder`'s `scripts/find.sh` with `args`.
