@@ -5,6 +5,7 @@ pub mod bench;
 pub mod features;
 pub mod fleet_bench;
 pub mod local_llm;
+pub mod model_bench;
 pub mod outside;
 pub mod package;
 pub mod tidy;

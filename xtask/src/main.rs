@@ -23,6 +23,10 @@ commands:
   outside                       a throwaway project outside the workspace depends on stream-json,
                                 skills-agent-registry and model-adapter by path (default features, then
                                 none) and builds and runs every README example of theirs
+  model-bench [--url URL] [--repeat N] [--requests DIR]
+                                replay the recorded requests of the main job
+                                (models/benches/requests/) against the running 1.5B model and
+                                print each call's wall time against the server's own time
   tidy                          check dependency direction and `//!` file headers across the workspace
   local-llm start|stop|status [--size 0.5b|1.5b]
                                 run a real local model (llama.cpp + Qwen2.5-Coder, default 0.5B) on
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
         Some("package") => outcome("package", xtask::package::run(&args[1..])),
         Some("features") => outcome("features", xtask::features::run(&args[1..])),
         Some("outside") => outcome("outside", xtask::outside::run(&args[1..])),
+        Some("model-bench") => outcome("model-bench", xtask::model_bench::run(&args[1..])),
         Some("local-llm") => outcome("local-llm", xtask::local_llm::run(&args[1..])),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
