@@ -93,6 +93,7 @@ mod error;
 mod event;
 mod exec;
 mod external;
+mod focus;
 mod grounding;
 mod guard;
 mod metrics;

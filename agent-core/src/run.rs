@@ -514,7 +514,19 @@ impl Run {
         let id = format!("obs-{}", self.next_observation);
         let text = self.bus.redactor().redact(text).into_owned();
         let cap = self.config.context.inline_observation_chars;
-        let (shown, stored) = if text.chars().count() > cap {
+        let focused = match action {
+            Some(Action::RunScript { skill, .. })
+                if self.format >= crate::focus::SINCE_FORMAT && status == ObservationStatus::Ok =>
+            {
+                let instructions = self.instructions_of(skill);
+                crate::focus::focused(&text, &self.state.task, instructions)
+                    .filter(|focused| focused.chars().count() <= cap)
+            }
+            _ => None,
+        };
+        let (shown, stored) = if let Some(focused) = focused {
+            (focused, Some(self.store(&text)?))
+        } else if text.chars().count() > cap {
             let stored = self.store(&text)?;
             let head: String = text.chars().take(cap * 2 / 3).collect();
             let tail_chars = cap / 3;
@@ -740,6 +752,19 @@ impl Run {
             .rev()
             .find(|(known, _)| known == id)
             .map_or("", |(_, text)| text.as_str())
+    }
+
+    /// What the select of `skill` showed (its SKILL.md); empty when no select showed it.
+    fn instructions_of(&self, skill: &str) -> &str {
+        self.state
+            .task_actions()
+            .rev()
+            .find(|record| {
+                record.status == ObservationStatus::Ok
+                    && matches!(&record.action, Some(Action::SelectSkills { names })
+                        if names.iter().any(|name| name == skill))
+            })
+            .map_or("", |record| self.observation_text(&record.observation))
     }
 
     /// Why a script run or tool call is refused without running: the same call already
@@ -1288,7 +1313,11 @@ impl Run {
         }
         if let Some(compaction) = compaction {
             self.state.counters.compactions += 1;
-            self.state.compacted.extend(compaction.compacted.iter().cloned());
+            for id in &compaction.compacted {
+                if !self.state.compacted.contains(id) {
+                    self.state.compacted.push(id.clone());
+                }
+            }
             let summary = match self.config.context.summarize_with_model {
                 true => Some(self.summarize(&compaction.compacted).await?),
                 false => None,

@@ -139,8 +139,12 @@ pub struct RunResult {
 /// optional last argument the error named left out) and offers no other skill in the turn
 /// after such a refusal; 19 shows that call without the optional last argument in the turn
 /// right after the failure, and after a refused example file name the call on the one file of
-/// its kind the run's scripts found.
-pub const RECORD_FORMAT: u32 = 19;
+/// its kind the run's scripts found; 20 writes compact notes after a task's first turn (the tool
+/// calls and script runs used only once few are left, no "Plan: none yet", no "Reply with one
+/// JSON object" line); 21 shows a long script output by its first lines, the lines that name a
+/// word of the task the skill's instructions do not use and its last line, and offers an
+/// observation to `recall_observation` only until it was recalled once.
+pub const RECORD_FORMAT: u32 = 21;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -56,6 +56,9 @@ fn open_words(state: &RunState, arithmetic_done: bool) -> std::collections::Hash
 /// says "add a slide").
 const ARITHMETIC_WORDS: [&str; 6] = ["add", "plus", "sum", "subtract", "minus", "difference"];
 
+/// The record format from which an observation recalled once is not offered again.
+pub(crate) const RECALL_ONCE_SINCE_FORMAT: u32 = 21;
+
 /// What of the run, beside its state and configuration, shapes the action space.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SpaceRules {
@@ -307,7 +310,21 @@ pub(crate) fn action_space(
     let (describe, call) = external_offer(state, config);
     space.describe = describe;
     space.call = call;
-    space.recall = state.compacted.clone();
+    // From format 21 an observation recalled once is whole again in the transcript (and the
+    // recall's own observation can be compacted and recalled in turn): it is not offered again
+    // (the local 1.5B recalled one output six times in a row).
+    let recalled = |id: &String| {
+        state.actions.iter().any(|record| {
+            record.status == ObservationStatus::Ok
+                && matches!(&record.action, Some(Action::RecallObservation { id: recalled }) if recalled == id)
+        })
+    };
+    space.recall = state
+        .compacted
+        .iter()
+        .filter(|id| rules.format < RECALL_ONCE_SINCE_FORMAT || !recalled(id))
+        .cloned()
+        .collect();
     space.builtins = config.guard.builtin_tools;
     space.ask_user = config.guard.ask_user;
     space

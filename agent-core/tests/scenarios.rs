@@ -30,6 +30,8 @@ fn main() -> std::process::ExitCode {
             a_file_read_in_full_is_not_offered_again,
             json_mode_offers_only_skills_that_share_words_with_the_task,
             the_turn_note_carries_the_reasoning_level_and_a_progress_notice,
+            the_turn_note_shows_a_budget_once_few_are_left,
+            a_long_output_is_shown_with_the_lines_the_task_names,
             the_turn_note_lists_the_results_so_far,
             a_second_select_straight_after_a_select_is_outside_the_action_space,
             the_turn_limit_ends_the_run_with_a_degraded_answer,
@@ -604,6 +606,42 @@ async fn the_turn_note_carries_the_reasoning_level_and_a_progress_notice() -> an
     Ok(())
 }
 
+async fn the_turn_note_shows_a_budget_once_few_are_left() -> anyhow::Result<()> {
+    // Record format 20: every note stays in the transcript, so what it repeats costs prompt
+    // tokens each turn. After the first turn (whose note is whole) the counters show once three
+    // or fewer are left, and "Plan: none yet" no more.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("log", &["one"]),
+        tool("log", &["two"]),
+        answer("Logged one and two."),
+    ]));
+    let mut config = AgentConfig::default();
+    config.budgets.max_script_runs = 4;
+    let ran = fixture.run(fixture.agent(&model, config), "Log one, then two").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let lines: Vec<String> = model
+        .requests()
+        .iter()
+        .map(|request| common::note(request).lines().next().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "Turn 1 of 12 · tool calls 0/30 · script runs 0/4 · reasoning=lightweight",
+            "Turn 2 of 12 · reasoning=standard",
+            "Turn 3 of 12 · script runs 1/4 · reasoning=standard",
+            "Turn 4 of 12 · script runs 2/4 · reasoning=standard",
+        ]
+    );
+    let notes: Vec<String> = model.requests().iter().map(common::note).collect();
+    assert!(notes[0].contains("\nPlan: none yet (you may send one with your action).\n"));
+    assert!(notes[1..].iter().all(|note| !note.contains("Plan:")), "{notes:?}");
+    assert!(notes.iter().all(|note| note.ends_with(".\nCall exactly one tool.")));
+    Ok(())
+}
+
 async fn the_turn_note_lists_the_results_so_far() -> anyhow::Result<()> {
     let fixture = toolbox();
     let model = Arc::new(MockModel::new(vec![
@@ -703,7 +741,8 @@ async fn a_timed_out_script_gets_one_retry() -> anyhow::Result<()> {
         MockReply::text("unused"),
     ]));
     let mut config = AgentConfig::default();
-    config.scripts.timeout_ms = 200;
+    // Long enough for `log` on a loaded machine (200 ms timed it out beside a live bench).
+    config.scripts.timeout_ms = 1_000;
     let ran = fixture.run(fixture.agent(&model, config), "Sleep, then log").await?;
     assert_eq!(ran.statuses(), ["ok", "timeout", "ok", "timeout", "refused"]);
     assert_eq!(ran.result.script_runs, 3);
@@ -1218,6 +1257,16 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
         assert!(request.tools.is_empty(), "no tools in JSON mode");
     }
     assert!(message_text(&requests[0].messages[0]).contains("Reply with one JSON object"));
+    // The grammar holds the reply to one document: after the first turn the note no longer
+    // asks for it (format 20).
+    assert!(
+        common::note(&requests[0])
+            .ends_with("Reply with one JSON object holding exactly one action.")
+    );
+    for request in &requests[1..] {
+        let note = common::note(request);
+        assert!(note.ends_with('.') && !note.contains("Reply with"), "{note}");
+    }
     let first = schema(&requests[0]);
     assert_eq!(common::schema_actions(&first), ["select_skills", "final_answer"]);
     assert_eq!(
@@ -1371,6 +1420,48 @@ async fn the_prompt_prefix_stays_the_same_from_turn_to_turn() -> anyhow::Result<
     Ok(())
 }
 
+async fn a_long_output_is_shown_with_the_lines_the_task_names() -> anyhow::Result<()> {
+    // Record format 21: of an 18-line output, the model reads the first lines, those that name
+    // a word of the task its skill's instructions do not use (`south`), and the last one. The
+    // whole text is the observation's (stored, and what the answer check reads); no recall is
+    // offered for the rest (the local 1.5B recalled it again and again).
+    let fixture = toolbox();
+    fixture.script(
+        "toolbox",
+        "scripts/table.sh",
+        "echo 'rows: 4'\nfor region in north south east west; do\n  \
+         for stat in min max mean sum; do echo \"$region $stat: $region\"; done\ndone\necho end",
+    );
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("table", &[]),
+        answer("It is west."),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "What is the figure for south?")
+        .await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "It is west.", "grounded by the whole output");
+    let requests = model.requests();
+    let shown = last_observation(&requests[2]);
+    assert_eq!(
+        shown,
+        "[obs-2] run_script toolbox/scripts/table.sh → ok\nexit code 0\nstdout:\nrows: 4\n\
+         north min: north\nnorth max: north\nsouth min: south\nsouth max: south\n\
+         south mean: south\nsouth sum: south\nend\n\
+         [10 of 18 lines left out: they name no word of the task]"
+    );
+    assert!(common::recallable(&requests[2]).is_empty());
+    let recorded = ran.data(EventKind::ObservationRecorded);
+    assert_eq!(common::text(&recorded[1]["content"]), shown.split_once('\n').unwrap().1);
+    let stored = common::text(&recorded[1]["stored"]["path"]);
+    let whole = std::fs::read_to_string(ran.run_dir.join(&stored))?;
+    assert!(whole.contains("east mean: east") && whole.ends_with("end"), "{whole}");
+    let report = skills_agent_core::replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
 /// Settings under which a few 20-line outputs pass `compact_at` and get compacted.
 fn compacting_config() -> AgentConfig {
     let mut config = AgentConfig::default();
@@ -1439,6 +1530,13 @@ async fn compaction_shortens_old_observations_and_recall_brings_them_back() -> a
     assert_eq!(after.messages[..2], before.messages[..2], "system and task are never rewritten");
     assert_eq!(common::recallable(before), Vec::<String>::new(), "nothing to recall before");
     assert_eq!(common::recallable(after), ["obs-1", "obs-2"]);
+    // Recalled once, obs-2 is whole again in the transcript: not offered again (format 21).
+    let recall_turn = ran
+        .data(EventKind::ActionValidated)
+        .iter()
+        .position(|data| data["action"]["type"] == "recall_observation")
+        .unwrap();
+    assert!(!common::recallable(&requests[recall_turn + 1]).contains(&"obs-2".to_owned()));
     // Recall: the full text of obs-2 comes back as a new observation with the same content.
     let recorded = ran.data(EventKind::ObservationRecorded);
     let original = recorded.iter().find(|data| data["id"] == "obs-2").unwrap();

@@ -19,26 +19,51 @@ pub(crate) fn push_notice(run: &Run, note: &mut String) {
     }
 }
 
+/// The record format from which a note after the task's first turn is compact ([`budget_line`],
+/// [`turn_note`]): the tool calls and script runs used show only once few are left, no "Plan:
+/// none yet", and a JSON-mode note no longer asks for one JSON object (the grammar or the
+/// provider's schema already holds the reply to one). Each note stays in the
+/// transcript and is evaluated once: on the embedded model these ~40 tokens were a third of a
+/// turn's note and ~10 % of the new prompt of a turn after a script run.
+pub(crate) const COMPACT_SINCE_FORMAT: u32 = 20;
+
+/// Whether this turn's note is compact: from [`COMPACT_SINCE_FORMAT`], after the task's first
+/// turn. The first note stays whole: without its last line the 1.5B's first thoughts turned to
+/// the past tense ("I have loaded the instructions for …", before any action) and a task no
+/// skill can answer got an answer.
+fn compact(run: &Run) -> bool {
+    run.format >= COMPACT_SINCE_FORMAT && run.state.task_counters().turns > 0
+}
+
+/// How many tool calls or script runs left make the compact note show that budget.
+const FEW_LEFT: u32 = 3;
+
 /// The first line of every note: where the work stands (`position`: "Turn 2 of 8", "Round 1 of
-/// 3", …), the tool calls and script runs used, and the reasoning level.
+/// 3", …), the tool calls and script runs used (in a compact note only when few are left), and
+/// the reasoning level.
 pub(crate) fn budget_line(run: &Run, position: &str) -> String {
     let budgets = &run.config.budgets;
     let counters = run.state.task_counters();
-    format!(
-        "{position} · tool calls {}/{} · script runs {}/{}{}\n",
-        counters.tool_calls,
-        budgets.max_tool_calls,
-        counters.script_runs,
-        budgets.max_script_runs,
-        reasoning::reasoning_signal(&run.state, &run.input_sizes)
-    )
+    let mut line = position.to_owned();
+    for (what, used, max) in [
+        ("tool calls", counters.tool_calls, budgets.max_tool_calls),
+        ("script runs", counters.script_runs, budgets.max_script_runs),
+    ] {
+        if !compact(run) || max.saturating_sub(used) <= FEW_LEFT {
+            line.push_str(&format!(" · {what} {used}/{max}"));
+        }
+    }
+    line.push_str(&reasoning::reasoning_signal(&run.state, &run.input_sizes));
+    line.push('\n');
+    line
 }
 
 /// The turn's note: budget and reasoning level, any progress notice, plan, selected skills,
 /// allowed actions, the task restated.
 pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
-    let turn =
-        format!("Turn {} of {}", run.state.task_counters().turns + 1, run.config.budgets.max_turns);
+    let compact = compact(run);
+    let turns = run.state.task_counters().turns;
+    let turn = format!("Turn {} of {}", turns + 1, run.config.budgets.max_turns);
     let mut note = budget_line(run, &turn);
     push_notice(run, &mut note);
     match &run.state.plan {
@@ -46,6 +71,7 @@ pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
             note.push_str("Plan:\n");
             note.push_str(&plan.render());
         }
+        None if compact => {}
         None => note.push_str("Plan: none yet (you may send one with your action).\n"),
     }
     note.push_str(&skills_lines(run));
@@ -68,6 +94,7 @@ pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
         note.push_str(&format!(" ({why})"));
     }
     note.push_str(match run.config.decide {
+        DecideMode::Json if compact => ".",
         DecideMode::Json => ".\nReply with one JSON object holding exactly one action.",
         DecideMode::Tools => ".\nCall exactly one tool.",
     });
