@@ -1313,11 +1313,7 @@ impl Run {
         }
         if let Some(compaction) = compaction {
             self.state.counters.compactions += 1;
-            for id in &compaction.compacted {
-                if !self.state.compacted.contains(id) {
-                    self.state.compacted.push(id.clone());
-                }
-            }
+            self.state.compacted.extend(compaction.compacted.iter().cloned());
             let summary = match self.config.context.summarize_with_model {
                 true => Some(self.summarize(&compaction.compacted).await?),
                 false => None,

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use model_adapter::ServerTimings;
 use serde_json::Value;
 use skills_agent_models::local_model::{LocalModel, ModelSize, cache_dir};
 
@@ -28,29 +29,12 @@ pub struct Call {
     /// From connect to the stream's last byte, milliseconds.
     pub wall_ms: f64,
     /// The server's `timings` for the call.
-    pub timings: Timings,
+    pub timings: ServerTimings,
 }
 
-/// llama.cpp's own account of one call.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Timings {
-    /// Prompt tokens served from the slot's cache.
-    pub cache_n: u64,
-    /// Prompt tokens evaluated.
-    pub prompt_n: u64,
-    /// Milliseconds spent evaluating them.
-    pub prompt_ms: f64,
-    /// Tokens generated.
-    pub predicted_n: u64,
-    /// Milliseconds spent generating them.
-    pub predicted_ms: f64,
-}
-
-impl Timings {
-    /// The model's own time for the call.
-    pub fn model_ms(&self) -> f64 {
-        self.prompt_ms + self.predicted_ms
-    }
+/// The model's own time for a call: prompt evaluation and generation.
+fn model_ms(timings: &ServerTimings) -> f64 {
+    timings.prompt_ms + timings.predicted_ms
 }
 
 /// Runs `model-bench <arguments>`.
@@ -173,7 +157,7 @@ async fn replay(client: &reqwest::Client, url: &str, name: &str, body: &Value) -
 }
 
 /// The last `timings` object of a streamed (`data: {…}` lines) or whole JSON answer.
-pub fn timings_of(text: &str) -> Option<Timings> {
+pub fn timings_of(text: &str) -> Option<ServerTimings> {
     let documents = text
         .lines()
         .filter_map(|line| line.strip_prefix("data:").map(str::trim))
@@ -184,7 +168,7 @@ pub fn timings_of(text: &str) -> Option<Timings> {
         .filter_map(|document| serde_json::from_str::<Value>(document).ok())
         .find_map(|value| value.get("timings").filter(|timings| timings.is_object()).cloned())
         .and_then(|timings| {
-            Some(Timings {
+            Some(ServerTimings {
                 cache_n: number(&timings, "cache_n").unwrap_or(0.0) as u64,
                 prompt_n: number(&timings, "prompt_n")? as u64,
                 prompt_ms: number(&timings, "prompt_ms")?,
@@ -211,11 +195,11 @@ pub fn table(calls: &[Call]) -> String {
             t.predicted_n,
             t.predicted_ms,
             call.wall_ms,
-            ratio(call.wall_ms, t.model_ms())
+            ratio(call.wall_ms, model_ms(t))
         ));
     }
     let mut ratios: Vec<f64> =
-        calls.iter().map(|call| ratio(call.wall_ms, call.timings.model_ms())).collect();
+        calls.iter().map(|call| ratio(call.wall_ms, model_ms(&call.timings))).collect();
     ratios.sort_by(f64::total_cmp);
     let wall: f64 = calls.iter().map(|call| call.wall_ms).sum();
     let prompt: f64 = calls.iter().map(|call| call.timings.prompt_ms).sum();
@@ -264,7 +248,7 @@ mod tests {
                       \"prompt_ms\":300.5,\"predicted_n\":4,\"predicted_ms\":180.0}}\n\ndata: [DONE]\n";
         assert_eq!(
             timings_of(stream),
-            Some(Timings {
+            Some(ServerTimings {
                 cache_n: 700,
                 prompt_n: 12,
                 prompt_ms: 300.5,
@@ -274,7 +258,7 @@ mod tests {
         );
         let body =
             "{\"timings\":{\"prompt_n\":1,\"prompt_ms\":2,\"predicted_n\":3,\"predicted_ms\":4}}";
-        assert_eq!(timings_of(body).map(|timings| timings.model_ms()), Some(6.0));
+        assert_eq!(timings_of(body).as_ref().map(model_ms), Some(6.0));
         for broken in ["", "data: {", "{\"timings\":{\"prompt_n\":1}}", "{\"timings\":7}"] {
             assert_eq!(timings_of(broken), None, "{broken}");
         }
@@ -285,10 +269,10 @@ mod tests {
         let call = |name: &str, wall_ms: f64, model: f64| Call {
             name: name.to_owned(),
             wall_ms,
-            timings: Timings {
+            timings: ServerTimings {
                 prompt_ms: model / 2.0,
                 predicted_ms: model / 2.0,
-                ..Timings::default()
+                ..ServerTimings::default()
             },
         };
         let table = table(&[

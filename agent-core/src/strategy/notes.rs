@@ -44,12 +44,13 @@ const FEW_LEFT: u32 = 3;
 pub(crate) fn budget_line(run: &Run, position: &str) -> String {
     let budgets = &run.config.budgets;
     let counters = run.state.task_counters();
+    let compact = compact(run);
     let mut line = position.to_owned();
     for (what, used, max) in [
         ("tool calls", counters.tool_calls, budgets.max_tool_calls),
         ("script runs", counters.script_runs, budgets.max_script_runs),
     ] {
-        if !compact(run) || max.saturating_sub(used) <= FEW_LEFT {
+        if !compact || max.saturating_sub(used) <= FEW_LEFT {
             line.push_str(&format!(" · {what} {used}/{max}"));
         }
     }
