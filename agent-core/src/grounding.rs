@@ -100,6 +100,12 @@ pub(crate) const FAILED_CALL_SHOWN_SINCE_FORMAT: u32 = 19;
 /// local 1.5B made the refused call twice more.
 pub(crate) const FOUND_FILE_SHOWN_SINCE_FORMAT: u32 = 19;
 
+/// The record format from which, with `ask_user` on offer, an answer that gives one of several
+/// like results the task names none of (`units sum: 212` beside `amount sum: 1705.47`, for "the
+/// total of the column") is refused once with a note to ask the user which one
+/// ([`unchosen_label`]): the local 1.5B summarised every column and answered with the first.
+pub(crate) const CHOICE_SINCE_FORMAT: u32 = 22;
+
 /// The check of a run's final answers: what it needs beside the run's observations, and what
 /// it found.
 #[derive(Debug)]
@@ -129,6 +135,9 @@ pub(crate) struct Grounding {
     pub(crate) strict: bool,
     /// The answer that ends the current piece of work is ungrounded.
     pub(crate) ungrounded: bool,
+    /// An answer of the current task was refused for a choice the task did not make
+    /// ([`unchosen_label`], format 22).
+    pub(crate) choice_refused: bool,
 }
 
 impl Grounding {
@@ -143,6 +152,7 @@ impl Grounding {
             answer_from_results: false,
             strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
+            choice_refused: false,
         }
     }
 }
@@ -494,6 +504,143 @@ fn labelled_otherwise(figure: &str, results: &[&str]) -> bool {
         labelled = true;
     }
     labelled
+}
+
+/// A result line `label words: value` of two words or more, as [`unchosen_label`] reads it: its
+/// label's words (lowercased) and its value's first number.
+type Labelled = (Vec<String>, f64);
+
+/// The [`Labelled`] lines of `results`, in order.
+fn labelled_lines(results: &[&str]) -> Vec<Labelled> {
+    let mut lines = Vec::new();
+    for line in results.iter().flat_map(|text| text.lines()) {
+        let Some((label, value)) = line.split_once(':') else { continue };
+        let words: Vec<String> = label.split_whitespace().map(str::to_lowercase).collect();
+        let word = |w: &String| {
+            w.starts_with(|c: char| c.is_alphabetic())
+                && w.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-'))
+        };
+        if words.len() < 2 || !words.iter().all(word) {
+            continue;
+        }
+        if let Some(first) = stated_numbers(value).first() {
+            lines.push((words, first.value));
+        }
+    }
+    lines
+}
+
+/// A choice an answer made that the task did not ([`unchosen_label`]).
+#[derive(Debug, PartialEq)]
+pub(crate) struct Choice {
+    /// The label of the line whose value the answer gives (`units sum`).
+    pub(crate) chosen: String,
+    /// Every label of its kind, in the results' order (`units sum`, `amount sum`).
+    pub(crate) labels: Vec<String>,
+    /// The words that tell them apart, in the same order (`units`, `amount`).
+    pub(crate) options: Vec<String>,
+    /// What the options are, when other lines name it (`column units`, `column amount`).
+    pub(crate) noun: Option<String>,
+}
+
+/// The choice an answer made that the task did not: the answer gives the value of one result
+/// line among several alike (`units sum: 212`, `unit_price sum: 229.44`, `amount sum: 1705.47`:
+/// the same label but for one word), and the user's texts name none of the words of its label
+/// nor any that tells the lines apart. `None` when the answer gives none or several of them.
+pub(crate) fn unchosen_label(answer: &str, sources: &Sources<'_>) -> Option<Choice> {
+    let figures = stated_numbers(answer);
+    if figures.is_empty() {
+        return None;
+    }
+    let user: Vec<String> = sources.user.iter().map(|text| text.to_lowercase()).collect();
+    let named = |word: &str| {
+        let forms = [word.to_owned(), singular(word), word.replace(['_', '-'], " ")];
+        user.iter().any(|text| forms.iter().any(|form| whole_word_at(text, form).is_some()))
+    };
+    let lines = labelled_lines(&sources.results);
+    let given = |value: f64| figures.iter().any(|figure| same(figure, value));
+    for (words, value) in &lines {
+        if !given(*value) || words.iter().any(|word| named(word)) {
+            continue;
+        }
+        // Each word in turn as the one that tells the lines apart: the lines alike but for it.
+        let kinds: Vec<(usize, Vec<&Labelled>)> = (0..words.len())
+            .map(|at| {
+                let rest = |other: &Vec<String>| {
+                    other.len() == words.len()
+                        && (0..words.len()).all(|i| i == at || other[i] == words[i])
+                };
+                let mut kind: Vec<&Labelled> = Vec::new();
+                for line in lines.iter().filter(|(other, _)| rest(other)) {
+                    if !kind.iter().any(|(seen, _)| seen[at] == line.0[at]) {
+                        kind.push(line);
+                    }
+                }
+                (at, kind)
+            })
+            .collect();
+        let answered =
+            |kind: &[&(Vec<String>, f64)]| kind.iter().filter(|(_, value)| given(*value)).count();
+        // An answer that gives several lines of a kind lists them: it chose none.
+        if kinds.iter().any(|(_, kind)| answered(kind) > 1) {
+            continue;
+        }
+        for (at, kind) in &kinds {
+            let options: Vec<String> = kind.iter().map(|(other, _)| other[*at].clone()).collect();
+            if kind.len() < 2 || options.iter().any(|option| named(option)) {
+                continue;
+            }
+            return Some(Choice {
+                chosen: words.join(" "),
+                labels: kind.iter().map(|(other, _)| other.join(" ")).collect(),
+                noun: option_noun(&lines, &options, words),
+                options,
+            });
+        }
+    }
+    None
+}
+
+/// What `options` are, when two-word labels pair each with the same other word, the option
+/// second (`column units`, `column amount`): that word. Not a word of `chosen`'s label.
+fn option_noun(
+    lines: &[(Vec<String>, f64)],
+    options: &[String],
+    chosen: &[String],
+) -> Option<String> {
+    let first = lines.iter().find_map(|(words, _)| match &words[..] {
+        [noun, option] if *option == options[0] && !chosen.contains(noun) => Some(noun.clone()),
+        _ => None,
+    })?;
+    options
+        .iter()
+        .all(|option| lines.iter().any(|(words, _)| words[..] == [first.clone(), option.clone()]))
+        .then_some(first)
+}
+
+/// The note that refuses, once, an answer that made a [`Choice`] the task did not, with the
+/// question to ask.
+pub(crate) fn choice_note(choice: &Choice) -> String {
+    let others: Vec<String> = choice
+        .labels
+        .iter()
+        .filter(|label| **label != choice.chosen)
+        .map(|label| format!("`{label}`"))
+        .collect();
+    let options = match &choice.options[..] {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    };
+    let which =
+        choice.noun.as_deref().map_or("Which one".to_owned(), |noun| format!("Which {noun}"));
+    format!(
+        "answer not accepted yet: it gives `{}`, and the results give {} too; the task does not \
+         say which one it means. Ask the user (ask_user): \"{which} do you mean: {options}?\" \
+         If the task does say, answer with that one.",
+        choice.chosen,
+        others.join(", ")
+    )
 }
 
 /// Whether `task` asks to combine two values by a verb of arithmetic ("add the total of A to
@@ -1750,6 +1897,64 @@ mod tests {
         // Without the rule (before format 10), the number alone is looked for.
         let old = Sources { counted: Vec::new(), ..sources(vec![search]) };
         assert!(ungrounded("The file 'TASK.md' has 1 word.", &old).is_empty());
+    }
+
+    #[test]
+    fn a_choice_the_task_did_not_make() {
+        let summary = "file: sales.csv\nrows: 20\ncolumn units: numeric, 20 values, 0 empty\n\
+                       units min: 2\nunits sum: 212\ncolumn unit_price: numeric, 20 values\n\
+                       unit_price sum: 229.44\ncolumn amount: numeric, 20 values\n\
+                       amount mean: 85.2735\namount sum: 1705.47";
+        let choice = |task: &'static str, answer: &str| {
+            let sources =
+                Sources { user: vec![task], results: vec![summary], ..Sources::default() };
+            unchosen_label(answer, &sources).map(|choice| (choice.chosen, choice.labels))
+        };
+        let sums = ["units sum", "unit_price sum", "amount sum"].map(String::from).to_vec();
+        let task = "What is the total of the column in sales.csv?";
+        assert_eq!(choice(task, "212"), Some(("units sum".to_owned(), sums.clone())));
+        assert_eq!(choice(task, "The total is 1,705.47."), Some(("amount sum".to_owned(), sums)));
+        // The task names the column (or the measure, or its word as the task writes it).
+        assert_eq!(choice("What is the total of the amount column?", "1705.47"), None);
+        assert_eq!(choice("How many units were sold?", "212 units"), None);
+        assert_eq!(choice("What is the total unit price?", "229.44"), None);
+        assert_eq!(choice("What is the sum of the column?", "212"), None);
+        // Every one of them, none, or a figure no such line gives.
+        assert_eq!(choice(task, "units 212, unit_price 229.44, amount 1705.47"), None);
+        assert_eq!(choice(task, "Which column do you mean?"), None);
+        assert_eq!(choice("How many rows does sales.csv have?", "20 rows"), None);
+        assert_eq!(choice(task, "7"), None);
+        // One label word, or a label that is no word: not a kind of lines.
+        let flat = Sources {
+            user: vec![task],
+            results: vec!["rows: 20\ncolumns: 6\nsales.csv total: 5\nother.csv total: 6"],
+            ..Sources::default()
+        };
+        assert_eq!(unchosen_label("20", &flat), None);
+        assert_eq!(unchosen_label("5", &flat), None);
+        // The note asks the question, with the options' noun when lines name it.
+        let sources = Sources { user: vec![task], results: vec![summary], ..Sources::default() };
+        let found = unchosen_label("212", &sources).unwrap();
+        assert_eq!(found.noun.as_deref(), Some("column"));
+        let note = choice_note(&found);
+        assert!(
+            note.contains(
+                "gives `units sum`, and the results give `unit_price sum`, `amount sum` too"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains("(ask_user): \"Which column do you mean: units, unit_price or amount?\""),
+            "{note}"
+        );
+        let bare =
+            Sources { user: vec![task], results: vec!["a sum: 1\nb sum: 2"], ..Sources::default() };
+        let found = unchosen_label("2", &bare).unwrap();
+        assert_eq!((found.noun, found.options), (None, vec!["a".to_owned(), "b".to_owned()]));
+        assert!(
+            choice_note(&unchosen_label("2", &bare).unwrap())
+                .contains("\"Which one do you mean: a or b?\"")
+        );
     }
 
     #[test]

@@ -34,8 +34,9 @@ pub struct ReasoningMetrics {
     /// Final answers refused once as incomplete: they left numbers of the task unused while a
     /// call used another (a batch answered after its first item), or, from format 10, restated
     /// one result where the task asks to combine two (from format 11 also a second, other
-    /// result restated alone, from format 12 an answer with no figure; written only when not
-    /// 0).
+    /// result restated alone, from format 12 an answer with no figure, from format 22 an
+    /// answer that gives one of several like results the task names none of; written only
+    /// when not 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub incomplete_refusals: u64,
 }

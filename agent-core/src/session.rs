@@ -143,8 +143,10 @@ pub struct RunResult {
 /// calls and script runs used only once few are left, no "Plan: none yet", no "Reply with one
 /// JSON object" line); 21 shows a long script output by its first lines, the lines that name a
 /// word of the task the skill's instructions do not use and its last line, and offers an
-/// observation to `recall_observation` only until it was recalled once.
-pub const RECORD_FORMAT: u32 = 21;
+/// observation to `recall_observation` only until it was recalled once; 22 refuses once, with
+/// `ask_user` on offer, an answer that gives one of several like results the task names none of
+/// (`units sum` beside `amount sum` for "the total of the column").
+pub const RECORD_FORMAT: u32 = 22;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -439,6 +441,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
         run.grounding.combine_refused.clear();
         run.grounding.combine_figureless = false;
         run.grounding.answer_from_results = false;
+        run.grounding.choice_refused = false;
     }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;

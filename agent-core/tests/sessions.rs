@@ -9,7 +9,7 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use common::{answer, call, document, request_text, select, tool, tool_names, toolbox};
+use common::{answer, call, document, request_text, run_script, select, tool, tool_names, toolbox};
 use model_adapter::{MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         send_and_resume_refuse_the_wrong_kind_of_run,
         an_answer_interrupted_midway_resumes_after_its_input,
         an_argument_the_task_does_not_state_is_asked_for,
+        a_choice_the_task_does_not_make_is_asked_for,
     ])
 }
 
@@ -355,6 +356,54 @@ async fn an_argument_the_task_does_not_state_is_asked_for() -> anyhow::Result<()
         let ran = fixture.agent(&model, config).build()?.run("Log a word").await?;
         assert_eq!(ran.outcome, Outcome::Completed);
         assert_eq!(fixture.workspace_text("log.txt"), "apple\n");
+    }
+    Ok(())
+}
+
+async fn a_choice_the_task_does_not_make_is_asked_for() -> anyhow::Result<()> {
+    // Asked for "the total of the column", the local 1.5B summarised every column and answered
+    // with the first sum. From format 22, with `ask_user` on offer, that answer is refused once.
+    let task = "What is the total of the column in sales.csv?";
+    let question = "Which column of sales.csv: units, unit_price or amount?";
+    let sums = "echo 'units sum: 212'; echo 'unit_price sum: 229.44'; echo 'amount sum: 1705.47'";
+    let script = |rest: Vec<MockReply>| {
+        let mut replies =
+            vec![select("toolbox"), run_script("toolbox", "scripts/sums.sh", &[]), answer("212")];
+        replies.extend(rest);
+        replies
+    };
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/sums.sh", sums);
+    let model =
+        Arc::new(MockModel::new(script(vec![call("ask_user", json!({"question": question}))])));
+    let ran = fixture.agent(&model, asking()).build()?.run(task).await?;
+    assert_eq!((ran.outcome, ran.final_text.as_str()), (Outcome::NeedsInput, question));
+    assert_eq!(ran.reasoning_metrics.incomplete_refusals, 1);
+    let run_dir = ran.run_dir.unwrap();
+    let refused: Vec<Value> = events_of(&run_dir)
+        .iter()
+        .filter(|event| event.kind == EventKind::ObservationRecorded)
+        .map(|event| event.data.clone())
+        .filter(|data| data["status"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(
+        refused[0]["content"],
+        "answer not accepted yet: it gives `units sum`, and the results give `unit_price sum`, \
+         `amount sum` too; the task does not say which one it means. Ask the user (ask_user): \
+         \"Which one do you mean: units, unit_price or amount?\" If the task does say, answer \
+         with that one."
+    );
+    assert!(replay_check(&run_dir).await?.reproduced());
+
+    // Once per task: the same answer again is taken. Without `ask_user` on offer, at once.
+    for (config, rest) in [(asking(), vec![answer("212")]), (AgentConfig::default(), vec![])] {
+        let fixture = toolbox();
+        fixture.script("toolbox", "scripts/sums.sh", sums);
+        let model = Arc::new(MockModel::new(script(rest)));
+        let ran = fixture.agent(&model, config).build()?.run(task).await?;
+        assert_eq!((ran.outcome, ran.final_text.as_str()), (Outcome::Completed, "212"));
+        assert_eq!(model.remaining(), 0);
     }
     Ok(())
 }

@@ -679,8 +679,69 @@ pub(crate) mod tests {
 }
 
 /// Whether `text` writes `fact` as a whole: not inside a longer word or number (see
-/// [`Check::failures`]).
+/// [`Check::failures`]). A fact that is a number and a word (`20 rows`) also holds when the
+/// number is stated with the word, singular or plural, among the few words around it: "the
+/// number of rows is 20" and "rows: 20" state `20 rows` as well.
 fn states(text: &str, fact: &str) -> bool {
+    if let Some((number, word)) = fact.split_once(' ')
+        && number.starts_with(|c: char| c.is_ascii_digit())
+        && !word.contains(' ')
+        && word.chars().all(char::is_alphabetic)
+        && !written(text, fact)
+    {
+        return near(text, number, word);
+    }
+    written(text, fact)
+}
+
+/// The words before and after a number among which [`states`] looks for what it counts.
+const NEAR_WORDS: usize = 4;
+
+/// Whether `text` states `number` with `word` (or its singular) among the [`NEAR_WORDS`]
+/// words on either side, in the same sentence and with no other number between them.
+fn near(text: &str, number: &str, word: &str) -> bool {
+    let stem = |w: &str| w.strip_suffix('s').unwrap_or(w).to_owned();
+    let wanted = stem(&word.to_lowercase());
+    for line in text.lines() {
+        // Each word, trimmed of punctuation, and whether a sentence ends after it.
+        let words: Vec<(String, bool)> = line
+            .split_whitespace()
+            .map(|w| {
+                let ends = w.ends_with(['.', ';', '!', '?']);
+                (
+                    w.trim_matches(|c: char| !c.is_alphanumeric() && c != '.')
+                        .trim_end_matches('.')
+                        .to_lowercase(),
+                    ends,
+                )
+            })
+            .collect();
+        let is_number = |w: &str| w.starts_with(|c: char| c.is_ascii_digit());
+        for (i, (w, _)) in words.iter().enumerate() {
+            if w != number {
+                continue;
+            }
+            // Outward from the number, each way, until a sentence ends or another number.
+            let before = (1..=NEAR_WORDS.min(i)).map(|k| i - k).take_while(|&j| !words[j].1);
+            let after =
+                (i + 1..words.len().min(i + 1 + NEAR_WORDS)).take_while(|&j| !words[j - 1].1);
+            for side in [before.collect::<Vec<_>>(), after.collect()] {
+                for j in side {
+                    if is_number(&words[j].0) {
+                        break;
+                    }
+                    if stem(&words[j].0) == wanted {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Whether `text` writes `fact` as it is, as a whole.
+fn written(text: &str, fact: &str) -> bool {
     let starts_digit = fact.starts_with(|c: char| c.is_ascii_digit());
     let ends_digit = fact.ends_with(|c: char| c.is_ascii_digit());
     text.match_indices(fact).any(|(at, _)| {
@@ -720,5 +781,13 @@ mod states_tests {
         assert!(states("Which column do you mean?", "Which column"));
         assert!(states("Which columns?", "Which column"));
         assert!(states("at 1,852 m", "1,852"));
+        // A number with what it counts, in other words around it.
+        assert!(states("sales.csv has 20 rows.", "20 rows"));
+        assert!(states("The number of rows is 20.", "20 rows"));
+        assert!(states("rows: 20; amount 1705.47", "20 rows"));
+        assert!(states("It has 20 data rows", "20 rows"));
+        assert!(!states("The number of rows is 21, and 20 columns.", "20 rows"));
+        assert!(!states("20 units. The rows are many.", "20 rows"));
+        assert!(!states("rows: 20.5", "20 rows"));
     }
 }

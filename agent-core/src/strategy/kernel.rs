@@ -531,7 +531,7 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     let sources = run.answer_sources();
     let values = grounding::ungrounded(answer, &sources);
     if values.is_empty() {
-        return review_completeness(run, answer);
+        return review_completeness(run, answer).or_else(|| review_choice(run, answer));
     }
     if run.grounding.refused {
         run.state.reasoning.ungrounded_answers += 1;
@@ -588,6 +588,22 @@ fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
             grounding::combine_again_note(figures, &run.state.task)
         }
     })
+}
+
+/// The refusal, once per task and only with `ask_user` on offer (format 22), of an answer that
+/// gives one of several like results the task names none of: "the total of the column"
+/// answered with the units' sum of a summary of every column ([`grounding::unchosen_label`]).
+fn review_choice(run: &mut Run, answer: &str) -> Option<String> {
+    if run.format < grounding::CHOICE_SINCE_FORMAT
+        || !run.config.guard.ask_user
+        || run.grounding.choice_refused
+    {
+        return None;
+    }
+    let choice = grounding::unchosen_label(answer, &run.answer_sources())?;
+    run.grounding.choice_refused = true;
+    run.state.reasoning.incomplete_refusals += 1;
+    Some(grounding::choice_note(&choice))
 }
 
 /// The refusal of an answer that leaves numbers of the task unused (format 8): once, and again

@@ -233,6 +233,18 @@ class CsvSummaryTest(unittest.TestCase):
             ],
         )
 
+    def test_a_file_that_is_no_table_is_refused(self):
+        self.write("sales.csv", "a,b\n1,2\n")
+        self.write("README.md", "# Notes\n\nSome text, with a comma.\nMore text.\n")
+        self.assert_fails(["README.md"], 2, "README.md is not a table", "CSV files here: sales.csv")
+        self.write("ragged.txt", "a,b,c\n1\n2\n3,4,5\n")
+        self.assert_fails(["ragged.txt"], 2, "ragged.txt is not a table")
+        # A table in a .txt file is read; a one-column .csv file is a table by its name.
+        self.write("table.txt", "a;b\n1;2\n3;4\n")
+        self.assertIn("a sum: 4", self.summary("table.txt"))
+        self.write("names.csv", "name\nann\nbob\n")
+        self.assertIn("rows: 2", self.summary("names.csv"))
+
     def test_blank_lines_empty_cells_and_ragged_rows(self):
         self.write("ragged.csv", "a,b,c\n1,2,3\n\n , ,\n4\n5,6,7,8\n")
         lines = self.summary("ragged.csv")

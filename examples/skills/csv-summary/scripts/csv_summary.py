@@ -229,6 +229,15 @@ def summarise(path, wanted):
             raise Failure(f"{path} is not valid CSV (line {reader.line_num}): {error}")
         except UnicodeDecodeError:
             raise Failure(f"{path} is not UTF-8 text (is it a CSV file?)")
+    # A file that is not named as a table and reads as none (one column, or most rows with
+    # another number of fields): a Markdown or text file's lines are no table's rows, and a
+    # summary of them would give counts that answer nothing.
+    if not path.lower().endswith((".csv", ".tsv")) and (len(names) < 2 or ragged * 2 > rows):
+        raise Failure(
+            f"{path} is not a table: its lines have no common separator of columns (this "
+            f"script summarises CSV and TSV files; CSV files here: {csv_files_here()})",
+            2,
+        )
     lines = [f"file: {path}", f"rows: {rows}", f"columns: {len(names)} ({', '.join(names)})"]
     if ragged:
         lines.append(f"rows with a different number of fields: {ragged}")
