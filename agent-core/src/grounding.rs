@@ -94,6 +94,12 @@ pub(crate) const CALL_SHOWN_SINCE_FORMAT: u32 = 18;
 /// call, refused, showed it).
 pub(crate) const FAILED_CALL_SHOWN_SINCE_FORMAT: u32 = 19;
 
+/// The record format from which a call that failed on an argument its error names is followed
+/// by the call with the task's word in its place, when one word of the task is a value the
+/// skill's instructions or the error show ([`task_word_for`]): in the turn right after the
+/// failure, and in the refusal of a repeat.
+pub(crate) const TASK_WORD_SHOWN_SINCE_FORMAT: u32 = 23;
+
 /// The record format from which a refused example file name (`data/invoice-2024.csv`, a
 /// script that takes a path) is followed by the call on the one file of its kind that the
 /// run's scripts found: told "the task's CSV files: `*.csv`" after finding `sales.csv`, the
@@ -906,6 +912,77 @@ pub(crate) fn argument_named_by_error<'a>(args: &'a [String], output: &str) -> O
         .filter_map(|arg| Some((whole_word_at(error, arg)?, arg)))
         .min_by_key(|(at, _)| *at)
         .map(|(_, arg)| arg)
+}
+
+/// The word of `task` to write in place of `named`, the argument a failed call's error names:
+/// the one task word that the skill's `instructions` show as a value of its own (an inline code
+/// span that is that word alone: `pounds`) or that the error lists as a value (a word between
+/// separators: "columns in sales.csv: date, region, amount"), and that no argument of the call
+/// writes or abbreviates. `None` when there is none, or several. Asked to "convert that many
+/// pounds to kilograms" after summing the units column, the local 1.5B ran `convert.py 212
+/// units kg` three times, told each time that the error names `units`.
+pub(crate) fn task_word_for(
+    named: &str,
+    args: &[String],
+    task: &str,
+    instructions: &str,
+    error: &str,
+) -> Option<String> {
+    let lower = |text: &str| text.trim().to_lowercase();
+    // The instructions' inline code spans, outside fenced blocks.
+    let spans: Vec<String> = instructions
+        .split("```")
+        .step_by(2)
+        .flat_map(|part| {
+            let pieces: Vec<&str> = part.split('`').collect();
+            let last = pieces.len().saturating_sub(1);
+            pieces.into_iter().enumerate().filter(move |(i, _)| i % 2 == 1 && *i < last)
+        })
+        .map(|(_, span)| lower(span))
+        .collect();
+    // The items of the lists the error writes after the value it names: each word beside a
+    // comma (`mass: kg, lb`; `columns in sales.csv: date, region, amount`).
+    let error = error.split_once("stderr:").map_or(error, |(_, error)| error);
+    let after = whole_word_at(error, named).map_or("", |at| &error[at + named.len()..]);
+    let words_of = |piece: &str| -> Vec<String> {
+        piece
+            .split(|c: char| c.is_whitespace() || matches!(c, ';' | ':' | '(' | ')' | '\'' | '"'))
+            .map(lower)
+            .filter(|word| !word.is_empty())
+            .collect()
+    };
+    let pieces: Vec<Vec<String>> = after.split(',').map(words_of).collect();
+    let mut listed: Vec<String> = Vec::new();
+    for (i, words) in pieces.iter().enumerate() {
+        if i + 1 < pieces.len() {
+            listed.extend(words.last().cloned());
+        }
+        if i > 0 {
+            listed.extend(words.first().cloned());
+        }
+    }
+    let written = |word: &str| {
+        args.iter().map(|arg| lower(arg)).any(|arg| arg == word || abbreviates(&arg, word))
+    };
+    let mut found: Vec<String> = Vec::new();
+    for word in task.split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-'))) {
+        let word = lower(word);
+        if word.chars().count() < 3
+            || !word.chars().any(char::is_alphabetic)
+            || word == lower(named)
+            || found.contains(&word)
+            || written(&word)
+        {
+            continue;
+        }
+        if spans.contains(&word) || listed.contains(&word) {
+            found.push(word);
+        }
+    }
+    match found.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
 }
 
 /// Kinds of file a task may name ("Markdown files"), with the extension their names end in.
@@ -1897,6 +1974,37 @@ mod tests {
         // Without the rule (before format 10), the number alone is looked for.
         let old = Sources { counted: Vec::new(), ..sources(vec![search]) };
         assert!(ungrounded("The file 'TASK.md' has 1 word.", &old).is_empty());
+    }
+
+    #[test]
+    fn the_tasks_word_for_an_argument_an_error_names() {
+        let args = |list: &[&str]| list.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
+        let instructions = "Run it.\n\n```json\n{\"args\": [\"<value>\"]}\n```\n\nUnits \
+                            (symbols or full names such as `miles`, `pounds`, `celsius`):\n\
+                            - mass: kg, lb";
+        let unit = "exit code 2\nstderr:\nconvert: unknown unit: 'units'; known units: mass: kg, lb \
+                    (usage: convert.py VALUE FROM TO)";
+        let task = "Sum the units column of sales.csv, then convert that many pounds to kilograms.";
+        let word = |named: &str, call: &[&str], task: &str, error: &str| {
+            task_word_for(named, &args(call), task, instructions, error)
+        };
+        assert_eq!(word("units", &["212", "units", "kg"], task, unit), Some("pounds".into()));
+        // Already written (or abbreviated) by the call, or the word the error names.
+        assert_eq!(word("units", &["212", "pounds", "units"], "212 pounds to units", unit), None);
+        assert_eq!(word("units", &["212", "units", "kg"], "the units, in kilograms", unit), None);
+        // Two candidates: no choice is made.
+        assert_eq!(word("units", &["5", "units", "kg"], "5 miles or pounds to kg", unit), None);
+        // A word of the error that is no list's item, or one before the value it names, is no
+        // value; nor is a code span inside a fenced block.
+        assert_eq!(word("units", &["1", "units", "kg"], "convert the value to kg", unit), None);
+        assert_eq!(word("units", &["1", "units", "kg"], "args of 1 unknown to kg", unit), None);
+        // A value the error lists.
+        let column = "exit code 2\nstderr:\nunknown column: revenue (columns in sales.csv: date, \
+                      region, amount)";
+        let task = "What is the total amount of sales.csv?";
+        assert_eq!(word("revenue", &["sales.csv", "revenue"], task, column), Some("amount".into()));
+        assert_eq!(task_word_for("x", &[], "", "", ""), None);
+        assert_eq!(task_word_for("x", &[], "a `b", "`", "é`"), None);
     }
 
     #[test]

@@ -819,7 +819,9 @@ impl Run {
         if let Some(arg) = named {
             // From format 18, an optional last argument is shown left out (the local 1.5B
             // made `find_files.py "*.md" sales` three times, `sales` no folder).
-            if let Some(call) = self.call_without_last(action, arg) {
+            if let Some(call) = self.call_without_last(action, arg).or_else(|| {
+                self.call_with_task_word(action, arg, self.observation_text(&earlier.observation))
+            }) {
                 return Some(format!("this exact call already {what}; {call}"));
             }
             return Some(format!(
@@ -851,6 +853,28 @@ impl Run {
                     crate::grounding::shown_call(skill, script, rest)
                 )
             })
+    }
+
+    /// What to do about `action` (a script call) that failed on an argument `named` by its
+    /// `error`, when one word of the task is a value the skill's instructions or the error show
+    /// ([`crate::grounding::task_word_for`]): the call with that word in its place (format 23).
+    fn call_with_task_word(&self, action: &Action, named: &str, error: &str) -> Option<String> {
+        let Action::RunScript { skill, script, args } = action else { return None };
+        if self.format < crate::grounding::TASK_WORD_SHOWN_SINCE_FORMAT {
+            return None;
+        }
+        let instructions = self.instructions_of(skill);
+        let word =
+            crate::grounding::task_word_for(named, args, &self.state.task, instructions, error)?;
+        let fixed: Vec<String> = args
+            .iter()
+            .map(|arg| if arg.trim() == named { word.clone() } else { arg.clone() })
+            .collect();
+        Some(format!(
+            "the error names `{named}`, and the task writes `{word}`: make this call: {}, or \
+             write another value from the task or a result in its place",
+            crate::grounding::shown_call(skill, script, &fixed)
+        ))
     }
 
     /// The files of `example`'s extension that the run's script calls that worked write,
@@ -1070,7 +1094,9 @@ impl Run {
                 self.observation_text(&last.observation),
             )
             && !space.run.is_empty()
-            && let Some(advice) = self.call_without_last(action, arg)
+            && let Some(advice) = self.call_without_last(action, arg).or_else(|| {
+                self.call_with_task_word(action, arg, self.observation_text(&last.observation))
+            })
         {
             space.note = Some(advice);
         }

@@ -145,8 +145,10 @@ pub struct RunResult {
 /// word of the task the skill's instructions do not use and its last line, and offers an
 /// observation to `recall_observation` only until it was recalled once; 22 refuses once, with
 /// `ask_user` on offer, an answer that gives one of several like results the task names none of
-/// (`units sum` beside `amount sum` for "the total of the column").
-pub const RECORD_FORMAT: u32 = 22;
+/// (`units sum` beside `amount sum` for "the total of the column"); 23 follows a call that
+/// failed on an argument its error names with the call that writes the task's word in its
+/// place, when one word of the task is a value the skill's instructions or the error show.
+pub const RECORD_FORMAT: u32 = 23;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

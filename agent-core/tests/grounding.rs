@@ -48,6 +48,7 @@ fn main() -> std::process::ExitCode {
         a_number_the_task_writes_twice_needs_two_calls,
         a_repeated_failure_names_the_argument_the_error_names,
         a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_it,
+        a_failure_on_a_word_the_task_does_not_write_shows_the_call_with_the_tasks_word,
         an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file,
         an_example_file_name_is_followed_by_the_one_file_found,
         a_refused_example_value_made_again_ends_the_run_stuck_by_the_third,
@@ -899,6 +900,55 @@ async fn a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_
         "{after}"
     );
     assert_eq!(ran.result.final_text, "TASK.md");
+    Ok(())
+}
+
+async fn a_failure_on_a_word_the_task_does_not_write_shows_the_call_with_the_tasks_word()
+-> anyhow::Result<()> {
+    // Asked to "convert that many pounds to kilograms", the local 1.5B ran `convert.py 212 units
+    // kg` three times, told that the error names `units`. From format 23 the turn right after
+    // the failure, and the refusal of a repeat, show the call with the task's `pounds`.
+    let fixture = Fixture::new();
+    fixture.skill(
+        "conv",
+        "Converts units.",
+        "",
+        "Run `scripts/convert.sh VALUE FROM TO`. Units: symbols or full names such as `miles`, \
+         `pounds`.",
+    );
+    fixture.script(
+        "conv",
+        "scripts/convert.sh",
+        "case \"$2\" in kg|lb|pounds) echo \"$1 $2 = 96.16 $3\";; \
+         *) echo \"convert: unknown unit: '$2'; known units: kg, lb\" >&2; exit 2;; esac",
+    );
+    let convert = |from: &str| run_script("conv", "scripts/convert.sh", &["212", from, "kg"]);
+    let model = Arc::new(MockModel::new(vec![
+        select("conv"),
+        convert("units"),
+        convert("units"),
+        convert("pounds"),
+        answer("212 pounds are 96.16 kg."),
+    ]));
+    let task = "The units column sums to 212: convert that many pounds to kilograms.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "failed", "refused", "ok"]);
+    let shown = "the error names `units`, and the task writes `pounds`: make this call: \
+                 {\"skill\": \"conv\", \"script\": \"scripts/convert.sh\", \"args\": [\"212\", \
+                 \"pounds\", \"kg\"]}, or write another value from the task or a result in its place";
+    let after = common::note(&model.requests()[2]);
+    assert!(after.contains(shown), "{after}");
+    let refusal = &ran.observations()[2].1;
+    assert!(refusal.starts_with("this exact call already failed"), "{refusal}");
+    assert!(refusal.ends_with(shown), "{refusal}");
+    // After a refusal that shows the call, no other skill is on offer.
+    assert_eq!(
+        ran.data(EventKind::TurnStarted)[3]["allowed"],
+        json!(["run_script", "final_answer"])
+    );
+    assert_eq!(ran.result.final_text, "212 pounds are 96.16 kg.");
+    assert!(ran.result.grounded);
     Ok(())
 }
 
