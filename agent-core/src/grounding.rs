@@ -100,6 +100,14 @@ pub(crate) const FAILED_CALL_SHOWN_SINCE_FORMAT: u32 = 19;
 /// failure, and in the refusal of a repeat.
 pub(crate) const TASK_WORD_SHOWN_SINCE_FORMAT: u32 = 23;
 
+/// The record format from which a count the task asks for, of a thing no result names, is
+/// grounded only by a figure the user's texts or the results write (or a count of a result's
+/// lines, or a document's line that names the thing): "TASK.md has 0 words" was grounded by
+/// file-finder's SKILL.md, whose example says `matches: 0`. From the same format an answer
+/// that states two or more results as printed and nothing else, where the task asks to combine
+/// values, is refused once with the arithmetic to work out ([`restates_results`]).
+pub(crate) const COUNTS_FROM_RESULTS_SINCE_FORMAT: u32 = 24;
+
 /// The record format from which a refused example file name (`data/invoice-2024.csv`, a
 /// script that takes a path) is followed by the call on the one file of its kind that the
 /// run's scripts found: told "the task's CSV files: `*.csv`" after finding `sales.csv`, the
@@ -468,12 +476,33 @@ fn uncounted(answer: &str, sources: &Sources<'_>) -> Vec<(String, String)> {
         let thing = singular(&thing);
         if sources.counted.contains(&thing)
             && !results.iter().any(|text| text.contains(&thing))
-            && labelled_otherwise(figure, &sources.results)
+            && (labelled_otherwise(figure, &sources.results)
+                || (sources.counts_from_results && !seen_as_count(figure, &thing, sources)))
         {
             found.push((figure.to_owned(), format!("{figure} {}", trim_word(pair[1]))));
         }
     }
     found
+}
+
+/// Whether `figure`, a count of `thing` that no result names, is one the run saw: written in a
+/// user text or a result, a count of a result's lines or items, or written on a document's line
+/// that names the thing (a reference's "15 codes"). A skill's example output (`matches: 0`)
+/// is none: "TASK.md has 0 words" was taken from file-finder's SKILL.md.
+fn seen_as_count(figure: &str, thing: &str, sources: &Sources<'_>) -> bool {
+    let Some(number) = stated_numbers(figure).into_iter().next() else { return true };
+    let writes = |text: &str| {
+        let mut values = Vec::new();
+        source_numbers(text, &mut values, false);
+        values.iter().any(|&value| same(&number, value))
+    };
+    sources.user.iter().chain(&sources.results).any(|text| writes(text))
+        || sources.results.iter().any(|text| counts(text).iter().any(|&n| same(&number, n)))
+        || sources
+            .documents
+            .iter()
+            .flat_map(|text| text.lines())
+            .any(|line| line.to_lowercase().contains(thing) && writes(line))
 }
 
 /// Labels that say "the figure" and nothing of what it counts (`count: 3` from a word counter):
@@ -671,6 +700,25 @@ pub(crate) fn restates_one_result(answer: &str, sources: &Sources<'_>) -> Option
         })
     };
     (holds(&sources.results) && !holds(&sources.user)).then(|| figure.text.clone())
+}
+
+/// The answer's figures when there are two or more and each is a result as the scripts printed
+/// it that the user's texts do not give: an answer to "add A to B" that states A and B and no
+/// sum ("The total of the amount column is 1705.47 and the total of the units column is 212.",
+/// from the local 1.5B). `None` otherwise.
+pub(crate) fn restates_results(answer: &str, sources: &Sources<'_>) -> Option<Vec<String>> {
+    let figures = stated_numbers(answer);
+    let holds = |texts: &[&str], figure: &Number| {
+        texts.iter().any(|text| {
+            let mut values = Vec::new();
+            source_numbers(text, &mut values, true);
+            values.iter().any(|&value| same(figure, value))
+        })
+    };
+    let restated =
+        |figure: &Number| holds(&sources.results, figure) && !holds(&sources.user, figure);
+    (figures.len() >= 2 && figures.iter().all(restated))
+        .then(|| figures.into_iter().map(|figure| figure.text).collect())
 }
 
 /// The note that refuses, once, an answer that restates one result where the task asks to
@@ -1167,6 +1215,10 @@ pub(crate) struct Sources<'a> {
     /// From format 16: a word of sixteen digits or more among letters is a code too
     /// ([`LONG_CODES_SINCE_FORMAT`]).
     pub(crate) long_codes: bool,
+    /// From format 24: a count of what the task counts that no result names must be a figure
+    /// the results or the user write (or a document's line that names the thing), not one a
+    /// document shows elsewhere ([`COUNTS_FROM_RESULTS_SINCE_FORMAT`]).
+    pub(crate) counts_from_results: bool,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -1974,6 +2026,19 @@ mod tests {
         // Without the rule (before format 10), the number alone is looked for.
         let old = Sources { counted: Vec::new(), ..sources(vec![search]) };
         assert!(ungrounded("The file 'TASK.md' has 1 word.", &old).is_empty());
+        // A skill's example figure is no count of words (format 24); a result's figure, or a
+        // document's line that names the thing, may be.
+        let skill = "Run it.\n\n`matches: 0` means nothing was found.";
+        let with = |counts_from_results: bool, documents: Vec<&'static str>| Sources {
+            documents,
+            counts_from_results,
+            ..sources(vec![search])
+        };
+        assert_eq!(ungrounded("TASK.md has 0 words.", &with(true, vec![skill])), ["0 words"]);
+        assert!(ungrounded("TASK.md has 0 words.", &with(false, vec![skill])).is_empty());
+        assert!(ungrounded("TASK.md has 2 words.", &with(true, vec![skill])).is_empty());
+        let reference = "A file of 0 words is empty.";
+        assert!(ungrounded("TASK.md has 0 words.", &with(true, vec![reference])).is_empty());
     }
 
     #[test]
@@ -2083,6 +2148,16 @@ mod tests {
         assert_eq!(restates_one_result("1705.47 + 20 = 1725.47", &sources), None);
         assert_eq!(restates_one_result("I cannot tell.", &sources), None);
         assert_eq!(restates_one_result("There are 20 rows.", &sources), None);
+        let both = Sources {
+            user: vec!["Add the total of amount to the total of units"],
+            results: vec!["amount sum: 1705.47", "units sum: 212"],
+            ..Sources::default()
+        };
+        let restated = "The total of amount is 1705.47 and the total of units is 212.";
+        assert_eq!(restates_results(restated, &both), Some(vec!["1705.47".into(), "212".into()]));
+        assert_eq!(restates_results("1705.47 + 212 = 1917.47", &both), None);
+        assert_eq!(restates_results("The total is 1705.47.", &both), None);
+        assert_eq!(restates_results("I cannot tell.", &both), None);
     }
 
     #[test]

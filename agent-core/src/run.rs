@@ -1100,6 +1100,28 @@ impl Run {
         {
             space.note = Some(advice);
         }
+        // From format 24, right after a refusal that names every value the answer needs (the
+        // arithmetic to work out), only the answer: refused for stating two totals side by side
+        // with no sum, the local 1.5B ran the same summary again and gave the same answer.
+        if self.format >= crate::grounding::COUNTS_FROM_RESULTS_SINCE_FORMAT
+            && self.grounding.answer_from_results
+            && last.status == ObservationStatus::Refused
+            && matches!(last.action, Some(Action::FinalAnswer { .. }))
+        {
+            space.select.clear();
+            space.load.clear();
+            space.referenced.clear();
+            space.run.clear();
+            space.arities.clear();
+            space.describe.clear();
+            space.call.clear();
+            space.recall.clear();
+            space.note = Some(
+                "the refusal above names every value the answer needs: work out the arithmetic \
+                 and answer"
+                    .to_owned(),
+            );
+        }
         space
     }
 
@@ -1456,6 +1478,7 @@ impl Run {
             strict,
             counted,
             long_codes: self.format >= crate::grounding::LONG_CODES_SINCE_FORMAT,
+            counts_from_results: self.format >= crate::grounding::COUNTS_FROM_RESULTS_SINCE_FORMAT,
             ..Default::default()
         };
         let texts: std::collections::HashMap<&str, &str> =

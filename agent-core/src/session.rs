@@ -147,8 +147,11 @@ pub struct RunResult {
 /// `ask_user` on offer, an answer that gives one of several like results the task names none of
 /// (`units sum` beside `amount sum` for "the total of the column"); 23 follows a call that
 /// failed on an argument its error names with the call that writes the task's word in its
-/// place, when one word of the task is a value the skill's instructions or the error show.
-pub const RECORD_FORMAT: u32 = 23;
+/// place, when one word of the task is a value the skill's instructions or the error show; 24
+/// grounds a count the task asks for, of a thing no result names, only by a figure a result or
+/// the user writes (or a document's line naming the thing), not a skill's example figure, and
+/// refuses once an answer that restates two or more results where the task combines them.
+pub const RECORD_FORMAT: u32 = 24;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -37,12 +37,14 @@ fn main() -> std::process::ExitCode {
         a_script_named_as_the_notes_write_it_is_grounded,
         a_quantity_answered_without_a_figure_gets_the_results,
         a_count_no_result_names_is_refused_once,
+        a_skills_example_figure_is_no_count,
         one_result_where_the_task_adds_two_is_refused_once,
         an_answer_with_no_figure_where_the_task_adds_two_is_refused_once,
         a_plan_execute_think_round_after_both_results_refused_only_thinks,
         a_refusal_that_names_every_value_gets_its_think_past_the_round_limit,
         an_answer_that_names_no_file_gets_the_files_the_scripts_ran_on,
         a_second_single_result_where_the_task_adds_two_is_refused_too,
+        both_results_side_by_side_where_the_task_adds_them_are_refused_once,
         an_argument_that_respells_the_tasks_word_is_refused,
         a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_changes,
         a_number_the_task_writes_twice_needs_two_calls,
@@ -245,6 +247,36 @@ async fn a_count_no_result_names_is_refused_once() -> anyhow::Result<()> {
     let (_fixture, ran, _) = run(vec![select("toolbox"), search(), answer(said)]).await;
     assert_eq!(ran.statuses(), ["ok", "ok"]);
     assert_eq!(ran.result.final_text, said);
+    Ok(())
+}
+
+async fn a_skills_example_figure_is_no_count() -> anyhow::Result<()> {
+    // Asked for a count of words, the local 1.5B searched for the file and answered "0 words":
+    // file-finder's SKILL.md says "`matches: 0` means nothing was found". From format 24 a
+    // skill's example figure grounds no count of a thing no result names.
+    let fixture = Fixture::new();
+    fixture.skill(
+        "finder",
+        "Finds files.",
+        "",
+        "Run `scripts/find.sh PATTERN`. `matches: 0` means none.",
+    );
+    fixture.script("finder", "scripts/find.sh", "echo \"file: $1\"\necho \"matches: 1\"");
+    let honest = "I cannot tell how many words TASK.md has: the search does not count words.";
+    let model = Arc::new(MockModel::new(vec![
+        select("finder"),
+        find(&["TASK.md"]),
+        answer("TASK.md has 0 words."),
+        answer(honest),
+    ]));
+    let task = "How many words does TASK.md have?";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused"]);
+    let note = &ran.observations()[2].1;
+    assert!(note.contains("(0 words)"), "{note}");
+    assert_eq!(ran.result.final_text, honest);
+    assert!(ran.result.grounded);
     Ok(())
 }
 
@@ -752,6 +784,30 @@ async fn a_second_single_result_where_the_task_adds_two_is_refused_too() -> anyh
     assert_eq!(ran.result.final_text, summed);
     assert!(ran.result.grounded);
     assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
+    Ok(())
+}
+
+async fn both_results_side_by_side_where_the_task_adds_them_are_refused_once() -> anyhow::Result<()>
+{
+    // With both totals in, the local 1.5B answered "The total of the amount column is 1705.47
+    // and the total of the units column is 212." and no sum. From format 24 that is refused
+    // once, with the sum to work out.
+    let summed = "1705.47 + 212 = 1917.47";
+    let both =
+        "The total of the amount column is 1705.47 and the total of the units column is 212.";
+    let ran = add_two_totals(vec![answer(both), answer(summed)]).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);
+    let note = &ran.observations()[4].1;
+    assert!(note.contains("1705.47 and 212 are results"), "{note}");
+    assert!(note.contains("their sum (1705.47 + 212)"), "{note}");
+    assert_eq!(ran.result.final_text, summed);
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
+    // The turn after it offers the answer alone.
+    let turns = ran.data(EventKind::TurnStarted);
+    assert_eq!(turns.last().unwrap()["allowed"], json!(["final_answer"]));
+    // Once: the same answer again is taken.
+    let ran = add_two_totals(vec![answer(both), answer(both)]).await?;
+    assert_eq!(ran.result.final_text, both);
     Ok(())
 }
 

@@ -575,7 +575,19 @@ fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
     if refused.len() >= if again { 2 } else { 1 } {
         return None;
     }
-    let figure = grounding::restates_one_result(answer, &run.answer_sources())?;
+    let sources = run.answer_sources();
+    let Some(figure) = grounding::restates_one_result(answer, &sources) else {
+        // From format 24, the values restated side by side with no arithmetic ("A is 1705.47
+        // and B is 212" for "add A to B"): refused once, with the sum to work out.
+        if run.format < grounding::COUNTS_FROM_RESULTS_SINCE_FORMAT {
+            return None;
+        }
+        let figures = grounding::restates_results(answer, &sources)?;
+        run.grounding.combine_refused = figures.clone();
+        run.grounding.answer_from_results = true;
+        run.state.reasoning.incomplete_refusals += 1;
+        return Some(grounding::combine_again_note(&figures, &run.state.task));
+    };
     if run.grounding.combine_refused.contains(&figure) {
         return None;
     }
