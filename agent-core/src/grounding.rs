@@ -717,7 +717,21 @@ pub(crate) fn restates_results(answer: &str, sources: &Sources<'_>) -> Option<Ve
     };
     let restated =
         |figure: &Number| holds(&sources.results, figure) && !holds(&sources.user, figure);
-    (figures.len() >= 2 && figures.iter().all(restated))
+    // An answer that shows arithmetic ("2 + 3 = 5": one figure the sum or difference of two
+    // others) combined them, whatever a result also printed.
+    let worked = answer.contains('=')
+        || figures.iter().enumerate().any(|(k, sum)| {
+            figures.iter().enumerate().any(|(i, a)| {
+                figures.iter().enumerate().any(|(j, b)| {
+                    i != j
+                        && i != k
+                        && j != k
+                        && (equal(a.value + b.value, sum.value)
+                            || equal((a.value - b.value).abs(), sum.value))
+                })
+            })
+        });
+    (figures.len() >= 2 && !worked && figures.iter().all(restated))
         .then(|| figures.into_iter().map(|figure| figure.text).collect())
 }
 
@@ -2156,6 +2170,13 @@ mod tests {
         let restated = "The total of amount is 1705.47 and the total of units is 212.";
         assert_eq!(restates_results(restated, &both), Some(vec!["1705.47".into(), "212".into()]));
         assert_eq!(restates_results("1705.47 + 212 = 1917.47", &both), None);
+        let sums = Sources {
+            user: vec!["Count, add, read the notes"],
+            results: vec!["2", "The sum of 2 and 3 is 5."],
+            ..Sources::default()
+        };
+        assert_eq!(restates_results("2 words, 2 + 3 = 5, the meeting is at noon.", &sums), None);
+        assert_eq!(restates_results("2 words; 2 and 3 make 5", &sums), None);
         assert_eq!(restates_results("The total is 1705.47.", &both), None);
         assert_eq!(restates_results("I cannot tell.", &both), None);
     }
