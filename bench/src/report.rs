@@ -59,8 +59,42 @@ pub struct StrategySummary {
     pub replay_reproduced: u64,
     /// Wall time of all runs, in milliseconds (differs between runs).
     pub wall_ms: u64,
+    /// How often the first skill selected was one the task needs.
+    #[serde(default)]
+    pub first_selections: FirstSelections,
     /// The reasoning-quality block.
     pub reasoning: ReasoningSummary,
+}
+
+/// How often a strategy's first selection named a skill the task needs (see
+/// [`RunRecord::first_selection_right`]), over all its runs of tasks that need one and over
+/// those with the distractor skills installed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FirstSelections {
+    /// Runs of tasks that need a skill.
+    pub runs: u64,
+    /// Of those, runs whose first selection named a skill the task needs.
+    pub right: u64,
+    /// Runs of tasks that need a skill, with the distractor skills installed.
+    pub among_many_runs: u64,
+    /// Of those, runs whose first selection named a skill the task needs.
+    pub among_many_right: u64,
+}
+
+impl FirstSelections {
+    fn of(runs: &[&RunRecord]) -> FirstSelections {
+        let mut counts = FirstSelections::default();
+        for run in runs {
+            let Some(right) = run.first_selection_right else { continue };
+            counts.runs += 1;
+            counts.right += u64::from(right);
+            if run.more_skills {
+                counts.among_many_runs += 1;
+                counts.among_many_right += u64::from(right);
+            }
+        }
+        counts
+    }
 }
 
 /// Seed 000's reasoning-quality figures for a strategy.
@@ -175,6 +209,7 @@ pub fn summarise(mode: &str, model: &str, runs: Vec<RunRecord>) -> Results {
                 incomplete_refusals: sum(|run| run.incomplete_refusals),
                 replay_reproduced: sum(|run| u64::from(run.replay_reproduced)),
                 wall_ms: sum(|run| run.wall_ms),
+                first_selections: FirstSelections::of(&mine),
                 reasoning: ReasoningSummary {
                     silent_calls: silent,
                     reasoned_calls: reasoned,
@@ -299,6 +334,40 @@ pub(crate) fn scenario_rows(runs: &[RunRecord]) -> Vec<(String, Category)> {
     rows
 }
 
+/// The success and model calls of each strategy per category, in the order categories first
+/// appear.
+fn categories_table(out: &mut String, results: &Results, strategies: &[&StrategySummary]) {
+    let mut categories: Vec<Category> = Vec::new();
+    for run in &results.runs {
+        if !categories.contains(&run.category) {
+            categories.push(run.category);
+        }
+    }
+    let _ = writeln!(out, "\n## Categories\n");
+    let names: Vec<&str> = strategies.iter().map(|summary| summary.strategy.as_str()).collect();
+    let _ = writeln!(out, "| category | {} |", names.join(" | "));
+    let _ = writeln!(out, "|---|{}", "---|".repeat(names.len()));
+    for category in categories {
+        let cells: Vec<String> = names
+            .iter()
+            .map(|strategy| {
+                let runs: Vec<&RunRecord> = results
+                    .runs
+                    .iter()
+                    .filter(|run| run.category == category && run.strategy == *strategy)
+                    .collect();
+                if runs.is_empty() {
+                    return "-".to_owned();
+                }
+                let successes = runs.iter().filter(|run| run.success).count();
+                let calls: u64 = runs.iter().map(|run| run.model_calls).sum();
+                format!("{successes}/{} · {calls} calls", runs.len())
+            })
+            .collect();
+        let _ = writeln!(out, "| {} | {} |", category.as_str(), cells.join(" | "));
+    }
+}
+
 /// `report.md`.
 pub fn markdown(results: &Results) -> String {
     let mut out = String::new();
@@ -345,6 +414,33 @@ pub fn markdown(results: &Results) -> String {
             summary.wall_ms as f64 / 1000.0
         );
     }
+    categories_table(&mut out, results, &strategies);
+    let _ = writeln!(out, "\n## First skill selected\n");
+    let _ = writeln!(
+        out,
+        "| strategy | a skill the task needs | with the distractor skills installed |"
+    );
+    let _ = writeln!(out, "|---|---|---|");
+    for summary in &strategies {
+        let selections = &summary.first_selections;
+        let _ = writeln!(
+            out,
+            "| {} | {} ({}/{}) | {} ({}/{}) |",
+            summary.strategy,
+            percent(rate(selections.right, selections.runs)),
+            selections.right,
+            selections.runs,
+            percent(rate(selections.among_many_right, selections.among_many_runs)),
+            selections.among_many_right,
+            selections.among_many_runs
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nThe first `select_skills` that ran, against the skills of the calls the scenario's \
+         check expects; a run that selected nothing counts as a miss, and scenarios that need \
+         no skill are left out."
+    );
     let mut outcome_names: Vec<&String> =
         strategies.iter().flat_map(|summary| summary.outcomes.keys()).collect();
     outcome_names.sort();

@@ -156,6 +156,20 @@ impl Check {
         self
     }
 
+    /// The skills the task needs: the `skill` of each call the check expects, in order, each
+    /// once (empty for a task no skill answers).
+    pub fn needed_skills(&self) -> Vec<String> {
+        let mut skills: Vec<String> = Vec::new();
+        for call in &self.calls {
+            if let Some(skill) = call.args.get("skill").and_then(Value::as_str)
+                && !skills.iter().any(|known| known == skill)
+            {
+                skills.push(skill.to_owned());
+            }
+        }
+        skills
+    }
+
     /// Requires the workspace file `path` to exist and contain `text`.
     pub fn file(mut self, path: &str, text: &str) -> Check {
         self.files.push((path.to_owned(), text.to_owned()));

@@ -107,6 +107,14 @@ pub struct RunRecord {
     pub warnings: BTreeMap<String, u64>,
     /// Whether `replay --check` reproduced the run from its record.
     pub replay_reproduced: bool,
+    /// Whether the run's first `select_skills` named a skill the task needs (the skill of one
+    /// of the calls its check expects); a run that selected nothing is a miss. `None` for a
+    /// task that needs no skill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_selection_right: Option<bool>,
+    /// Whether the run had the distractor skills installed (`examples/more-skills`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub more_skills: bool,
     /// The folder holding the run directory, relative to the output folder.
     pub runs_dir: String,
     /// Wall time of the run in milliseconds (the only figure that differs between runs).
@@ -440,6 +448,7 @@ pub async fn score_run(
     let replay = replay_check(run_dir).await.map_err(agent_error)?;
     let failures = scenario.check.failures(&events, workspace);
     let record = score_events(&events);
+    let needed = scenario.check.needed_skills();
     Ok(RunRecord {
         scenario: scenario.name.clone(),
         category: scenario.category,
@@ -447,9 +456,25 @@ pub async fn score_run(
         success: failures.is_empty(),
         failures,
         replay_reproduced: replay.reproduced(),
+        first_selection_right: (!needed.is_empty())
+            .then(|| first_selection(&events).is_some_and(|skill| needed.contains(&skill))),
+        more_skills: scenario.more_skills,
         runs_dir: runs_relative,
         wall_ms,
         ..record
+    })
+}
+
+/// The first skill the run's first executed `select_skills` named, whatever became of it.
+fn first_selection(events: &[Event]) -> Option<String> {
+    events.iter().find_map(|event| match event.payload() {
+        Ok(Payload::ActionExecuted(executed)) => {
+            let action = serde_json::to_value(&executed.action).ok()?;
+            (action.get("type")?.as_str()? == "select_skills")
+                .then(|| action.pointer("/args/names/0")?.as_str().map(str::to_owned))
+                .flatten()
+        }
+        _ => None,
     })
 }
 
@@ -529,6 +554,8 @@ impl RunRecord {
             ungrounded: false,
             warnings: BTreeMap::new(),
             replay_reproduced: false,
+            first_selection_right: None,
+            more_skills: false,
             runs_dir: String::new(),
             wall_ms: 0,
         }
@@ -655,5 +682,32 @@ mod tests {
         assert_eq!(recorded_wall_ms(&events[..1]), 0);
         assert_eq!(recorded_wall_ms(&[]), 0);
         assert_eq!(recorded_wall_ms(&[event(1, "late"), event(2, "2026-11-26T10:00:00Z")]), 0);
+    }
+
+    #[test]
+    fn the_first_selection_is_scored_against_the_skills_the_check_expects() {
+        use crate::scenario::Check;
+        use crate::scenario::tests::executed;
+        use serde_json::json;
+        let select = |names: &[&str]| json!({"type": "select_skills", "args": {"names": names}});
+        let run = json!({"type": "run_script", "args": {
+            "skill": "file-finder", "script": "scripts/find_files.py", "args": ["*.csv"]}});
+        let check = Check::completed(&["1705.47"])
+            .script("file-finder", "scripts/find_files.py", &["*.csv"])
+            .script("csv-summary", "scripts/csv_summary.py", &["sales.csv"])
+            .script("file-finder", "scripts/find_files.py", &["*.md"]);
+        assert_eq!(check.needed_skills(), ["file-finder", "csv-summary"]);
+        assert!(Check::admits().needed_skills().is_empty());
+
+        // The first select that ran counts, whatever came after it; its first name is the choice.
+        let events = [
+            executed(1, &select(&["csv-summary", "pptx"]), "ok"),
+            executed(2, &select(&["file-finder"]), "ok"),
+            executed(3, &run, "ok"),
+        ];
+        assert_eq!(first_selection(&events).as_deref(), Some("csv-summary"));
+        assert_eq!(first_selection(&events[1..]).as_deref(), Some("file-finder"));
+        assert_eq!(first_selection(&events[2..]), None);
+        assert_eq!(first_selection(&[executed(1, &select(&[]), "invalid_action")]), None);
     }
 }

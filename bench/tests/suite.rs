@@ -65,6 +65,8 @@ fn report_checks(records: Vec<RunRecord>, out: &std::path::Path, config: &SuiteC
         "report/markdown_has_the_seed_sections",
         [
             "## Strategies",
+            "## Categories",
+            "## First skill selected",
             "## Reasoning quality",
             "| silent-call rate |",
             "## Batchable scenarios: model calls",
