@@ -108,6 +108,12 @@ pub(crate) const TASK_WORD_SHOWN_SINCE_FORMAT: u32 = 23;
 /// values, is refused once with the arithmetic to work out ([`restates_results`]).
 pub(crate) const COUNTS_FROM_RESULTS_SINCE_FORMAT: u32 = 24;
 
+/// The record format from which the answer that follows a refusal naming every value it needs
+/// (the arithmetic to work out) may write figures: with no new result between, it was held to
+/// an admission as after an ungrounded answer, and the local 1.5B answered "I cannot answer …
+/// Work out their sum (  +  )".
+pub(crate) const FIGURES_AFTER_COMBINE_SINCE_FORMAT: u32 = 25;
+
 /// The record format from which a refused example file name (`data/invoice-2024.csv`, a
 /// script that takes a path) is followed by the call on the one file of its kind that the
 /// run's scripts found: told "the task's CSV files: `*.csv`" after finding `sales.csv`, the

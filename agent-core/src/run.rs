@@ -1121,6 +1121,15 @@ impl Run {
                  and answer"
                     .to_owned(),
             );
+            // From format 25 that answer may write figures: the refused answer held results
+            // only, so no new result comes before it, and held to an admission (as after an
+            // ungrounded answer) the local 1.5B answered "I cannot answer … their sum (  +  )".
+            if self.format >= crate::grounding::FIGURES_AFTER_COMBINE_SINCE_FORMAT {
+                space.answer_without_figures = false;
+                space.thought_without_figures = false;
+                space.quote_free = false;
+                space.admission_words.clear();
+            }
         }
         space
     }

@@ -150,8 +150,10 @@ pub struct RunResult {
 /// place, when one word of the task is a value the skill's instructions or the error show; 24
 /// grounds a count the task asks for, of a thing no result names, only by a figure a result or
 /// the user writes (or a document's line naming the thing), not a skill's example figure, and
-/// refuses once an answer that restates two or more results where the task combines them.
-pub const RECORD_FORMAT: u32 = 24;
+/// refuses once an answer that restates two or more results where the task combines them; 25
+/// lets the answer after a refusal that names every value it needs write figures (with no new
+/// result between, it was held to an admission).
+pub const RECORD_FORMAT: u32 = 25;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -315,6 +315,11 @@ fn totals_toolbox() -> Fixture {
 /// react on [`ADD_TWO_TOTALS`]: the amount total fetched and restated as the answer, the units
 /// total fetched, then `rest`.
 async fn add_two_totals(rest: Vec<MockReply>) -> anyhow::Result<Ran> {
+    Ok(add_two_totals_with_model(rest).await?.0)
+}
+
+/// [`add_two_totals`], with the model (its requests).
+async fn add_two_totals_with_model(rest: Vec<MockReply>) -> anyhow::Result<(Ran, Arc<MockModel>)> {
     let fixture = totals_toolbox();
     let total = |column: &str| run_script("toolbox", "scripts/total.sh", &[column]);
     let start = vec![
@@ -326,7 +331,7 @@ async fn add_two_totals(rest: Vec<MockReply>) -> anyhow::Result<Ran> {
     let model = Arc::new(MockModel::new([start, rest].concat()));
     let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), ADD_TWO_TOTALS).await?;
     replays_exactly(&ran).await;
-    Ok(ran)
+    Ok((ran, model))
 }
 
 /// plan-execute-think on [`ADD_TWO_TOTALS`]: `first` (a plan selecting the toolbox), then a
@@ -795,7 +800,7 @@ async fn both_results_side_by_side_where_the_task_adds_them_are_refused_once() -
     let summed = "1705.47 + 212 = 1917.47";
     let both =
         "The total of the amount column is 1705.47 and the total of the units column is 212.";
-    let ran = add_two_totals(vec![answer(both), answer(summed)]).await?;
+    let (ran, model) = add_two_totals_with_model(vec![answer(both), answer(summed)]).await?;
     assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);
     let note = &ran.observations()[4].1;
     assert!(note.contains("1705.47 and 212 are results"), "{note}");
@@ -805,6 +810,28 @@ async fn both_results_side_by_side_where_the_task_adds_them_are_refused_once() -
     // The turn after it offers the answer alone.
     let turns = ran.data(EventKind::TurnStarted);
     assert_eq!(turns.last().unwrap()["allowed"], json!(["final_answer"]));
+    let last = model.requests().last().cloned().unwrap();
+    let final_answer = last.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
+    assert_eq!(final_answer.parameters["properties"]["content"].get("pattern"), None);
+    // From format 25 that answer may write figures when the refusal was the task's first, with
+    // no new result after it: it was held to an admission, as after an ungrounded answer (live:
+    // "I cannot answer … Work out their sum (  +  )").
+    let fixture = totals_toolbox();
+    let total = |column: &str| run_script("toolbox", "scripts/total.sh", &[column]);
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        total("amount"),
+        total("units"),
+        answer(both),
+        answer(summed),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), ADD_TWO_TOTALS).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "ok", "refused"]);
+    assert_eq!(ran.result.final_text, summed);
+    let last = model.requests().last().cloned().unwrap();
+    let final_answer = last.tools.iter().find(|tool| tool.name == "final_answer").unwrap();
+    assert_eq!(final_answer.parameters["properties"]["content"].get("pattern"), None);
+    replays_exactly(&ran).await;
     // Once: the same answer again is taken.
     let ran = add_two_totals(vec![answer(both), answer(both)]).await?;
     assert_eq!(ran.result.final_text, both);
