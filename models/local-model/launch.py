@@ -9,7 +9,8 @@ decoding of that kind (drafts looked up in the context, no second model); unset 
 The slots' caches outlive the server: on SIGTERM or SIGINT each slot that holds a prompt is
 saved (llama.cpp's slot save, under `slots/` beside the chat template, named after the model
 file), and the next start restores them, so the first request after a restart finds its prompt
-prefix (the system prompt and skill catalog of the last runs) already evaluated.
+prefix (the system prompt and skill catalog of the last runs) already evaluated. The line
+"ready: slots restored" on stdout says the restores are over and requests may come.
 """
 
 import json
@@ -19,6 +20,8 @@ import sys
 import urllib.request
 
 import xllamacpp
+
+READY = "ready: slots restored"
 
 
 def main() -> None:
@@ -54,6 +57,9 @@ def main() -> None:
     print(f"listening on {server.listening_address}", flush=True)
     for slot in range(params.n_parallel):
         restore(port, slots_dir, slot, slot_file(model_path, slot))
+    # /health answers before the restores end; `model start` waits for this line as well, so no
+    # request reaches a slot that a restore then overwrites (its prompt found nothing cached).
+    print(READY, flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
     print("stopping", flush=True)
     for slot in range(params.n_parallel):

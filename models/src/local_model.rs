@@ -224,7 +224,9 @@ impl LocalModel {
         ));
         let started = Instant::now();
         loop {
-            if healthy(port) {
+            // Healthy is not enough: the launcher restores the saved slots after the server
+            // answers /health, and a request sent before then finds nothing cached.
+            if healthy(port) && launcher_ready(&log_path) {
                 spinner.finish_and_clear();
                 eprintln!(
                     "model: {} ready at {} after {:.1} s",
@@ -368,7 +370,7 @@ impl LocalModel {
         Ok(model)
     }
 
-    /// Stops the recorded server (SIGTERM, then SIGKILL after 20 s). Returns whether one ran.
+    /// Stops the recorded server (SIGTERM, then SIGKILL after 60 s: it saves its slots first). Returns whether one ran.
     pub fn stop(&self) -> Result<bool> {
         let path = self.state_path();
         let Ok(text) = fs::read_to_string(&path) else {
@@ -378,7 +380,7 @@ impl LocalModel {
         let was_running = process_alive(state.pid) && is_launcher(state.pid);
         if was_running {
             run_command(Command::new("kill").args(["-TERM", &state.pid.to_string()]))?;
-            let deadline = Instant::now() + Duration::from_secs(20);
+            let deadline = Instant::now() + Duration::from_secs(60);
             while process_alive(state.pid) && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(100));
             }
@@ -414,6 +416,14 @@ fn is_launcher(pid: u32) -> bool {
     fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
         cmdline.split(|byte| *byte == 0).any(|arg| arg.ends_with(b"launch.py"))
     })
+}
+
+/// The line the launcher prints once the saved slots are restored (`READY` in launch.py).
+const LAUNCHER_READY: &str = "ready: slots restored";
+
+/// Whether the launcher's log at `path` says the restores are over.
+fn launcher_ready(path: &Path) -> bool {
+    fs::read_to_string(path).is_ok_and(|log| log.lines().any(|line| line == LAUNCHER_READY))
 }
 
 /// `GET /health` on 127.0.0.1:`port` answered 200.
@@ -471,6 +481,18 @@ mod tests {
         assert_eq!(state.url(), "http://127.0.0.1:8080");
         assert_eq!(ServerState::parse("pid=1\n"), None);
         assert_eq!(ServerState::parse("pid=x\nport=80\n"), None);
+    }
+
+    #[test]
+    fn start_waits_for_the_line_the_launcher_prints_after_its_restores() {
+        assert!(LAUNCHER.contains(&format!("READY = \"{LAUNCHER_READY}\"")));
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("server.log");
+        assert!(!launcher_ready(&log), "no log yet");
+        fs::write(&log, "listening on 127.0.0.1:1\nslot 0: restored 688 tokens\n").unwrap();
+        assert!(!launcher_ready(&log), "restores under way");
+        fs::write(&log, format!("listening on 127.0.0.1:1\n{LAUNCHER_READY}\n")).unwrap();
+        assert!(launcher_ready(&log));
     }
 
     #[test]
