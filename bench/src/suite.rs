@@ -30,7 +30,8 @@ pub struct SuiteConfig {
     pub out: PathBuf,
     /// Only these strategies (empty: every strategy a scenario has a script for).
     pub strategies: Vec<String>,
-    /// Only scenarios whose name contains this.
+    /// Only these scenarios: a comma-separated list, each part a text the scenario's name
+    /// contains or a category (`multi_skill`); see [`picks`].
     pub filter: Option<String>,
 }
 
@@ -230,6 +231,16 @@ pub struct RunSettings {
     pub secrets: Vec<(String, String)>,
 }
 
+/// Whether `filter` picks `scenario`: one of its comma-separated parts is a text the name
+/// contains or the scenario's category (`find-then`, `units-to-kilograms,multi_skill`).
+pub fn picks(filter: &str, scenario: &Scenario) -> bool {
+    filter
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .any(|part| scenario.name.contains(part) || scenario.category.as_str() == part)
+}
+
 /// The (scenario, strategy) pairs the configuration selects, in scenario order.
 pub fn selected<'a>(
     scenarios: &'a [Scenario],
@@ -237,7 +248,7 @@ pub fn selected<'a>(
 ) -> Vec<(&'a Scenario, &'a str, &'a [MockReply])> {
     let mut pairs = Vec::new();
     for scenario in scenarios {
-        if config.filter.as_deref().is_some_and(|filter| !scenario.name.contains(filter)) {
+        if config.filter.as_deref().is_some_and(|filter| !picks(filter, scenario)) {
             continue;
         }
         for (strategy, replies) in &scenario.scripts {
@@ -650,6 +661,26 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filter_picks_by_name_part_or_category() {
+        let scenarios = crate::catalog::scenarios();
+        let names = |filter: &str| -> Vec<&str> {
+            scenarios
+                .iter()
+                .filter(|scenario| picks(filter, scenario))
+                .map(|scenario| scenario.name.as_str())
+                .collect()
+        };
+        assert_eq!(names("units-to-kilograms"), ["units-to-kilograms"]);
+        let multi = names("multi_skill");
+        assert!(multi.contains(&"find-then-total") && multi.contains(&"sum-of-two-totals"));
+        assert!(scenarios.iter().all(|s| multi.contains(&s.name.as_str())
+            == (s.category == crate::scenario::Category::MultiSkill)));
+        let both = names("find-csv, units-to-kilograms");
+        assert_eq!(both.len(), names("find-csv").len() + 1, "{both:?}");
+        assert!(names(",").is_empty() && names("no-such-scenario").is_empty());
+    }
 
     #[test]
     fn times_are_read_as_agent_core_writes_them() {

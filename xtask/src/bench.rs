@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: the bench's front (the `bench` crate does the work).
 //!
-//! * `cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT]` runs the scripted
+//! * `cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT[,TEXT]...]` runs the scripted
 //!   scenarios (this binary is the sandbox helper) with a progress bar and writes
 //!   `results.json`, `report.md` and `report.html` into DIR (default `target/bench/`).
 //! * `--live [--model SPEC] [--timeout SECS]` runs the same tasks on a real model (`local` by
@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use skills_agent_models::specs::{ModelSpec, connect};
 
-const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT] [--live [--model SPEC] [--timeout SECS | --nats URL]]
+const USAGE: &str = "usage: cargo xtask bench [--out DIR] [--strategy NAME]... [--scenario TEXT[,TEXT]...] [--live [--model SPEC] [--timeout SECS | --nats URL]]
        cargo xtask bench --trajectories FILE [--format openai-chat]";
 
 /// A live run's model and time limit.
