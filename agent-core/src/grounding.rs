@@ -114,6 +114,17 @@ pub(crate) const COUNTS_FROM_RESULTS_SINCE_FORMAT: u32 = 24;
 /// Work out their sum (  +  )".
 pub(crate) const FIGURES_AFTER_COMBINE_SINCE_FORMAT: u32 = 25;
 
+/// The record format from which a script refused for a file placeholder, in a task that names
+/// no file, is not on offer again until a script gives a result: told "the task names no file:
+/// find it first", the local 1.5B's plan-execute-think runs planned the same placeholder call
+/// round after round, one of them right after selecting file-finder, and ended stuck or at the
+/// round limit (find-then-total, its among-many twin, find-total-convert).
+/// From the same format an answer with no figure, where the task asks a statistic of a column
+/// ("the total of its amount column"), is refused once, and a figure for it that only a
+/// document writes is grounded by a document line naming the column ([`measured_things`]): the think after finding sales.csv answered "the total of the
+/// 'amount' column … is 1000", a figure from file-finder's SKILL.md ("up to 1000"), and was taken.
+pub(crate) const FILE_FIRST_SINCE_FORMAT: u32 = 26;
+
 /// The record format from which a refused example file name (`data/invoice-2024.csv`, a
 /// script that takes a path) is followed by the call on the one file of its kind that the
 /// run's scripts found: told "the task's CSV files: `*.csv`" after finding `sales.csv`, the
@@ -145,7 +156,7 @@ pub(crate) struct Grounding {
     /// other figure (the second value fetched and restated alone).
     pub(crate) combine_refused: Vec<String>,
     /// An answer of the current task was refused for stating no figure where the task asks
-    /// to combine values (format 12).
+    /// to combine values (format 12) or a statistic of a column (format 26).
     pub(crate) combine_figureless: bool,
     /// The last refusal named every value the answer needs ("work out their sum (A + B)"):
     /// nothing is left to run (format 12; plan-execute-think goes straight to a think).
@@ -365,10 +376,32 @@ pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
             _ => None,
         })
         .collect();
+    // From format 26 a figure that only a document writes, for a statistic the task asks of a
+    // column, needs a document line that names the column ([`measured_things`]).
+    let measured = (!sources.measured.is_empty()).then(|| {
+        let naming = |line: &&str| {
+            let lower = line.to_lowercase();
+            sources.measured.iter().any(|thing| lower.contains(thing.as_str()))
+        };
+        Known::new(&Sources {
+            user: sources.user.clone(),
+            documents: sources
+                .documents
+                .iter()
+                .flat_map(|text| text.lines())
+                .filter(naming)
+                .collect(),
+            results: sources.results.clone(),
+            lenient_sums: sources.lenient_sums,
+            ..Default::default()
+        })
+    });
     for token in tokens {
         match token {
             Token::Number(number) => {
-                if !known.grounds(&number, &operands) {
+                if !known.grounds(&number, &operands)
+                    || measured.as_ref().is_some_and(|known| !known.grounds(&number, &operands))
+                {
                     push(number.text);
                 }
             }
@@ -444,6 +477,41 @@ pub(crate) fn counted_things(task: &str) -> Vec<String> {
         .filter(|word| !matches!(*word, "and" | "the"))
         .map(singular)
         .collect()
+}
+
+/// What a task that gives no figure asks a statistic of (a total, sum, average, mean, median,
+/// minimum or maximum): the word before each "column" ("the total of its amount column":
+/// `amount`), singular and lowercased. Empty for a task with a figure or no such word.
+pub(crate) fn measured_things(task: &str) -> Vec<String> {
+    const STATISTICS: [&str; 9] =
+        ["total", "sum", "average", "mean", "median", "minimum", "maximum", "min", "max"];
+    if !stated_numbers(task).is_empty() {
+        return Vec::new();
+    }
+    let lower = task.to_lowercase();
+    let words: Vec<&str> =
+        lower.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).collect();
+    if !words.iter().any(|word| STATISTICS.contains(word)) {
+        return Vec::new();
+    }
+    let mut things: Vec<String> = Vec::new();
+    for pair in words.windows(2) {
+        let (word, next) = (pair[0], pair[1]);
+        if matches!(next, "column" | "columns")
+            && word.chars().count() >= 3
+            && word.chars().all(char::is_alphabetic)
+            && !matches!(
+                word,
+                "the" | "its" | "that" | "this" | "each" | "every" | "one" | "first" | "last"
+            )
+        {
+            let thing = singular(word);
+            if !things.contains(&thing) {
+                things.push(thing);
+            }
+        }
+    }
+    things
 }
 
 /// `word` without a plural ending (`words` → `word`, `matches` → `match`, `entries` →
@@ -783,6 +851,17 @@ pub(crate) fn combine_figureless_note() -> String {
      that is missing), work out the arithmetic the task asks for, and answer with that result \
      and the values it comes from."
         .to_owned()
+}
+
+/// The note that refuses, once, an answer that states no figure where the task asks a
+/// statistic of a column (format 26): `things` are the columns ([`measured_things`]).
+pub(crate) fn measured_figureless_note(things: &[String]) -> String {
+    let columns = things.iter().map(|thing| format!("`{thing}`")).collect::<Vec<_>>().join(", ");
+    format!(
+        "answer not accepted yet: the task asks for a figure of the {columns} column, and the \
+         answer states none. Run the script that computes it (on the file the task or the \
+         results name), then answer with that figure."
+    )
 }
 
 /// Whether `text` states a figure (a number as the grounding check reads it).
@@ -1239,6 +1318,11 @@ pub(crate) struct Sources<'a> {
     /// the results or the user write (or a document's line that names the thing), not one a
     /// document shows elsewhere ([`COUNTS_FROM_RESULTS_SINCE_FORMAT`]).
     pub(crate) counts_from_results: bool,
+    /// From format 26: what the task asks a statistic of ([`measured_things`]); a figure for
+    /// it that only documents write is grounded by a document line naming it, not by a
+    /// skill's other figures (file-finder's "up to 1000" grounded "the total of the amount
+    /// column is 1000").
+    pub(crate) measured: Vec<String>,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -2059,6 +2143,49 @@ mod tests {
         assert!(ungrounded("TASK.md has 2 words.", &with(true, vec![skill])).is_empty());
         let reference = "A file of 0 words is empty.";
         assert!(ungrounded("TASK.md has 0 words.", &with(true, vec![reference])).is_empty());
+    }
+
+    #[test]
+    fn a_statistic_of_a_column_is_grounded_by_results_or_a_document_line_naming_it() {
+        let task = "Find the CSV file in the workspace and tell me the total of its amount column.";
+        assert_eq!(measured_things(task), ["amount"]);
+        assert_eq!(
+            measured_things("Total the units column of sales.csv, then convert it."),
+            ["unit"]
+        );
+        assert_eq!(measured_things("What is the average of the price and cost columns?"), ["cost"]);
+        // A task with a figure, or no statistic, measures nothing.
+        assert!(measured_things("Total the first 5 rows of the amount column").is_empty());
+        assert!(measured_things("List the amount column of sales.csv").is_empty());
+        assert!(measured_things("").is_empty());
+        let finder = "At most 50 matches are shown (`--max N`, up to 1000).";
+        let found = "file: sales.csv\nmatches: 1 (files searched: 2)";
+        let sources =
+            |measured: &[&str], documents: Vec<&'static str>, results: Vec<&'static str>| Sources {
+                user: vec![task],
+                documents,
+                results,
+                strict: true,
+                measured: measured.iter().map(|thing| thing.to_string()).collect(),
+                ..Default::default()
+            };
+        let answer = "The total of the 'amount' column in `sales.csv` is 1000.";
+        assert_eq!(ungrounded(answer, &sources(&["amount"], vec![finder], vec![found])), ["1000"]);
+        // Before format 26 (nothing measured) the document grounded it.
+        assert_eq!(
+            ungrounded(answer, &sources(&[], vec![finder], vec![found])),
+            Vec::<String>::new()
+        );
+        // A result's figure, the task's own, or a document's line naming the column grounds it.
+        let total = "file: sales.csv\ncolumn amount: numeric\namount sum: 1000";
+        assert!(ungrounded(answer, &sources(&["amount"], vec![finder], vec![total])).is_empty());
+        let reference = "The amount column of the demo file totals 1000.";
+        assert!(ungrounded(answer, &sources(&["amount"], vec![reference], vec![found])).is_empty());
+        // Arithmetic over results still holds.
+        let two = "amount sum: 600\nunits sum: 400";
+        assert!(
+            ungrounded("600 + 400 = 1000", &sources(&["amount"], vec![], vec![two])).is_empty()
+        );
     }
 
     #[test]

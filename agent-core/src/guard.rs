@@ -121,6 +121,10 @@ pub(crate) fn check(
     }
 }
 
+/// How a placeholder refusal says that the task names no file, so the file must be found by
+/// another script first (`Run::action_space` looks for it from format 26).
+pub(crate) const FIND_FILE_FIRST: &str = "the task names no file: find it first";
+
 /// Why a script call does not fit the usage its SKILL.md shows: a placeholder copied as a
 /// value (`<file named in the task>`, `VALUE`), or more or fewer arguments than any usage
 /// shows. Told before anything runs, with the usage and the files the task names.
@@ -148,9 +152,10 @@ fn usage_refusal(state: &RunState, skill: &str, script: &str, args: &[String]) -
         // the CSV skill and was told to write a value the task does not give).
         let lower = placeholder.to_lowercase();
         let what = if files.is_empty() && (lower.contains("file") || lower.contains("path")) {
-            "the task names no file: find it first (a skill that lists or finds files), then \
-             run this script with its path"
-                .to_owned()
+            format!(
+                "{FIND_FILE_FIRST} (a skill that lists or finds files), then run this script \
+                 with its path"
+            )
         } else {
             format!("write the value the task gives in its place{named}")
         };

@@ -1100,6 +1100,12 @@ impl Run {
         {
             space.note = Some(advice);
         }
+        // From format 26 a script refused for a file placeholder in a task that names no file
+        // waits until a script has given a result since (the file found): the local 1.5B's
+        // plan-execute-think runs planned the refused call again round after round.
+        if self.format >= crate::grounding::FILE_FIRST_SINCE_FORMAT {
+            self.hold_file_scripts(&mut space);
+        }
         // From format 24, right after a refusal that names every value the answer needs (the
         // arithmetic to work out), only the answer: refused for stating two totals side by side
         // with no sum, the local 1.5B ran the same summary again and gave the same answer.
@@ -1132,6 +1138,105 @@ impl Run {
             }
         }
         space
+    }
+
+    /// Takes off `space` each script refused for a file placeholder where the task names no
+    /// file ([`crate::guard::FIND_FILE_FIRST`]), when no script result came after the refusal,
+    /// as long as something else is left to do it with: another script, or a skill to select.
+    /// Once a result came and the script has not run since, the note shows the refused call on
+    /// the one file of the task's kind that the results write, when there is one.
+    fn hold_file_scripts(&self, space: &mut crate::space::ActionSpace) {
+        let mut held: Vec<(&str, &str)> = Vec::new();
+        // The last such refusal, and whether a script result came after it.
+        let mut refused: Option<(&Action, bool)> = None;
+        for record in self.state.task_actions() {
+            let Some(action) = record.action.as_ref() else { continue };
+            if record.is_result() {
+                held.clear();
+                let same_script = |refused: &Action| match (refused, action) {
+                    (
+                        Action::RunScript { skill, script, .. },
+                        Action::RunScript { skill: ran_skill, script: ran_script, .. },
+                    ) => skill == ran_skill && script == ran_script,
+                    _ => false,
+                };
+                refused = match refused {
+                    Some((refused, _)) if same_script(refused) => None,
+                    Some((refused, _)) => Some((refused, true)),
+                    None => None,
+                };
+            } else if record.status == ObservationStatus::Refused
+                && let Action::RunScript { skill, script, .. } = action
+                && self
+                    .observation_text(&record.observation)
+                    .contains(crate::guard::FIND_FILE_FIRST)
+            {
+                if !held.contains(&(skill.as_str(), script.as_str())) {
+                    held.push((skill, script));
+                }
+                refused = Some((action, false));
+            }
+        }
+        if held.is_empty() {
+            // In place of any other note ("the last call worked …"): it names the next call.
+            if let Some((action @ Action::RunScript { skill, script, .. }, true)) = refused
+                && space.run.iter().any(|(name, scripts)| name == skill && scripts.contains(script))
+                && let Some(call) = self.found_file_call(action)
+            {
+                space.note = Some(call);
+            }
+            return;
+        }
+        let mut run = space.run.clone();
+        for (skill, scripts) in &mut run {
+            scripts.retain(|script| !held.contains(&(skill.as_str(), script.as_str())));
+        }
+        run.retain(|(_, scripts)| !scripts.is_empty());
+        if run.is_empty() && space.select.is_empty() {
+            return;
+        }
+        space.run = run;
+        space
+            .arities
+            .retain(|(skill, script, _)| !held.contains(&(skill.as_str(), script.as_str())));
+        if space.note.is_none() {
+            let names: Vec<String> =
+                held.iter().map(|(skill, script)| format!("{skill}/{script}")).collect();
+            space.note =
+                Some(format!("{} waits for a file name: find the file first", names.join(", ")));
+        }
+    }
+
+    /// The call refused for a file placeholder ([`Run::hold_file_scripts`]) on the one file of
+    /// the task's one kind (`*.csv` for "the CSV file") that the task's results write:
+    /// `Found: \`sales.csv\`. Make this call: {…}`.
+    fn found_file_call(&self, action: &Action) -> Option<String> {
+        let Action::RunScript { skill, script, args } = action else { return None };
+        let kinds = crate::grounding::file_kind_patterns(&self.state.task);
+        let [(_, pattern)] = kinds.as_slice() else { return None };
+        let extension = pattern.rsplit_once('.')?.1;
+        let placeholder = args.iter().position(|arg| {
+            let lower = arg.to_lowercase();
+            lower.contains("file") || lower.contains("path")
+        })?;
+        let mut found: Vec<String> = Vec::new();
+        for record in self.state.task_actions().filter(|record| record.is_result()) {
+            for file in crate::grounding::files_written(
+                self.observation_text(&record.observation),
+                extension,
+            ) {
+                if !found.contains(&file) {
+                    found.push(file);
+                }
+            }
+        }
+        let [file] = found.as_slice() else { return None };
+        let mut fixed = args.clone();
+        fixed[placeholder] = file.clone();
+        Some(format!(
+            "found `{file}`: make this call: {}",
+            crate::grounding::shown_call(skill, script, &fixed)
+        ))
     }
 
     /// What of the run, beside its state and configuration, shapes the action space.
@@ -1488,6 +1593,11 @@ impl Run {
             counted,
             long_codes: self.format >= crate::grounding::LONG_CODES_SINCE_FORMAT,
             counts_from_results: self.format >= crate::grounding::COUNTS_FROM_RESULTS_SINCE_FORMAT,
+            measured: if self.format >= crate::grounding::FILE_FIRST_SINCE_FORMAT {
+                crate::grounding::measured_things(&self.state.task)
+            } else {
+                Vec::new()
+            },
             ..Default::default()
         };
         let texts: std::collections::HashMap<&str, &str> =

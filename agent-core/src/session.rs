@@ -152,8 +152,12 @@ pub struct RunResult {
 /// the user writes (or a document's line naming the thing), not a skill's example figure, and
 /// refuses once an answer that restates two or more results where the task combines them; 25
 /// lets the answer after a refusal that names every value it needs write figures (with no new
-/// result between, it was held to an admission).
-pub const RECORD_FORMAT: u32 = 25;
+/// result between, it was held to an admission); 26 takes a script refused for a file
+/// placeholder, in a task that names no file, off the offer until a script gives a result (then
+/// shows it on the one file found), and,
+/// where the task asks a statistic of a column, refuses once an answer with no figure and
+/// grounds a figure only a document writes by a document line naming the column.
+pub const RECORD_FORMAT: u32 = 26;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -26,6 +26,8 @@ fn main() -> std::process::ExitCode {
         a_think_that_completes_with_an_invented_figure_is_refused_once,
         placeholders_and_argument_counts_are_held_to_the_skills_usage,
         a_file_placeholder_without_a_file_in_the_task_says_to_find_it,
+        a_script_refused_for_a_file_the_task_does_not_name_waits_for_a_result,
+        an_answer_with_no_figure_for_a_columns_total_is_refused_once,
         a_value_copied_from_an_example_is_refused_until_it_changes,
         a_result_of_a_guessed_figure_grounds_nothing,
         a_batch_answered_after_its_first_item_is_refused_once,
@@ -542,6 +544,91 @@ async fn a_file_placeholder_without_a_file_in_the_task_says_to_find_it() -> anyh
         ),
         "{note}"
     );
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_script_refused_for_a_file_the_task_does_not_name_waits_for_a_result()
+-> anyhow::Result<()> {
+    let fixture = Fixture::new();
+    fixture.skill("lines", "Counts lines.", "", "Run `scripts/count.sh <file named in the task>`.");
+    fixture.script("lines", "scripts/count.sh", "wc -l < \"$1\"");
+    fixture.skill("finder", "Finds files.", "", "Run `scripts/find.sh PATTERN`.");
+    fixture.script("finder", "scripts/find.sh", "echo \"found $1: data.csv\"");
+    std::fs::write(fixture.workspace.join("data.csv"), "one\ntwo\n")?;
+    let count = |file: &str| {
+        call("run_script", json!({"skill": "lines", "script": "scripts/count.sh", "args": [file]}))
+    };
+    let model = Arc::new(MockModel::new(vec![
+        select("lines"),
+        count("<file named in the task>"),
+        select("finder"),
+        call(
+            "run_script",
+            json!({"skill": "finder", "script": "scripts/find.sh", "args": ["*.csv"]}),
+        ),
+        count("data.csv"),
+        answer("data.csv has 2 lines."),
+    ]));
+    let ran = fixture
+        .run(fixture.agent(&model, AgentConfig::default()), "Count the lines of the CSV file")
+        .await?;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "ok", "ok"]);
+    assert_eq!(ran.result.final_text, "data.csv has 2 lines.");
+    // The scripts on offer before each call: count.sh waits from the refusal until find.sh
+    // gives a result (format 26), and the note says why.
+    let scripts = |request: usize| -> Vec<String> {
+        let tools = &model.requests()[request].tools;
+        tools.iter().find(|tool| tool.name == "run_script").map_or_else(Vec::new, |tool| {
+            let text = tool.parameters.to_string();
+            ["scripts/count.sh", "scripts/find.sh"]
+                .into_iter()
+                .filter(|script| text.contains(script))
+                .map(str::to_owned)
+                .collect()
+        })
+    };
+    assert_eq!(scripts(1), ["scripts/count.sh"]);
+    assert!(scripts(2).is_empty(), "{:?}", scripts(2));
+    assert_eq!(scripts(3), ["scripts/find.sh"]);
+    assert_eq!(scripts(4), ["scripts/count.sh", "scripts/find.sh"]);
+    let waits = "lines/scripts/count.sh waits for a file name: find the file first";
+    assert!(!request_text(&model.requests()[1]).contains(waits));
+    assert!(request_text(&model.requests()[2]).contains(waits));
+    // Once the finder has found the one CSV file, the refused call on it is shown.
+    let found = "found `data.csv`: make this call: ";
+    assert!(!request_text(&model.requests()[3]).contains(found));
+    let note = request_text(&model.requests()[4]);
+    assert!(note.contains(found) && note.contains("\"args\": [\"data.csv\"]"), "{note}");
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn an_answer_with_no_figure_for_a_columns_total_is_refused_once() -> anyhow::Result<()> {
+    let fixture = Fixture::new();
+    fixture.skill("table", "Sums a column.", "", "Run `scripts/sum.sh FILE COLUMN`.");
+    fixture.script("table", "scripts/sum.sh", "echo \"file: $1\"; echo \"$2 sum: 42\"");
+    std::fs::write(fixture.workspace.join("data.csv"), "amount\n42\n")?;
+    let model = Arc::new(MockModel::new(vec![
+        select("table"),
+        call(
+            "run_script",
+            json!({"skill": "table", "script": "scripts/sum.sh", "args": ["data.csv", "amount"]}),
+        ),
+        answer("The script ran on data.csv."),
+        answer("The total of the amount column is 42."),
+    ]));
+    let task = "Tell me the total of the amount column of data.csv.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused"]);
+    assert_eq!(
+        ran.observations()[2].1,
+        "answer not accepted yet: the task asks for a figure of the `amount` column, and the \
+         answer states none. Run the script that computes it (on the file the task or the \
+         results name), then answer with that figure."
+    );
+    assert_eq!(ran.result.final_text, "The total of the amount column is 42.");
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
     replays_exactly(&ran).await;
     Ok(())
 }

@@ -531,7 +531,9 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     let sources = run.answer_sources();
     let values = grounding::ungrounded(answer, &sources);
     if values.is_empty() {
-        return review_completeness(run, answer).or_else(|| review_choice(run, answer));
+        return review_completeness(run, answer)
+            .or_else(|| review_measured(run, answer))
+            .or_else(|| review_choice(run, answer));
     }
     if run.grounding.refused {
         run.state.reasoning.ungrounded_answers += 1;
@@ -549,6 +551,29 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     run.grounding.refused = true;
     run.state.reasoning.ungrounded_refusals += 1;
     Some(note)
+}
+
+/// The refusal, once per task, of an answer that states no figure where the task asks a
+/// statistic of a column ([`grounding::measured_things`], format 26): after finding sales.csv,
+/// the local 1.5B's plan-execute-think completed "Find the CSV file … and tell me the total of
+/// its amount column" with "The script found the CSV file `sales.csv` …", no total. An
+/// admission is not refused.
+fn review_measured(run: &mut Run, answer: &str) -> Option<String> {
+    if run.format < grounding::FILE_FIRST_SINCE_FORMAT
+        || !run.grounding.strict
+        || run.grounding.combine_figureless
+        || grounding::states_figure(answer)
+        || crate::run::admits(answer)
+    {
+        return None;
+    }
+    let things = grounding::measured_things(&run.state.task);
+    if things.is_empty() {
+        return None;
+    }
+    run.grounding.combine_figureless = true;
+    run.state.reasoning.incomplete_refusals += 1;
+    Some(grounding::measured_figureless_note(&things))
 }
 
 /// The refusal, once per task, of an answer that restates one result where the task asks to
