@@ -121,8 +121,9 @@ pub(crate) const FIGURES_AFTER_COMBINE_SINCE_FORMAT: u32 = 25;
 /// round limit (find-then-total, its among-many twin, find-total-convert).
 /// From the same format an answer with no figure, where the task asks a statistic of a column
 /// ("the total of its amount column"), is refused once, and a figure for it that only a
-/// document writes is grounded by a document line naming the column ([`measured_things`]): the think after finding sales.csv answered "the total of the
-/// 'amount' column … is 1000", a figure from file-finder's SKILL.md ("up to 1000"), and was taken.
+/// document writes is grounded by a document line naming the column ([`measured_things`]):
+/// the think after finding sales.csv answered "the total of the 'amount' column … is 1000", a
+/// figure from file-finder's SKILL.md ("up to 1000"), and was taken.
 pub(crate) const FILE_FIRST_SINCE_FORMAT: u32 = 26;
 
 /// The record format from which a refused example file name (`data/invoice-2024.csv`, a

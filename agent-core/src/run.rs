@@ -881,16 +881,26 @@ impl Run {
     /// other than `example` (as the outputs write them, each once).
     fn found_files(&self, example: &str) -> Vec<String> {
         let Some((_, extension)) = example.trim().rsplit_once('.') else { return Vec::new() };
+        let mut found = self.files_written_by(extension, |record| {
+            record.status == ObservationStatus::Ok
+                && matches!(record.action, Some(Action::RunScript { .. }))
+        });
+        found.retain(|file| file != example.trim());
+        found
+    }
+
+    /// The files of `extension` that the observations of the task's `records` write (as the
+    /// outputs write them, each once, in order).
+    fn files_written_by(
+        &self,
+        extension: &str,
+        records: impl Fn(&ActionRecord) -> bool,
+    ) -> Vec<String> {
         let mut found: Vec<String> = Vec::new();
-        for record in self.state.task_actions() {
-            if record.status != ObservationStatus::Ok
-                || !matches!(record.action, Some(Action::RunScript { .. }))
-            {
-                continue;
-            }
+        for record in self.state.task_actions().filter(|record| records(record)) {
             let text = self.observation_text(&record.observation);
             for file in crate::grounding::files_written(text, extension) {
-                if file != example.trim() && !found.contains(&file) {
+                if !found.contains(&file) {
                     found.push(file);
                 }
             }
@@ -1209,7 +1219,7 @@ impl Run {
 
     /// The call refused for a file placeholder ([`Run::hold_file_scripts`]) on the one file of
     /// the task's one kind (`*.csv` for "the CSV file") that the task's results write:
-    /// `Found: \`sales.csv\`. Make this call: {…}`.
+    /// ``found `sales.csv`: make this call: {…}``.
     fn found_file_call(&self, action: &Action) -> Option<String> {
         let Action::RunScript { skill, script, args } = action else { return None };
         let kinds = crate::grounding::file_kind_patterns(&self.state.task);
@@ -1219,17 +1229,7 @@ impl Run {
             let lower = arg.to_lowercase();
             lower.contains("file") || lower.contains("path")
         })?;
-        let mut found: Vec<String> = Vec::new();
-        for record in self.state.task_actions().filter(|record| record.is_result()) {
-            for file in crate::grounding::files_written(
-                self.observation_text(&record.observation),
-                extension,
-            ) {
-                if !found.contains(&file) {
-                    found.push(file);
-                }
-            }
-        }
+        let found = self.files_written_by(extension, ActionRecord::is_result);
         let [file] = found.as_slice() else { return None };
         let mut fixed = args.clone();
         fixed[placeholder] = file.clone();

@@ -370,7 +370,8 @@ impl LocalModel {
         Ok(model)
     }
 
-    /// Stops the recorded server (SIGTERM, then SIGKILL after 60 s: it saves its slots first). Returns whether one ran.
+    /// Stops the recorded server (SIGTERM, then SIGKILL after 60 s: it saves its slots first).
+    /// Returns whether one ran.
     pub fn stop(&self) -> Result<bool> {
         let path = self.state_path();
         let Ok(text) = fs::read_to_string(&path) else {
