@@ -126,6 +126,26 @@ pub(crate) const FIGURES_AFTER_COMBINE_SINCE_FORMAT: u32 = 25;
 /// figure from file-finder's SKILL.md ("up to 1000"), and was taken.
 pub(crate) const FILE_FIRST_SINCE_FORMAT: u32 = 26;
 
+/// The record format from which an answer that names none of the units the task asks to
+/// convert into ("convert that many pounds to kilograms") is refused once, where a script ran
+/// and the answer does not admit it cannot ([`unnamed_targets`]): the local 1.5B's runs of
+/// units-to-kilograms and find-total-convert completed with "The units total 212." and never
+/// converted.
+pub(crate) const TARGET_UNIT_SINCE_FORMAT: u32 = 27;
+
+/// The record format from which plan-execute-think keeps a think's answer refused only as
+/// incomplete (every figure of it grounded, no plan in it) as the answer to end with if a limit
+/// ends the run first: at the round limit, the refused "The total units column … is 212." said
+/// more than the summary before it ("The CSV file `sales.csv` was found."), which was the
+/// ending.
+pub(crate) const PARTIAL_ENDING_SINCE_FORMAT: u32 = 27;
+
+/// The record format from which the note of the turn after a refusal that shows the call to
+/// make writes that call ("make this call: {…}") instead of "the refusal above shows the call
+/// to make": plan-execute-think's plan note shows the last round's plan, whose refused step
+/// (`convert.py 1 gb mb`) the local 1.5B planned again word for word, round after round.
+pub(crate) const CALL_IN_NOTE_SINCE_FORMAT: u32 = 27;
+
 /// The record format from which a refused example file name (`data/invoice-2024.csv`, a
 /// script that takes a path) is followed by the call on the one file of its kind that the
 /// run's scripts found: told "the task's CSV files: `*.csv`" after finding `sales.csv`, the
@@ -170,6 +190,9 @@ pub(crate) struct Grounding {
     /// An answer of the current task was refused for a choice the task did not make
     /// ([`unchosen_label`], format 22).
     pub(crate) choice_refused: bool,
+    /// An answer of the current task was refused for naming no unit the task asks to convert
+    /// into ([`unnamed_targets`], format 27).
+    pub(crate) target_refused: bool,
 }
 
 impl Grounding {
@@ -185,6 +208,7 @@ impl Grounding {
             strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
             choice_refused: false,
+            target_refused: false,
         }
     }
 }
@@ -865,6 +889,79 @@ pub(crate) fn measured_figureless_note(things: &[String]) -> String {
     )
 }
 
+/// What `task` asks to convert into: in each sentence, the word after the first "to" or
+/// "into" that follows a word of converting ("convert that many pounds to kilograms" →
+/// `kilograms`; "Convert 72 F to C" → `c`), lowercased, each once. An article or pronoun
+/// there is passed over ("convert the total to the metric units" → `metric`). Only the first
+/// target after each such word: in a batch ("convert 5 mi to km, 10 km to mi") the later
+/// items are the completeness check's ([`unused_task_numbers`]). English only.
+pub(crate) fn conversion_targets(task: &str) -> Vec<String> {
+    const PASSED: [&str; 10] =
+        ["the", "a", "an", "that", "this", "these", "those", "its", "their", "each"];
+    let mut targets: Vec<String> = Vec::new();
+    for sentence in task.split(['.', '?', '!', ';', '\n']) {
+        let lower = sentence.to_lowercase();
+        let words: Vec<&str> =
+            lower.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).collect();
+        let mut converting = false;
+        let mut index = 0;
+        while index < words.len() {
+            let word = words[index];
+            if word.starts_with("convert") || word.starts_with("conversion") {
+                converting = true;
+            } else if converting && matches!(word, "to" | "into") {
+                let target = words[index + 1..]
+                    .iter()
+                    .find(|next| !PASSED.contains(next))
+                    .filter(|next| next.chars().any(char::is_alphabetic));
+                if let Some(target) = target
+                    && !targets.iter().any(|known| known == target)
+                {
+                    targets.push((*target).to_owned());
+                }
+                converting = false;
+            }
+            index += 1;
+        }
+    }
+    targets
+}
+
+/// The `targets` ([`conversion_targets`]) that `answer` names nowhere: no word of the answer is
+/// the target, its singular, an abbreviation of it (`kg` for `kilograms`) or a word it
+/// abbreviates (`kilometres` for `km`). Leans to naming: a unit written in any of those forms
+/// counts.
+pub(crate) fn unnamed_targets(answer: &str, targets: &[String]) -> Vec<String> {
+    let lower = answer.to_lowercase();
+    let words: Vec<&str> =
+        lower.split(|c: char| !c.is_alphabetic()).filter(|word| !word.is_empty()).collect();
+    targets
+        .iter()
+        .filter(|target| {
+            let target = target.as_str();
+            let one = singular(target);
+            !words.iter().any(|word| {
+                *word == target
+                    || singular(word) == one
+                    || abbreviates(word, target)
+                    || abbreviates(target, word)
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// The note that refuses, once, an answer that names none of the units the task asks to
+/// convert into (format 27).
+pub(crate) fn target_unit_note(targets: &[String]) -> String {
+    let units = targets.iter().map(|target| format!("`{target}`")).collect::<Vec<_>>().join(", ");
+    format!(
+        "answer not accepted yet: the task asks to convert to {units}, and the answer states no \
+         figure in it. Run the script that converts the value (select a skill that converts, if \
+         the selected ones do not), then answer with the converted figure."
+    )
+}
+
 /// Whether `text` states a figure (a number as the grounding check reads it).
 pub(crate) fn states_figure(text: &str) -> bool {
     !stated_numbers(text).is_empty()
@@ -1032,6 +1129,20 @@ pub(crate) fn fixed_arguments(args: &[String], sources: &Sources<'_>) -> Option<
 /// capital at a sentence's start) before a [`shown_call`].
 pub(crate) fn shows_call(note: &str) -> bool {
     note.to_lowercase().contains("make this call: {\"skill\": ")
+}
+
+/// The call a refusal's note shows ([`shows_call`]): the JSON object after "make this call: ",
+/// as the note writes it. `None` when the note shows none or it is not a whole object.
+pub(crate) fn call_shown_in(note: &str) -> Option<&str> {
+    const MARK: &str = "make this call: ";
+    // ASCII lowercasing keeps every byte offset of `note`.
+    let at = note.to_ascii_lowercase().find(MARK)? + MARK.len();
+    let rest = &note[at..];
+    let mut objects = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+    match objects.next() {
+        Some(Ok(serde_json::Value::Object(_))) => Some(&rest[..objects.byte_offset()]),
+        _ => None,
+    }
 }
 
 /// A `run_script` call's arguments as the model writes them (`{"skill": "…", "script": "…",
@@ -2144,6 +2255,71 @@ mod tests {
         assert!(ungrounded("TASK.md has 2 words.", &with(true, vec![skill])).is_empty());
         let reference = "A file of 0 words is empty.";
         assert!(ungrounded("TASK.md has 0 words.", &with(true, vec![reference])).is_empty());
+    }
+
+    #[test]
+    fn the_call_a_refusal_shows_is_read_whole() {
+        let call =
+            shown_call("units", "scripts/convert.py", &["1".into(), "GiB".into(), "mb".into()]);
+        let note = format!(
+            "`gb` is not how the task writes it: the task writes `GiB`. Make this call: {call}"
+        );
+        assert!(shows_call(&note));
+        assert_eq!(call_shown_in(&note), Some(call.as_str()));
+        // Text after the call, braces inside its strings, other letters' case.
+        let braced = shown_call("s", "scripts/x.py", &["{a}".into(), "é}".into()]);
+        let note = format!("FOUND `x`: MAKE THIS CALL: {braced} (then answer)");
+        assert_eq!(call_shown_in(&note), Some(braced.as_str()));
+        assert_eq!(call_shown_in("make this call: {\"skill\": \"s\""), None);
+        assert_eq!(call_shown_in("make this call: [1]"), None);
+        assert_eq!(call_shown_in("no call here"), None);
+        assert_eq!(call_shown_in(""), None);
+    }
+
+    #[test]
+    fn the_units_a_task_converts_into_must_be_named_by_the_answer() {
+        let task = "Total the units column of sales.csv and convert that many pounds to kilograms.";
+        assert_eq!(conversion_targets(task), ["kilograms"]);
+        let chain =
+            "Find the CSV file, total its units column, and convert that many pounds to kilograms.";
+        assert_eq!(conversion_targets(chain), ["kilograms"]);
+        assert_eq!(conversion_targets("Convert 72 F to C."), ["c"]);
+        assert_eq!(
+            conversion_targets("Please convert the total into the metric units"),
+            ["metric"]
+        );
+        // One target a sentence: a batch's later items are the completeness check's.
+        assert_eq!(conversion_targets("Convert 5 mi to km, 10 km to mi"), ["km"]);
+        assert_eq!(
+            conversion_targets("Convert 1 GiB to MB. Then convert 3 gal to l?"),
+            ["mb", "l"]
+        );
+        // No word of converting, or nothing after "to": no target.
+        assert!(conversion_targets("How many MB are 1 GiB? Add it to the total.").is_empty());
+        assert!(conversion_targets("Convert it to").is_empty());
+        assert!(conversion_targets("Convert to 5").is_empty());
+        assert!(conversion_targets("").is_empty());
+        // A word "to" before the word of converting is not its target.
+        assert_eq!(conversion_targets("Go to the data and convert 5 lb to kg"), ["kg"]);
+
+        let targets = conversion_targets(task);
+        assert_eq!(unnamed_targets("The units total 212.", &targets), ["kilograms"]);
+        for named in [
+            "212 lb = 96.16158244 kg.",
+            "212 pounds are 96.16 kilograms",
+            "96.16 Kilogram",
+            "96.16 kilos",
+        ] {
+            assert!(unnamed_targets(named, &targets).is_empty(), "{named}");
+        }
+        let targets = conversion_targets("Convert 5 miles to km");
+        assert!(unnamed_targets("5 miles are 8.04672 kilometres.", &targets).is_empty());
+        assert!(unnamed_targets("8.04672km", &targets).is_empty());
+        assert_eq!(unnamed_targets("5 miles is 8.04672.", &targets), ["km"]);
+        assert!(unnamed_targets("22.2°C", &conversion_targets("Convert 72 F to C")).is_empty());
+        assert!(unnamed_targets("anything", &[]).is_empty());
+        let note = target_unit_note(&["kilograms".to_owned()]);
+        assert!(note.starts_with("answer not accepted yet") && note.contains("`kilograms`"));
     }
 
     #[test]

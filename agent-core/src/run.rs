@@ -1085,13 +1085,23 @@ impl Run {
         // From format 18, after a refusal that shows the call to make, no other skill: shown
         // `find_files.py "*.md"`, the local 1.5B selected markdown-toc, whose name holds the
         // task's "Markdown", and then csv-summary.
+        // From format 27 the note writes the call itself (see
+        // [`crate::grounding::CALL_IN_NOTE_SINCE_FORMAT`]).
+        let text = self.observation_text(&last.observation);
         if self.format >= crate::grounding::CALL_SHOWN_SINCE_FORMAT
-            && !space.select.is_empty()
             && last.status == ObservationStatus::Refused
-            && crate::grounding::shows_call(self.observation_text(&last.observation))
+            && crate::grounding::shows_call(text)
         {
-            space.select.clear();
-            space.note = Some("the refusal above shows the call to make".to_owned());
+            let shown = (self.format >= crate::grounding::CALL_IN_NOTE_SINCE_FORMAT)
+                .then(|| crate::grounding::call_shown_in(text))
+                .flatten();
+            if !space.select.is_empty() || shown.is_some() {
+                space.select.clear();
+                space.note = Some(shown.map_or_else(
+                    || "the refusal above shows the call to make".to_owned(),
+                    |call| format!("make this call: {call}"),
+                ));
+            }
         }
         // From format 19, a call that failed on an optional last argument its error names is
         // shown without it at once (shown it only when the call was refused as a repeat, the

@@ -154,10 +154,13 @@ pub struct RunResult {
 /// lets the answer after a refusal that names every value it needs write figures (with no new
 /// result between, it was held to an admission); 26 takes a script refused for a file
 /// placeholder, in a task that names no file, off the offer until a script gives a result (then
-/// shows it on the one file found), and,
-/// where the task asks a statistic of a column, refuses once an answer with no figure and
-/// grounds a figure only a document writes by a document line naming the column.
-pub const RECORD_FORMAT: u32 = 26;
+/// shows it on the one file found), and, where the task asks a statistic of a column, refuses
+/// once an answer with no figure and grounds a figure only a document writes by a document line
+/// naming the column; 27 refuses once, after a script ran, an answer that names none of the
+/// units the task asks to convert into ("convert that many pounds to kilograms" answered "The
+/// units total 212."), writes the call a refusal shows in the next turn's note, and keeps
+/// plan-execute-think's answer refused only as incomplete as its ending at a limit.
+pub const RECORD_FORMAT: u32 = 27;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -453,6 +456,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
         run.grounding.combine_figureless = false;
         run.grounding.answer_from_results = false;
         run.grounding.choice_refused = false;
+        run.grounding.target_refused = false;
     }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;

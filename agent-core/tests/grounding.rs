@@ -28,6 +28,8 @@ fn main() -> std::process::ExitCode {
         a_file_placeholder_without_a_file_in_the_task_says_to_find_it,
         a_script_refused_for_a_file_the_task_does_not_name_waits_for_a_result,
         an_answer_with_no_figure_for_a_columns_total_is_refused_once,
+        an_answer_that_never_converts_is_refused_once,
+        a_think_refused_as_incomplete_is_the_ending_at_a_limit,
         a_value_copied_from_an_example_is_refused_until_it_changes,
         a_result_of_a_guessed_figure_grounds_nothing,
         a_batch_answered_after_its_first_item_is_refused_once,
@@ -633,6 +635,78 @@ async fn an_answer_with_no_figure_for_a_columns_total_is_refused_once() -> anyho
     Ok(())
 }
 
+/// A task that totals a column and converts the total.
+const TOTAL_AND_CONVERT: &str =
+    "Total the units column of sales.csv and convert that many pounds to kilograms.";
+
+/// A workspace with sales.csv, and two skills: `table` (`scripts/sum.sh FILE COLUMN`, which
+/// prints `COLUMN sum: 212`) and `units` (`scripts/convert.sh VALUE FROM TO`).
+fn table_and_units() -> anyhow::Result<Fixture> {
+    let fixture = Fixture::new();
+    fixture.skill("table", "Sums a column.", "", "Run `scripts/sum.sh FILE COLUMN`.");
+    fixture.script("table", "scripts/sum.sh", "echo \"file: $1\"; echo \"$2 sum: 212\"");
+    fixture.skill("units", "Converts units.", "", "Run `scripts/convert.sh VALUE FROM TO`.");
+    fixture.script("units", "scripts/convert.sh", "echo \"$1 $2 = 96.16158244 $3\"");
+    std::fs::write(fixture.workspace.join("sales.csv"), "units\n212\n")?;
+    Ok(fixture)
+}
+
+/// The call that totals the units column of sales.csv.
+fn sum_units() -> serde_json::Value {
+    json!({"skill": "table", "script": "scripts/sum.sh", "args": ["sales.csv", "units"]})
+}
+
+async fn an_answer_that_never_converts_is_refused_once() -> anyhow::Result<()> {
+    let fixture = table_and_units()?;
+    let model = Arc::new(MockModel::new(vec![
+        select("table"),
+        call("run_script", sum_units()),
+        answer("The units total 212."),
+        select("units"),
+        call(
+            "run_script",
+            json!({"skill": "units", "script": "scripts/convert.sh", "args": ["212", "lb", "kg"]}),
+        ),
+        answer("The units total 212; 212 lb = 96.16158244 kg."),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TOTAL_AND_CONVERT).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "ok"]);
+    assert_eq!(
+        ran.observations()[2].1,
+        "answer not accepted yet: the task asks to convert to `kilograms`, and the answer states \
+         no figure in it. Run the script that converts the value (select a skill that converts, \
+         if the selected ones do not), then answer with the converted figure."
+    );
+    assert_eq!(ran.result.final_text, "The units total 212; 212 lb = 96.16158244 kg.");
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
+    assert!(ran.result.grounded);
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_think_refused_as_incomplete_is_the_ending_at_a_limit() -> anyhow::Result<()> {
+    // The local 1.5B's plan-execute-think answered "The total units column … is 212." in its
+    // last round, was refused for not converting, and the run ended at the round limit with
+    // the summary before it, "The CSV file `sales.csv` was found.". From format 27 the
+    // refused answer, every figure of it grounded, is the ending.
+    let fixture = table_and_units()?;
+    let model = Arc::new(MockModel::new(vec![
+        plan("select_skills", &json!({"names": ["table"]})),
+        plan("run_script", &sum_units()),
+        think("The units total 212.", true),
+    ]));
+    let mut config =
+        AgentConfig { strategy: "plan-execute-think".into(), ..AgentConfig::default() };
+    config.budgets.max_turns = 2;
+    let ran = fixture.run(fixture.agent(&model, config), TOTAL_AND_CONVERT).await?;
+    assert_eq!(model.remaining(), 0);
+    assert_eq!(ran.result.outcome, Outcome::MaxTurns);
+    assert_eq!(ran.result.final_text, "The units total 212.");
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
 async fn a_value_copied_from_an_example_is_refused_until_it_changes() -> anyhow::Result<()> {
     let fixture = finder(
         "Run `scripts/find.sh PATTERN [FOLDER]`. Add a folder to search less: `[\"*.md\", \"docs\"]`.",
@@ -1142,11 +1216,13 @@ async fn an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file() -> any
         ),
         "{note}"
     );
-    // The turn after it offers no other skill (the local 1.5B took markdown-toc).
+    // The turn after it offers no other skill (the local 1.5B took markdown-toc), and from
+    // format 27 its note writes the call.
     let after = common::note(&model.requests()[2]);
     assert!(
         after.contains(
-            "Allowed now: run_script, final_answer (the refusal above shows the call to make)"
+            "Allowed now: run_script, final_answer (make this call: {\"skill\": \"finder\", \
+             \"script\": \"scripts/find.sh\", \"args\": [\"*.md\"]})"
         ),
         "{after}"
     );
@@ -1179,7 +1255,9 @@ async fn an_example_file_name_is_followed_by_the_one_file_found() -> anyhow::Res
         assert!(note.ends_with(ending), "{note}");
         if ending == shown {
             let after = common::note(&model.requests()[refused + 1]);
-            assert!(after.contains("(the refusal above shows the call to make)"), "{after}");
+            let call = "(make this call: {\"skill\": \"finder\", \"script\": \
+                        \"scripts/find.sh\", \"args\": [\"Sales.csv\"]})";
+            assert!(after.contains(call), "{after}");
             assert_eq!(ran.result.final_text, "read Sales.csv");
         }
     }

@@ -533,6 +533,7 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     if values.is_empty() {
         return review_completeness(run, answer)
             .or_else(|| review_measured(run, answer))
+            .or_else(|| review_target(run, answer))
             .or_else(|| review_choice(run, answer));
     }
     if run.grounding.refused {
@@ -643,6 +644,35 @@ fn review_choice(run: &mut Run, answer: &str) -> Option<String> {
     Some(grounding::choice_note(&choice))
 }
 
+/// The refusal, once per task, of an answer that names none of the units the task asks to
+/// convert into ([`grounding::unnamed_targets`], format 27), once a script ran: asked to "total
+/// the units column of sales.csv and convert that many pounds to kilograms", the local 1.5B
+/// answered "The units total 212." and the run completed. An admission is not refused.
+fn review_target(run: &mut Run, answer: &str) -> Option<String> {
+    if run.format < grounding::TARGET_UNIT_SINCE_FORMAT
+        || !run.grounding.strict
+        || run.grounding.target_refused
+        || crate::run::admits(answer)
+        || !ran_script(run)
+    {
+        return None;
+    }
+    let targets = grounding::conversion_targets(&run.state.task);
+    let unnamed = grounding::unnamed_targets(answer, &targets);
+    if unnamed.is_empty() {
+        return None;
+    }
+    run.grounding.target_refused = true;
+    run.state.reasoning.incomplete_refusals += 1;
+    Some(grounding::target_unit_note(&unnamed))
+}
+
+/// Whether a script ran in the current task (the answer checks that need a result to hold the
+/// answer to).
+fn ran_script(run: &Run) -> bool {
+    run.state.task_actions().any(|record| matches!(record.action, Some(Action::RunScript { .. })))
+}
+
 /// The refusal of an answer that leaves numbers of the task unused (format 8): once, and again
 /// after each step of the batch (a call that used another of the task's numbers).
 fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
@@ -650,11 +680,7 @@ fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
         return None;
     }
     let args = run.task_script_args();
-    let ran_script = run
-        .state
-        .task_actions()
-        .any(|record| matches!(record.action, Some(Action::RunScript { .. })));
-    if !ran_script {
+    if !ran_script(run) {
         return None;
     }
     let each = run.format >= grounding::EACH_SINCE_FORMAT;

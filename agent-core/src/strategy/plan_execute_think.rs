@@ -127,7 +127,8 @@ struct RoundState {
     closing_rounds: u32,
     /// Plans rejected (too many steps, no steps, a step that is no action).
     rejected_plans: u32,
-    /// The last think's `user_summary`: the answer when the run ends without completion.
+    /// The last think's `user_summary` that was taken, or (format 27) refused only as
+    /// incomplete: the answer when the run ends without completion.
     last_user_summary: Option<String>,
     /// The current round's batch stopped at the round time limit.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -330,6 +331,13 @@ impl Strategy for PlanExecuteThink {
                     if completes { kernel::review_answer(run, &think.user_summary) } else { None };
                 if let Some(note) = refusal {
                     // Not an answer yet: the next round must ground it or say it is unknown.
+                    // From format 27 an answer refused only as incomplete is the ending if a
+                    // limit comes first (it holds more of the task than earlier summaries).
+                    if run.format >= grounding::PARTIAL_ENDING_SINCE_FORMAT
+                        && run.reports(&think.user_summary)
+                    {
+                        rounds.last_user_summary = Some(think.user_summary);
+                    }
                     rounds.refusal = Some(note.clone());
                     kernel::acknowledge(run, tool_call_id, note);
                     save(run, rounds);
