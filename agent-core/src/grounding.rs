@@ -890,7 +890,8 @@ pub(crate) fn measured_figureless_note(things: &[String]) -> String {
 }
 
 /// What `task` asks to convert into: in each sentence, the word after the first "to" or
-/// "into" that follows a word of converting ("convert that many pounds to kilograms" →
+/// "into" that follows a word of converting ("convert", "conversion", not "converter";
+/// "convert that many pounds to kilograms" →
 /// `kilograms`; "Convert 72 F to C" → `c`), lowercased, each once. An article or pronoun
 /// there is passed over ("convert the total to the metric units" → `metric`). Only the first
 /// target after each such word: in a batch ("convert 5 mi to km, 10 km to mi") the later
@@ -899,7 +900,8 @@ pub(crate) fn conversion_targets(task: &str) -> Vec<String> {
     const PASSED: [&str; 10] =
         ["the", "a", "an", "that", "this", "these", "those", "its", "their", "each"];
     let mut targets: Vec<String> = Vec::new();
-    for sentence in task.split(['.', '?', '!', ';', '\n']) {
+    // A sentence ends at a full stop before a space, not in `1.5` or `sales.csv`.
+    for sentence in task.replace(". ", "\n").split(['?', '!', ';', '\n']) {
         let lower = sentence.to_lowercase();
         let words: Vec<&str> =
             lower.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).collect();
@@ -907,7 +909,11 @@ pub(crate) fn conversion_targets(task: &str) -> Vec<String> {
         let mut index = 0;
         while index < words.len() {
             let word = words[index];
-            if word.starts_with("convert") || word.starts_with("conversion") {
+            // The verb and its noun, not "converter" ("use the unit converter to tell me …").
+            if matches!(
+                word,
+                "convert" | "converts" | "converted" | "converting" | "conversion" | "conversions"
+            ) {
                 converting = true;
             } else if converting && matches!(word, "to" | "into") {
                 let target = words[index + 1..]
@@ -2299,8 +2305,12 @@ mod tests {
         assert!(conversion_targets("Convert it to").is_empty());
         assert!(conversion_targets("Convert to 5").is_empty());
         assert!(conversion_targets("").is_empty());
-        // A word "to" before the word of converting is not its target.
+        // A word "to" before the word of converting is not its target, nor one after the name
+        // of a converter.
         assert_eq!(conversion_targets("Go to the data and convert 5 lb to kg"), ["kg"]);
+        assert!(conversion_targets("Use the unit converter to tell me 5 mi in km").is_empty());
+        assert_eq!(conversion_targets("A conversion of 5 mi into km"), ["km"]);
+        assert_eq!(conversion_targets("Convert 1.5 lb from data.csv to kg."), ["kg"]);
 
         let targets = conversion_targets(task);
         assert_eq!(unnamed_targets("The units total 212.", &targets), ["kilograms"]);
