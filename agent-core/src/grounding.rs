@@ -127,10 +127,10 @@ pub(crate) const FIGURES_AFTER_COMBINE_SINCE_FORMAT: u32 = 25;
 pub(crate) const FILE_FIRST_SINCE_FORMAT: u32 = 26;
 
 /// The record format from which an answer that names none of the units the task asks to
-/// convert into ("convert that many pounds to kilograms") is refused once, where a script ran
-/// and the answer does not admit it cannot ([`unnamed_targets`]): the local 1.5B's runs of
-/// units-to-kilograms and find-total-convert completed with "The units total 212." and never
-/// converted.
+/// convert into ("convert that many pounds to kilograms") is refused (once, and a second time
+/// only after a new result), where a script ran and the answer does not admit it cannot
+/// ([`unnamed_targets`]): the local 1.5B's runs of units-to-kilograms and find-total-convert
+/// completed with "The units total 212." and never converted.
 pub(crate) const TARGET_UNIT_SINCE_FORMAT: u32 = 27;
 
 /// The record format from which plan-execute-think keeps a think's answer refused only as
@@ -190,9 +190,10 @@ pub(crate) struct Grounding {
     /// An answer of the current task was refused for a choice the task did not make
     /// ([`unchosen_label`], format 22).
     pub(crate) choice_refused: bool,
-    /// An answer of the current task was refused for naming no unit the task asks to convert
-    /// into ([`unnamed_targets`], format 27).
-    pub(crate) target_refused: bool,
+    /// The results of the current task when an answer was last refused for naming no unit the
+    /// task asks to convert into ([`unnamed_targets`], format 27), and how many times: refused
+    /// again, a second time at most, only after a new result.
+    pub(crate) target_refused: Option<(usize, u8)>,
 }
 
 impl Grounding {
@@ -208,7 +209,7 @@ impl Grounding {
             strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
             choice_refused: false,
-            target_refused: false,
+            target_refused: None,
         }
     }
 }

@@ -156,9 +156,9 @@ pub struct RunResult {
 /// placeholder, in a task that names no file, off the offer until a script gives a result (then
 /// shows it on the one file found), and, where the task asks a statistic of a column, refuses
 /// once an answer with no figure and grounds a figure only a document writes by a document line
-/// naming the column; 27 refuses once, after a script ran, an answer that names none of the
-/// units the task asks to convert into ("convert that many pounds to kilograms" answered "The
-/// units total 212."), writes the call a refusal shows in the next turn's note, and keeps
+/// naming the column; 27 refuses, after a script ran, an answer that names none of the units
+/// the task asks to convert into ("convert that many pounds to kilograms" answered "The units
+/// total 212."; a second time only after a new result), writes the call a refusal shows in the next turn's note, and keeps
 /// plan-execute-think's answer refused only as incomplete as its ending at a limit.
 pub const RECORD_FORMAT: u32 = 27;
 
@@ -456,7 +456,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
         run.grounding.combine_figureless = false;
         run.grounding.answer_from_results = false;
         run.grounding.choice_refused = false;
-        run.grounding.target_refused = false;
+        run.grounding.target_refused = None;
     }
     run.replaying = run.endings.pop_front();
     let ending = crate::strategy::drive(run).await?;

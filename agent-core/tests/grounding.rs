@@ -30,6 +30,7 @@ fn main() -> std::process::ExitCode {
         an_answer_with_no_figure_for_a_columns_total_is_refused_once,
         an_answer_that_never_converts_is_refused_once,
         a_think_refused_as_incomplete_is_the_ending_at_a_limit,
+        an_unconverted_answer_is_refused_again_only_after_a_new_result,
         a_value_copied_from_an_example_is_refused_until_it_changes,
         a_result_of_a_guessed_figure_grounds_nothing,
         a_batch_answered_after_its_first_item_is_refused_once,
@@ -681,6 +682,41 @@ async fn an_answer_that_never_converts_is_refused_once() -> anyhow::Result<()> {
     assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
     assert!(ran.result.grounded);
     replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn an_unconverted_answer_is_refused_again_only_after_a_new_result() -> anyhow::Result<()> {
+    // plan-execute-think's first unconverted answer came before the total ("the total … is 1",
+    // from a file search), and with one refusal a task the total was then taken unconverted.
+    let sum = |column: &str| {
+        call(
+            "run_script",
+            json!({"skill": "table", "script": "scripts/sum.sh", "args": ["sales.csv", column]}),
+        )
+    };
+    let unconverted = "The units total 212.";
+    let cases = [
+        // No new result between: the second answer is taken.
+        (vec![answer(unconverted)], vec!["ok", "ok", "refused"], 1),
+        // A new result each time: refused again, twice a task at most.
+        (
+            vec![sum("amount"), answer(unconverted), sum("price"), answer(unconverted)],
+            vec!["ok", "ok", "refused", "ok", "refused", "ok"],
+            2,
+        ),
+    ];
+    for (rest, statuses, refusals) in cases {
+        let fixture = table_and_units()?;
+        let start = vec![select("table"), call("run_script", sum_units()), answer(unconverted)];
+        let model = Arc::new(MockModel::new([start, rest].concat()));
+        let ran =
+            fixture.run(fixture.agent(&model, AgentConfig::default()), TOTAL_AND_CONVERT).await?;
+        assert_eq!(ran.statuses(), statuses);
+        assert_eq!(ran.result.final_text, unconverted);
+        assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, refusals);
+        assert_eq!(model.remaining(), 0);
+        replays_exactly(&ran).await;
+    }
     Ok(())
 }
 

@@ -644,25 +644,32 @@ fn review_choice(run: &mut Run, answer: &str) -> Option<String> {
     Some(grounding::choice_note(&choice))
 }
 
-/// The refusal, once per task, of an answer that names none of the units the task asks to
-/// convert into ([`grounding::unnamed_targets`], format 27), once a script ran: asked to "total
-/// the units column of sales.csv and convert that many pounds to kilograms", the local 1.5B
-/// answered "The units total 212." and the run completed. An admission is not refused.
+/// The refusal of an answer that names none of the units the task asks to convert into
+/// ([`grounding::unnamed_targets`], format 27), once a script ran: asked to "total the units
+/// column of sales.csv and convert that many pounds to kilograms", the local 1.5B answered "The
+/// units total 212." and the run completed. Refused again, twice a task at most, only after a
+/// new result: plan-execute-think's first such answer came before the total ("the total … is
+/// 1", from a file search), and the one refusal was spent on it. An admission is not refused.
 fn review_target(run: &mut Run, answer: &str) -> Option<String> {
     if run.format < grounding::TARGET_UNIT_SINCE_FORMAT
         || !run.grounding.strict
-        || run.grounding.target_refused
         || crate::run::admits(answer)
         || !ran_script(run)
     {
         return None;
     }
+    let results = run.state.task_actions().filter(|record| record.is_result()).count();
+    let times = match run.grounding.target_refused {
+        None => 0,
+        Some((before, times)) if times < 2 && results > before => times,
+        Some(_) => return None,
+    };
     let targets = grounding::conversion_targets(&run.state.task);
     let unnamed = grounding::unnamed_targets(answer, &targets);
     if unnamed.is_empty() {
         return None;
     }
-    run.grounding.target_refused = true;
+    run.grounding.target_refused = Some((results, times + 1));
     run.state.reasoning.incomplete_refusals += 1;
     Some(grounding::target_unit_note(&unnamed))
 }
