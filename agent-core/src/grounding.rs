@@ -907,9 +907,7 @@ pub(crate) fn conversion_targets(task: &str) -> Vec<String> {
         let words: Vec<&str> =
             lower.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).collect();
         let mut converting = false;
-        let mut index = 0;
-        while index < words.len() {
-            let word = words[index];
+        for (index, &word) in words.iter().enumerate() {
             // The verb and its noun, not "converter" ("use the unit converter to tell me …").
             if matches!(
                 word,
@@ -928,7 +926,6 @@ pub(crate) fn conversion_targets(task: &str) -> Vec<String> {
                 }
                 converting = false;
             }
-            index += 1;
         }
     }
     targets

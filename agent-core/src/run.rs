@@ -1109,14 +1109,11 @@ impl Run {
         if self.format >= crate::grounding::FAILED_CALL_SHOWN_SINCE_FORMAT
             && last.status == ObservationStatus::Failed
             && let Some(action @ Action::RunScript { args, .. }) = last.action.as_ref()
-            && let Some(arg) = crate::grounding::argument_named_by_error(
-                args,
-                self.observation_text(&last.observation),
-            )
+            && let Some(arg) = crate::grounding::argument_named_by_error(args, text)
             && !space.run.is_empty()
-            && let Some(advice) = self.call_without_last(action, arg).or_else(|| {
-                self.call_with_task_word(action, arg, self.observation_text(&last.observation))
-            })
+            && let Some(advice) = self
+                .call_without_last(action, arg)
+                .or_else(|| self.call_with_task_word(action, arg, text))
         {
             space.note = Some(advice);
         }
