@@ -23,13 +23,19 @@ fn turn_schema() -> Value {
 /// llama.cpp's stream for one part: the text in pieces, then the finish and the usage with
 /// the server's timings.
 fn part(pieces: &[&str], prompt: u64, cached: u64, generated: u64) -> Reply {
+    part_ending(pieces, "stop", prompt, cached, generated)
+}
+
+/// The same, ending for `reason` (`stop`: the end of text or a stop word; `length`: the
+/// token limit).
+fn part_ending(pieces: &[&str], reason: &str, prompt: u64, cached: u64, generated: u64) -> Reply {
     let mut body = String::new();
     for piece in pieces {
         let chunk =
             json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
         body.push_str(&format!("data: {chunk}\n\n"));
     }
-    let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]});
     body.push_str(&format!("data: {finish}\n\n"));
     let usage = json!({
         "choices": [],
@@ -39,6 +45,31 @@ fn part(pieces: &[&str], prompt: u64, cached: u64, generated: u64) -> Reply {
                     "predicted_n": generated, "predicted_ms": 100.0},
     });
     body.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
+    Reply::sse(body.as_bytes())
+}
+
+/// llama.cpp's stream for a part it stopped at a stop word (left out of the text): its last
+/// text chunk carries the timings too, before the usage chunk repeats them.
+fn stopped_part(pieces: &[&str], prompt: u64, cached: u64, generated: u64) -> Reply {
+    let timings = json!({"cache_n": cached, "prompt_n": prompt - cached, "prompt_ms": 10.0,
+                         "predicted_n": generated, "predicted_ms": 100.0});
+    let mut body = String::new();
+    for (index, piece) in pieces.iter().enumerate() {
+        let mut chunk =
+            json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+        if index + 1 == pieces.len() {
+            chunk["timings"] = timings.clone();
+        }
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    let usage = json!({
+        "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": generated,
+                  "prompt_tokens_details": {"cached_tokens": cached}},
+        "timings": timings,
+    });
+    body.push_str(&format!("data: {finish}\n\ndata: {usage}\n\ndata: [DONE]\n\n"));
     Reply::sse(body.as_bytes())
 }
 
@@ -134,7 +165,8 @@ async fn chat_assembles_the_same_document() {
 
 #[tokio::test]
 async fn a_part_cut_by_the_token_limit_ends_the_answer_there() {
-    let server = TestServer::start(vec![part(&[r#" "Run the conv"#], 50, 40, 6)]).await;
+    let cut = part_ending(&[r#" "Run the conv"#], "length", 50, 40, 6);
+    let server = TestServer::start(vec![cut]).await;
     let model = provider(&server.url, SchemaFormat::JumpForward);
     let response = model.chat(&request()).await.unwrap();
     assert_eq!(response.text, r#"{"thought": "Run the conv"#);
@@ -182,4 +214,57 @@ async fn a_server_that_is_gone_shows_as_an_error_before_any_content() {
         }
     };
     assert!(matches!(first, Some(Err(_))), "{first:?}");
+}
+
+#[tokio::test]
+async fn a_server_that_leaves_out_the_stop_word_gives_the_same_document() {
+    // llama.cpp stops at a part's stop word (its end and the punctuation after it) without
+    // sampling the end-of-text token, and leaves the word out of the text.
+    let server = TestServer::start(vec![
+        stopped_part(&[r#" "Run the"#, r#" converter."#], 50, 40, 5),
+        stopped_part(&[r#" "run"#, r#"_script"#], 58, 56, 3),
+        stopped_part(&[r#" ["5", "mi""#, r#", "km""#], 84, 62, 8),
+    ])
+    .await;
+    let model = provider(&server.url, SchemaFormat::JumpForward);
+    let response = model.chat(&request()).await.unwrap();
+    assert_eq!(response.text, DOCUMENT);
+    assert_eq!(response.finish_reason, FinishReason::Stop);
+    // Each part counted once, though its timings came twice.
+    let usage = response.usage.unwrap();
+    assert_eq!(usage.completion_tokens, 16);
+    assert_eq!(usage.timings.unwrap().predicted_n, 16);
+    let stops: Vec<Value> =
+        server.requests().iter().map(|request| request.json()["stop"].clone()).collect();
+    assert_eq!(stops, [json!([r#"","#]), json!([r#"","#]), json!(["]}}}"])]);
+}
+
+#[tokio::test]
+async fn a_stop_word_inside_a_thought_goes_on_with_the_rest_of_the_string() {
+    // The model writes `"Say \"hi\", then go.",`: the server stops at the first `",`, inside
+    // the string; the part goes on from there under a grammar for the rest of the string.
+    let server = TestServer::start(vec![
+        part(&[r#" "Say \"hi\"#], 50, 40, 5),
+        part(&[" then go."], 60, 56, 3),
+        part(&[r#" "final_answer"#], 70, 66, 2),
+        part(&[r#" "42 km"#], 80, 76, 3),
+    ])
+    .await;
+    let model = provider(&server.url, SchemaFormat::JumpForward);
+    let response = model.chat(&request()).await.unwrap();
+    let document: Value = serde_json::from_str(&response.text).unwrap();
+    assert_eq!(document["thought"], r#"Say "hi", then go."#);
+    assert_eq!(document["action"], json!({"type": "final_answer", "args": {"content": "42 km"}}));
+    assert_eq!(response.finish_reason, FinishReason::Stop);
+
+    let requests: Vec<Value> = server.requests().iter().map(|request| request.json()).collect();
+    assert_eq!(requests.len(), 4);
+    let second = &requests[1];
+    let prefill = second["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(prefill["content"], r#"{"thought": "Say \"hi\","#);
+    // 300 characters at most, 9 written (`Say "hi",`): the rest is 291 at most.
+    let grammar = second["grammar"].as_str().unwrap();
+    assert!(grammar.starts_with(r#"root ::= char{0,291} "\"" ",""#), "{grammar}");
+    assert_eq!(second["stop"], json!([r#"","#]));
+    assert_eq!(requests[3]["stop"], json!([r#""}}}"#]));
 }

@@ -19,6 +19,14 @@
 //! writes `",` as one token, and a grammar that ends at the closing quote makes it keep on
 //! writing the string instead (seen on Qwen2.5-Coder-1.5B). [`Segment`] holds that split.
 //!
+//! A part whose end is known (a string's closing quote, an array's closing bracket, a choice
+//! among strings) also carries a stop word, its closing character and that punctuation (`",`,
+//! `]}}}`): the server stops as soon as the model has written it, instead of evaluating that
+//! last token to sample the end-of-text token the grammar leaves as the only way on (one
+//! generation step a part). The server leaves the stop word out of the text; [`Segment::stopped`]
+//! tells a real end from the same characters met inside a string (`\",` in a thought) and
+//! gives, for a string, the grammar of its rest.
+//!
 //! The walk covers the schemas [`one_line_grammar`](super::one_line_grammar) covers and makes
 //! the same document: required members first in order, then the optional ones (whose presence
 //! the model writes, with the object's closing brace). Alternatives (`anyOf`, `oneOf`) are
@@ -44,11 +52,29 @@ pub(crate) struct Step {
 pub(crate) enum Next {
     /// The document is complete.
     Done,
-    /// A value the model writes, with the space before it: the GBNF expression of its text
-    /// and the rules that expression uses.
-    Free { expression: String, rules: Vec<(String, String)> },
+    /// A value the model writes, with the space before it: the GBNF expression of its text,
+    /// the rules that expression uses, and how it ends when that is known.
+    Free { expression: String, rules: Vec<(String, String)>, closing: Option<Closing> },
     /// One of these texts (each with the space before it), as JSON literals.
     Choice(Vec<String>),
+}
+
+/// How a free part ends, when its schema tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// A plain string (no pattern, format or least length), at most `max` characters long.
+    String { max: Option<u64> },
+    /// An array: `]`.
+    Array,
+}
+
+impl Closing {
+    fn character(self) -> char {
+        match self {
+            Closing::String { .. } => '"',
+            Closing::Array => ']',
+        }
+    }
 }
 
 /// A request's part: the grammar the model writes it under, and how much of what it wrote is
@@ -61,6 +87,54 @@ pub(crate) struct Segment {
     pub grammar: String,
     /// The fixed text after the part, up to its first space, written by the model too.
     pub tail: TailSpec,
+    /// The text every whole part ends with (its closing character and the tail), for the
+    /// server to stop at; `None` where the end is not known or could not be told apart.
+    pub stop: Option<String>,
+    /// How the part ends, for [`Segment::stopped`].
+    closing: Option<Closing>,
+}
+
+/// What the text of a part that the server stopped at [`Segment::stop`] turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Stopped {
+    /// The whole part with its stop word (its tail included).
+    Whole(String),
+    /// The stop word came inside a string (after `\`): the model goes on under this grammar,
+    /// which takes the rest of the string and the tail.
+    Inside(String),
+    /// Neither: the part cannot be put together.
+    Cut,
+}
+
+impl Segment {
+    /// `text` (what the model wrote of the part, across requests, without the stop word the
+    /// server left out), told as a whole part or a stop met inside it.
+    pub(crate) fn stopped(&self, text: &str) -> Stopped {
+        let Some(word) = &self.stop else { return Stopped::Cut };
+        let whole = format!("{text}{word}");
+        let complete = self.tail.part(&whole).is_some_and(|part| {
+            // A choice is whole when it is one of the choices; a free part when it parses.
+            self.closing.is_none() || serde_json::from_str::<Value>(part).is_ok()
+        });
+        if complete {
+            return Stopped::Whole(whole);
+        }
+        let Some(Closing::String { max }) = self.closing else { return Stopped::Cut };
+        // Inside the string: what it holds so far (the opening quote left out), decoded.
+        let Some(content) = whole.strip_prefix(" \"") else { return Stopped::Cut };
+        let Ok(decoded) = serde_json::from_str::<String>(&format!("\"{content}\"")) else {
+            return Stopped::Cut;
+        };
+        let TailSpec::Same(tail) = &self.tail else { return Stopped::Cut };
+        let used = u64::try_from(decoded.chars().count()).unwrap_or(u64::MAX);
+        let rest = match max {
+            Some(max) if used > max => return Stopped::Cut,
+            Some(max) if used == max => String::new(),
+            Some(max) => format!("char{{0,{}}} ", max - used),
+            None => "char* ".to_owned(),
+        };
+        Stopped::Inside(format!("root ::= {rest}\"\\\"\" {}\n{PRIMITIVES}", quoted(tail)))
+    }
 }
 
 /// The fixed text a segment's grammar takes after the part.
@@ -98,8 +172,8 @@ pub(crate) fn step(schema: &Value, written: &[String]) -> Option<Step> {
             Some(Step { prefix: walker.text, next: Next::Done })
         }
         Ok(_) => None,
-        Err(Halt::Free(expression, rules)) => {
-            Some(Step { prefix: walker.text, next: Next::Free { expression, rules } })
+        Err(Halt::Free(expression, rules, closing)) => {
+            Some(Step { prefix: walker.text, next: Next::Free { expression, rules, closing } })
         }
         Err(Halt::Choice(choices)) => {
             Some(Step { prefix: walker.text, next: Next::Choice(choices) })
@@ -121,12 +195,15 @@ pub(crate) fn segment(schema: &Value, written: &[String]) -> Option<Segment> {
         let end = fixed.find(' ').unwrap_or(fixed.len());
         Some(fixed[..end].to_owned())
     };
-    let (root, rules, tail) = match here.next {
+    let (root, rules, tail, closing, stop) = match here.next {
         Next::Done => return None,
-        Next::Free { expression, rules } => {
+        Next::Free { expression, rules, closing } => {
             // The fixed text after a free part does not depend on what the part says.
             let tail = tail_after("")?;
-            (format!("{expression} {}", quoted(&tail)), rules, TailSpec::Same(tail))
+            let stop = closing
+                .filter(|_| !tail.is_empty())
+                .map(|closing| format!("{}{tail}", closing.character()));
+            (format!("{expression} {}", quoted(&tail)), rules, TailSpec::Same(tail), closing, stop)
         }
         Next::Choice(choices) => {
             let mut alternatives = Vec::with_capacity(choices.len());
@@ -136,7 +213,8 @@ pub(crate) fn segment(schema: &Value, written: &[String]) -> Option<Segment> {
                 alternatives.push(quoted(&format!("{choice}{tail}")));
                 tails.push((choice, tail));
             }
-            (alternatives.join(" | "), Vec::new(), TailSpec::PerChoice(tails))
+            let stop = choice_stop(&tails);
+            (alternatives.join(" | "), Vec::new(), TailSpec::PerChoice(tails), None, stop)
         }
     };
     let mut grammar = format!("root ::= {root}\n");
@@ -144,7 +222,22 @@ pub(crate) fn segment(schema: &Value, written: &[String]) -> Option<Segment> {
         grammar.push_str(&format!("{name} ::= {body}\n"));
     }
     grammar.push_str(PRIMITIVES);
-    Some(Segment { prefix: here.prefix, grammar, tail })
+    Some(Segment { prefix: here.prefix, grammar, tail, stop, closing })
+}
+
+/// The stop word of a choice: the last character of every choice and its tail, when all
+/// choices share it and none holds it before its end (then the text before the stop word tells
+/// the choice).
+fn choice_stop(choices: &[(String, String)]) -> Option<String> {
+    let (first, tail) = choices.first()?;
+    let word = format!("{}{tail}", first.chars().last()?);
+    let fits = |(choice, tail): &(String, String)| {
+        let whole = format!("{choice}{tail}");
+        !tail.is_empty()
+            && whole.ends_with(&word)
+            && whole.find(&word) == Some(whole.len() - word.len())
+    };
+    choices.iter().all(fits).then_some(word)
 }
 
 /// Whether every document `schema` admits can be walked (each choice tried, a free part taken
@@ -178,7 +271,7 @@ pub(crate) fn covers(schema: &Value) -> bool {
 }
 
 enum Halt {
-    Free(String, Vec<(String, String)>),
+    Free(String, Vec<(String, String)>, Option<Closing>),
     Choice(Vec<String>),
     Unsupported,
 }
@@ -209,6 +302,22 @@ fn literals(map: &Map<String, Value>) -> Option<Vec<String>> {
     }
     let values = map.get("enum")?.as_array()?;
     values.iter().map(|value| serde_json::to_string(value).ok()).collect()
+}
+
+/// How a value of `map` written whole ends, when every such value ends the same way and (for
+/// a string) its rest after any point is `char`s and the closing quote.
+fn closing(map: &Map<String, Value>) -> Option<Closing> {
+    let kind = map.get("type").and_then(Value::as_str)?;
+    let plain = |allowed: &[&str]| {
+        map.keys().all(|key| allowed.contains(&key.as_str()) || ANNOTATIONS.contains(&key.as_str()))
+    };
+    match kind {
+        "string" if plain(&["type", "maxLength"]) => {
+            Some(Closing::String { max: map.get("maxLength").and_then(Value::as_u64) })
+        }
+        "array" => Some(Closing::Array),
+        _ => None,
+    }
 }
 
 fn is_object(map: &Map<String, Value>) -> bool {
@@ -332,13 +441,13 @@ impl Walker<'_> {
                 rest.push_str(&format!("(comma {key} colon {value})? "));
             }
             rest.push_str(r#""}""#);
-            return self.free_text(rest, builder.rules, false);
+            return self.free_text(rest, builder.rules, false, None);
         }
         // Anything else the model writes whole, with the space before it.
         let mut builder = Builder::default();
         let expression = builder.visit(&Value::Object(map.clone()), self.depth + 1);
         let expression = expression.ok_or(Halt::Unsupported)?;
-        self.free_text(expression, builder.rules, true)
+        self.free_text(expression, builder.rules, true, closing(map))
     }
 
     /// A choice among `choices` (JSON literals), written with the space before it (none is
@@ -363,9 +472,10 @@ impl Walker<'_> {
         expression: String,
         rules: Vec<(String, String)>,
         spaced: bool,
+        closing: Option<Closing>,
     ) -> Result<(), Halt> {
         let expression = if spaced { format!(r#"" " {expression}"#) } else { expression };
-        let written = self.take().ok_or(Halt::Free(expression, rules))?;
+        let written = self.take().ok_or(Halt::Free(expression, rules, closing))?;
         self.text.push_str(&written);
         Ok(())
     }
@@ -603,6 +713,91 @@ mod tests {
                 proptest::prop_assert!(step.prefix.starts_with(r#"{"thought":"#), "{}", step.prefix);
             }
             let _ = segment(&schema, &parts);
+        }
+    }
+
+    #[test]
+    fn each_part_stops_at_its_end_and_a_stop_inside_a_string_goes_on() {
+        let schema = turn();
+        let first = segment(&schema, &[]).unwrap();
+        assert_eq!(first.stop.as_deref(), Some(r#"","#));
+        let whole = |text: &str| Stopped::Whole(text.to_owned());
+        assert_eq!(first.stopped(r#" "Convert it."#), whole(r#" "Convert it.","#));
+        // An escaped backslash before the quote: the string's end.
+        assert_eq!(first.stopped(r#" "a \\"#), whole(r#" "a \\","#));
+        // An escaped quote: inside the string, 9 of its 300 characters written.
+        let Stopped::Inside(rest) = first.stopped(r#" "Say \"hi\"#) else { panic!() };
+        assert!(rest.starts_with(r#"root ::= char{0,291} "\"" ",""#), "{rest}");
+        assert!(rest.contains("char ::= "), "{rest}");
+        // At the bound, only the closing quote is left; past it, nothing can follow.
+        let full = format!(" \"{}\\", "a".repeat(298));
+        let Stopped::Inside(rest) = first.stopped(&full) else { panic!() };
+        assert!(rest.starts_with(r#"root ::= "\"" ",""#), "{rest}");
+        let over = format!(" \"{}\\", "a".repeat(299));
+        assert_eq!(first.stopped(&over), Stopped::Cut);
+
+        let written = parts(&[r#" "Convert it.""#]);
+        let second = segment(&schema, &written).unwrap();
+        assert_eq!(second.stop.as_deref(), Some(r#"","#));
+        assert_eq!(second.stopped(r#" "run_script"#), whole(r#" "run_script","#));
+        assert_eq!(second.stopped(r#" "run_scr"#), Stopped::Cut);
+
+        let mut written = written;
+        written.push(r#" "run_script""#.to_owned());
+        let third = segment(&schema, &written).unwrap();
+        assert_eq!(third.stop.as_deref(), Some("]}}}"));
+        assert_eq!(third.stopped(r#" ["5", "mi""#), whole(r#" ["5", "mi"]}}}"#));
+        // The word inside an argument: an array has no grammar for its rest.
+        assert_eq!(third.stopped(r#" ["a"#), Stopped::Cut);
+
+        let answer = parts(&[r#" "Done.""#, r#" "final_answer""#]);
+        assert_eq!(segment(&schema, &answer).unwrap().stop.as_deref(), Some(r#""}}}"#));
+    }
+
+    #[test]
+    fn a_choice_stops_only_where_its_end_tells_it() {
+        let choices = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(choice, tail)| ((*choice).to_owned(), (*tail).to_owned())).collect()
+        };
+        let same = choices(&[(r#" "a""#, ","), (r#" "bc""#, ",")]);
+        assert_eq!(choice_stop(&same).as_deref(), Some(r#"","#));
+        assert_eq!(choice_stop(&choices(&[(r#" "a""#, ","), (r#" "b""#, "}")])), None);
+        // A choice that holds the word before its end would stop there.
+        assert_eq!(choice_stop(&choices(&[(r#" "a\",b""#, ","), (r#" "c""#, ",")])), None);
+        assert_eq!(choice_stop(&choices(&[(" 1", ","), (" 2", ",")])), None);
+        assert_eq!(choice_stop(&choices(&[(r#" "a""#, "")])), None);
+    }
+
+    proptest::proptest! {
+        /// Whatever thought the model writes (quotes, backslashes and commas in it), a server
+        /// that stops at every `",` it meets gives, told and gone on from, the whole thought.
+        #[test]
+        fn a_thought_stopped_at_every_stop_word_comes_back_whole(thought in "[a \"\\\\,.]{0,40}") {
+            let first = segment(&turn(), &[]).unwrap();
+            let word = first.stop.clone().unwrap();
+            let written = format!(" {},", serde_json::to_string(&thought).unwrap());
+            let (mut text, mut rest) = (String::new(), written.as_str());
+            loop {
+                let at = rest.find(&word).unwrap();
+                text.push_str(&rest[..at]);
+                rest = &rest[at + word.len()..];
+                match first.stopped(&text) {
+                    Stopped::Whole(whole) => {
+                        proptest::prop_assert_eq!(&whole, &written);
+                        proptest::prop_assert!(rest.is_empty());
+                        break;
+                    }
+                    Stopped::Inside(_) => text.push_str(&word),
+                    Stopped::Cut => proptest::prop_assert!(false, "cut at {text}"),
+                }
+            }
+        }
+
+        /// Any text, told: never a panic.
+        #[test]
+        fn any_stopped_text_is_told_without_a_panic(text in "\\PC{0,30}") {
+            let first = segment(&turn(), &[]).unwrap();
+            let _ = first.stopped(&text);
         }
     }
 

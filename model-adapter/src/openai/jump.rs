@@ -113,71 +113,131 @@ async fn run(
         // as an error before any content (a caller may still make the call again elsewhere).
         let mut fixed = segment.prefix.get(sent.len()..).map(str::to_owned).unwrap_or_default();
         sent.clone_from(&segment.prefix);
-        let mut part_request = request.clone();
-        part_request.messages.push(Message::Assistant {
-            content: segment.prefix.clone(),
-            thinking: None,
-            tool_calls: Vec::new(),
-        });
-        part_request.response_format = ResponseFormat::Text;
-        if let Some(max) = request.max_tokens {
-            let left = u64::from(max).saturating_sub(totals.generated());
-            if left == 0 {
-                return finish(sender, totals, FinishReason::Length).await;
-            }
-            part_request.max_tokens = Some(u32::try_from(left).unwrap_or(max));
-        }
-        let (mut body, _) = encode_request(&part_request, true, config)?;
-        if let Value::Object(fields) = &mut body {
-            fields.insert("grammar".into(), Value::String(segment.grammar.clone()));
-        }
-        // A new connection per part: llama.cpp's server closes one after a stream, and the next
-        // part, sent at once, found the pooled connection closed under it (a retry, 0.25 s+).
-        let mut headers = vec![("connection".to_owned(), "close".to_owned())];
-        if let Some(key) = &config.api_key {
-            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
-        }
-        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        let prepared = PreparedRequest::json("openai", url, headers, &body)?;
-        let decoder = || -> Box<dyn WireDecoder> { Box::new(OpenAiStreamDecoder::default()) };
-        let mut part = transport.stream(prepared, decoder);
+        // What the model wrote of this part so far, across requests (a stop word met inside a
+        // string makes a second one), and the grammar of what is left of it.
         let mut text = String::new();
-        let mut reason = None;
-        while let Some(item) = part.next().await {
-            let delta = item?;
-            if delta.is_content()
-                && !fixed.is_empty()
-                && !send(sender, Delta::Text { text: std::mem::take(&mut fixed) }).await
-            {
-                return Ok(());
-            }
-            match delta {
-                Delta::Text { text: more } => {
-                    text.push_str(&more);
-                    if !send(sender, Delta::Text { text: more }).await {
-                        return Ok(());
+        let mut grammar = segment.grammar.clone();
+        let part = loop {
+            let Some(left) = tokens_left(request, &totals) else {
+                return finish(sender, totals, FinishReason::Length).await;
+            };
+            let body = part_body(request, config, &sent, &grammar, segment.stop.as_deref(), left)?;
+            let prepared = prepared(config, &body)?;
+            let decoder = || -> Box<dyn WireDecoder> { Box::new(OpenAiStreamDecoder::default()) };
+            let mut stream = transport.stream(prepared, decoder);
+            // A request's usage, the last it reports (llama.cpp also puts its timings in the
+            // last text chunk when it stops at a stop word: counted once).
+            let (mut reason, mut usage) = (None, None);
+            while let Some(item) = stream.next().await {
+                let delta = item?;
+                if delta.is_content()
+                    && !fixed.is_empty()
+                    && !send(sender, Delta::Text { text: std::mem::take(&mut fixed) }).await
+                {
+                    return Ok(());
+                }
+                match delta {
+                    Delta::Text { text: more } => {
+                        text.push_str(&more);
+                        sent.push_str(&more);
+                        if !send(sender, Delta::Text { text: more }).await {
+                            return Ok(());
+                        }
+                    }
+                    Delta::Usage { usage: reported } => usage = Some(reported),
+                    Delta::Finish { reason: why } => reason = Some(why),
+                    other => {
+                        if !send(sender, other).await {
+                            return Ok(());
+                        }
                     }
                 }
-                Delta::Usage { usage } => totals.add(&usage),
-                Delta::Finish { reason: why } => reason = Some(why),
-                other => {
-                    if !send(sender, other).await {
-                        return Ok(());
-                    }
-                }
             }
-        }
-        if !fixed.is_empty() {
-            send(sender, Delta::Text { text: fixed }).await;
-        }
-        sent.push_str(&text);
-        let reason = reason.unwrap_or(FinishReason::Length);
-        let part = segment.tail.part(&text).filter(|_| reason == FinishReason::Stop);
-        let Some(part) = part else {
-            // Cut short (the token limit): the document ends here, as a whole answer would.
-            let reason = if reason == FinishReason::Stop { FinishReason::Length } else { reason };
-            return finish(sender, totals, reason).await;
+            if let Some(usage) = usage {
+                totals.add(&usage);
+            }
+            if !fixed.is_empty() {
+                send(sender, Delta::Text { text: std::mem::take(&mut fixed) }).await;
+            }
+            let reason = reason.unwrap_or(FinishReason::Length);
+            if reason != FinishReason::Stop {
+                break Err(reason);
+            }
+            // A server that wrote the stop word (one that does not take `stop`) ended the part
+            // at its end-of-text token, as without one.
+            let kept_word = segment.stop.as_deref().is_some_and(|word| text.ends_with(word));
+            if segment.stop.is_none() || kept_word {
+                break segment.tail.part(&text).map(str::to_owned).ok_or(FinishReason::Length);
+            }
+            // The server left the stop word out: the model wrote it, so it is the caller's too.
+            let word = segment.stop.clone().unwrap_or_default();
+            match segment.stopped(&text) {
+                jump::Stopped::Whole(whole) => {
+                    send(sender, Delta::Text { text: word.clone() }).await;
+                    sent.push_str(&word);
+                    break segment.tail.part(&whole).map(str::to_owned).ok_or(FinishReason::Length);
+                }
+                jump::Stopped::Inside(rest) => {
+                    send(sender, Delta::Text { text: word.clone() }).await;
+                    sent.push_str(&word);
+                    text.push_str(&word);
+                    grammar = rest;
+                }
+                jump::Stopped::Cut => break Err(FinishReason::Length),
+            }
         };
-        written.push(part.to_owned());
+        // Cut short (the token limit): the document ends here, as a whole answer would.
+        let part = match part {
+            Ok(part) => part,
+            Err(reason) => return finish(sender, totals, reason).await,
+        };
+        written.push(part);
     }
+}
+
+/// What is left of the caller's token limit (`Some(None)`: no limit; `None`: none left).
+fn tokens_left(request: &ChatRequest, totals: &Totals) -> Option<Option<u32>> {
+    let Some(max) = request.max_tokens else { return Some(None) };
+    let left = u64::from(max).saturating_sub(totals.generated());
+    (left > 0).then(|| Some(u32::try_from(left).unwrap_or(max)))
+}
+
+/// The body of one part's request: the caller's, continuing `prefix` as the assistant's
+/// answer under `grammar` (in place of the schema), stopping at `stop`.
+fn part_body(
+    request: &ChatRequest,
+    config: &OpenAiConfig,
+    prefix: &str,
+    grammar: &str,
+    stop: Option<&str>,
+    max_tokens: Option<u32>,
+) -> Result<Value> {
+    let mut part_request = request.clone();
+    part_request.messages.push(Message::Assistant {
+        content: prefix.to_owned(),
+        thinking: None,
+        tool_calls: Vec::new(),
+    });
+    part_request.response_format = ResponseFormat::Text;
+    part_request.max_tokens = max_tokens;
+    if let Some(word) = stop {
+        part_request.stop.push(word.to_owned());
+    }
+    let (mut body, _) = encode_request(&part_request, true, config)?;
+    if let Value::Object(fields) = &mut body {
+        fields.insert("grammar".into(), Value::String(grammar.to_owned()));
+    }
+    Ok(body)
+}
+
+/// One part's request, on a connection of its own: llama.cpp's server closes one after a
+/// stream, and the next part, sent at once, found the pooled connection closed under it (a
+/// retry, 0.25 s+).
+fn prepared(config: &OpenAiConfig, body: &Value) -> Result<PreparedRequest> {
+    let mut headers = vec![("connection".to_owned(), "close".to_owned())];
+    if let Some(key) = &config.api_key {
+        headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+    }
+    let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
+    PreparedRequest::json("openai", url, headers, body)
 }
