@@ -159,8 +159,9 @@ pub struct RunResult {
 /// naming the column; 27 refuses, after a script ran, an answer that names none of the units
 /// the task asks to convert into ("convert that many pounds to kilograms" answered "The units
 /// total 212."; a second time only after a new result), writes the call a refusal shows in the next turn's note, and keeps
-/// plan-execute-think's answer refused only as incomplete as its ending at a limit.
-pub const RECORD_FORMAT: u32 = 27;
+/// plan-execute-think's answer refused only as incomplete as its ending at a limit; 28 offers a
+/// plan with a task's first action only, as the system prompt asks for it.
+pub const RECORD_FORMAT: u32 = 28;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

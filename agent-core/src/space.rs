@@ -59,6 +59,12 @@ const ARITHMETIC_WORDS: [&str; 6] = ["add", "plus", "sum", "subtract", "minus", 
 /// The record format from which an observation recalled once is not offered again.
 pub(crate) const RECALL_ONCE_SINCE_FORMAT: u32 = 21;
 
+/// The first record format that offers a plan with a task's first action only: the local 1.5B
+/// sent one with 1 of 170 later actions on the whole react suite, and under jump-forward
+/// decoding the optional member cost each of them a request and two generated tokens (the
+/// closing brace and the end of text).
+pub(crate) const PLAN_ON_FIRST_TURN_SINCE_FORMAT: u32 = 28;
+
 /// What of the run, beside its state and configuration, shapes the action space.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SpaceRules {
@@ -73,6 +79,12 @@ impl SpaceRules {
     #[cfg(test)]
     pub(crate) fn current() -> SpaceRules {
         SpaceRules { format: crate::RECORD_FORMAT, ungrounded_refused: false }
+    }
+
+    /// The plan is offered with a task's first action only, as the system prompt asks for it
+    /// (from format 28; before, with every action until one was sent).
+    fn plan_on_first_turn_only(self) -> bool {
+        self.format >= PLAN_ON_FIRST_TURN_SINCE_FORMAT
     }
 
     /// A repeat of a call that already worked is no new result after a refused answer (from
@@ -164,7 +176,13 @@ pub(crate) fn action_space(
             DecideMode::Json => 1,
             DecideMode::Tools => config.guard.max_bodies_per_turn.max(1),
         },
-        plan_field: if state.plan.is_some() { PlanField::PlanUpdate } else { PlanField::Plan },
+        plan_field: if state.plan.is_some() {
+            PlanField::PlanUpdate
+        } else if rules.plan_on_first_turn_only() && state.task_actions().next().is_some() {
+            PlanField::None
+        } else {
+            PlanField::Plan
+        },
         ..ActionSpace::default()
     };
     // An identical successful script run, repeated: only the answer is left.
@@ -1205,6 +1223,37 @@ mod tests {
         );
         let format_8 = SpaceRules { format: 8, ungrounded_refused: false };
         assert_eq!(action_space(&state, &config, format_8).select, ["slide-deck"]);
+    }
+
+    #[test]
+    fn a_plan_is_offered_with_the_first_action_only() {
+        let mut state: RunState = serde_json::from_value(json!({
+            "run_id": "r", "task": "Convert 5 miles to km",
+            "catalog": [],
+            "selected": [{"name": "unit-converter", "scripts": ["scripts/convert.py"], "resources": []}],
+            "actions": [], "counters": {}, "reasoning": {}
+        }))
+        .unwrap();
+        let config = AgentConfig { decide: DecideMode::Json, ..AgentConfig::default() };
+        let plan = |state: &RunState, rules| action_space(state, &config, rules).plan_field;
+        assert_eq!(plan(&state, SpaceRules::current()), PlanField::Plan);
+        state.actions.push(ActionRecord {
+            turn: 1,
+            action: Some(Action::RunScript {
+                skill: "unit-converter".into(),
+                script: "scripts/convert.py".into(),
+                args: vec!["5".into(), "miles".into(), "km".into()],
+            }),
+            status: ObservationStatus::Ok,
+            observation: "obs-1".into(),
+        });
+        assert_eq!(plan(&state, SpaceRules::current()), PlanField::None);
+        // Format 27 offered it until one was sent.
+        let format_27 = SpaceRules { format: 27, ungrounded_refused: false };
+        assert_eq!(plan(&state, format_27), PlanField::Plan);
+        // A plan sent: its updates stay on offer.
+        state.plan = Some(serde_json::from_value(json!({"goal": "g", "steps": []})).unwrap());
+        assert_eq!(plan(&state, SpaceRules::current()), PlanField::PlanUpdate);
     }
 
     #[test]
