@@ -140,6 +140,18 @@ pub(crate) const TARGET_UNIT_SINCE_FORMAT: u32 = 27;
 /// ending.
 pub(crate) const PARTIAL_ENDING_SINCE_FORMAT: u32 = 27;
 
+/// The record format from which the refusal of an ungrounded answer, where the task asks to
+/// combine values, works out that arithmetic on the results the answer names
+/// ([`worked_combination`]): asked to add two totals, the local 1.5B answered with both and a
+/// sum of its own (1917.84 for 1705.47 + 212), was refused, ran the script again and gave up.
+/// From the same format a refused example word whose symbol the task writes (`celsius`, where
+/// the task writes "20 C to F") is followed by the call with the task's symbol in its place
+/// ([`task_symbol_for`]): told only "write the task's own value", the 1.5B made the refused
+/// call twice more and the run ended stuck. And an argument that leaves out the first letter
+/// of a unit the task writes (`mi` for "1 nmi") is refused as a respelling
+/// ([`respelled_arguments`]): plan-execute-think converted a mile and answered with it.
+pub(crate) const WORKED_SINCE_FORMAT: u32 = 29;
+
 /// The record format from which the note of the turn after a refusal that shows the call to
 /// make writes that call ("make this call: {…}") instead of "the refusal above shows the call
 /// to make": plan-execute-think's plan note shows the last round's plan, whose refused step
@@ -890,6 +902,11 @@ pub(crate) fn measured_figureless_note(things: &[String]) -> String {
     )
 }
 
+/// The articles and pronouns passed over before a unit ("convert the total to the metric
+/// units" → `metric`).
+const PASSED_WORDS: [&str; 10] =
+    ["the", "a", "an", "that", "this", "these", "those", "its", "their", "each"];
+
 /// What `task` asks to convert into: in each sentence, the word after the first "to" or
 /// "into" that follows a word of converting ("convert", "conversion", not "converter";
 /// "convert that many pounds to kilograms" →
@@ -898,8 +915,6 @@ pub(crate) fn measured_figureless_note(things: &[String]) -> String {
 /// target after each such word: in a batch ("convert 5 mi to km, 10 km to mi") the later
 /// items are the completeness check's ([`unused_task_numbers`]). English only.
 pub(crate) fn conversion_targets(task: &str) -> Vec<String> {
-    const PASSED: [&str; 10] =
-        ["the", "a", "an", "that", "this", "these", "those", "its", "their", "each"];
     let mut targets: Vec<String> = Vec::new();
     // A sentence ends at a full stop before a space, not in `1.5` or `sales.csv`.
     for sentence in task.replace(". ", "\n").split(['?', '!', ';', '\n']) {
@@ -917,7 +932,7 @@ pub(crate) fn conversion_targets(task: &str) -> Vec<String> {
             } else if converting && matches!(word, "to" | "into") {
                 let target = words[index + 1..]
                     .iter()
-                    .find(|next| !PASSED.contains(next))
+                    .find(|next| !PASSED_WORDS.contains(next))
                     .filter(|next| next.chars().any(char::is_alphabetic));
                 if let Some(target) = target
                     && !targets.iter().any(|known| known == target)
@@ -989,6 +1004,110 @@ pub(crate) fn combine_again_note(figures: &[String], task: &str) -> String {
          scripts printed them. Work out {work} and answer with that result and the values it \
          comes from."
     )
+}
+
+/// The arithmetic the task asks for, worked out on the results an ungrounded answer names
+/// (format 29): for "add the total of A to the total of B", answered "A is 1705.47 and B is
+/// 212. The sum … is 1917.84." (the local 1.5B's own addition, wrong), the sentence "The
+/// results your answer names: 1705.47 and 212; 1705.47 + 212 = 1917.47." to add to the
+/// refusal. A sum of every such result where the task adds ("add", "plus"); the difference of
+/// two where it subtracts. `None` when the task combines nothing, or the answer names fewer
+/// than two results (or, to subtract, more than two) that the user's texts do not give.
+pub(crate) fn worked_combination(
+    answer: &str,
+    sources: &Sources<'_>,
+    task: &str,
+) -> Option<String> {
+    if !asks_to_combine(task) {
+        return None;
+    }
+    let holds = |texts: &[&str], figure: &Number| {
+        texts.iter().any(|text| {
+            let mut values = Vec::new();
+            source_numbers(text, &mut values, true);
+            values.iter().any(|&value| same(figure, value))
+        })
+    };
+    let mut figures: Vec<Number> = Vec::new();
+    for figure in stated_numbers(answer) {
+        if holds(&sources.results, &figure)
+            && !holds(&sources.user, &figure)
+            && !figures.iter().any(|known| equal(known.value, figure.value))
+        {
+            figures.push(figure);
+        }
+    }
+    let adds = task
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|word| matches!(word, "add" | "plus"));
+    let decimals = figures.iter().map(|figure| figure.decimals).max()?.min(12) as usize;
+    let names = figures.iter().map(|figure| figure.text.as_str()).collect::<Vec<_>>();
+    let work = match figures.as_slice() {
+        [_, _, ..] if adds => {
+            let sum: f64 = figures.iter().map(|figure| figure.value).sum();
+            format!("{} = {sum:.decimals$}", names.join(" + "))
+        }
+        [a, b] => {
+            let (big, small) = if a.value >= b.value { (a, b) } else { (b, a) };
+            let difference = big.value - small.value;
+            format!("{} - {} = {difference:.decimals$}", big.text, small.text)
+        }
+        _ => return None,
+    };
+    Some(format!("The results your answer names: {}; {work}.", names.join(" and ")))
+}
+
+/// The word of the user's texts that `arg` spells out (format 29): a unit as the task writes
+/// it, right after a number or after "to"/"into" ([`unit_words`]: "20 C to F", "1 GiB to MB"), that
+/// abbreviates `arg` (`C` for `celsius`, `kg` for `kilograms`) and is no argument of the call
+/// yet. A one-letter word counts only as a capital (a symbol, not `m` for `miles`). `None`
+/// unless exactly one word is so: which of two to write is a guess.
+pub(crate) fn task_symbol_for(arg: &str, user: &[&str], args: &[String]) -> Option<String> {
+    let spelled = arg.trim().to_lowercase();
+    if spelled.chars().count() < 2 || !spelled.chars().all(char::is_alphabetic) {
+        return None;
+    }
+    let mut found: Vec<&str> = Vec::new();
+    for word in user.iter().flat_map(|text| unit_words(text)) {
+        let symbol = word.chars().count() >= 2 || word.chars().all(char::is_uppercase);
+        if symbol
+            && word.to_lowercase() != spelled
+            && abbreviates(&word.to_lowercase(), &spelled)
+            && !args.iter().any(|other| other.trim() == word)
+            && !found.contains(&word)
+        {
+            found.push(word);
+        }
+    }
+    match found.as_slice() {
+        [word] => Some((*word).to_owned()),
+        _ => None,
+    }
+}
+
+/// The words of `text` where a unit stands: right after a number or after "to"/"into"
+/// ("20 C to F", "1 GiB to MB" → `C`, `F`, `GiB`, `MB`), letters only, no article or pronoun
+/// ("to the").
+fn unit_words(text: &str) -> Vec<&str> {
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric() && c != '.')
+        .map(|word| word.trim_matches('.'))
+        .filter(|word| !word.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter(|pair| {
+            let before = pair[0];
+            before.replace(',', "").parse::<f64>().is_ok()
+                || matches!(before.to_lowercase().as_str(), "to" | "into")
+        })
+        .map(|pair| pair[1])
+        .filter(|word| {
+            word.chars().all(char::is_alphabetic)
+                && !PASSED_WORDS.contains(&word.to_lowercase().as_str())
+        })
+        .collect()
 }
 
 /// The numbers of `task` that no call's `args` used and `answer` does not state, when another
@@ -1096,6 +1215,28 @@ pub(crate) fn respelled_arguments<'a>(
                     .find(|word| drops_inner_letter(&lower, &word.to_lowercase()))
                     .map(|word| (*word).to_owned())
             });
+        // From format 29, a unit the user writes with its first letter left out (`mi` for
+        // "1 nmi": the local 1.5B converted a mile), when the argument abbreviates no word of
+        // theirs (`mi` beside "miles" is that word).
+        let respelled = respelled.or_else(|| {
+            let token = arg.trim().to_lowercase();
+            let units = || sources.user.iter().flat_map(|text| unit_words(text));
+            (sources.first_letter_units
+                && token.chars().count() >= 2
+                && token.chars().all(char::is_alphabetic)
+                && !known.contains(&token)
+                && !user_words.iter().any(|word| abbreviates(&token, &word.to_lowercase())))
+            .then(|| {
+                units()
+                    .find(|word| {
+                        let lower = word.to_lowercase();
+                        lower.chars().count() == token.chars().count() + 1
+                            && lower.chars().skip(1).eq(token.chars())
+                    })
+                    .map(str::to_owned)
+            })
+            .flatten()
+        });
         if let Some(word) = respelled {
             found.push((arg.as_str(), word));
         }
@@ -1439,6 +1580,9 @@ pub(crate) struct Sources<'a> {
     /// skill's other figures (file-finder's "up to 1000" grounded "the total of the amount
     /// column is 1000").
     pub(crate) measured: Vec<String>,
+    /// From format 29: an argument that leaves out the first letter of a unit the user writes
+    /// (`mi` for "1 nmi") is a respelling too ([`respelled_arguments`]).
+    pub(crate) first_letter_units: bool,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -2620,12 +2764,93 @@ mod tests {
     }
 
     #[test]
+    fn a_unit_with_its_first_letter_left_out_is_a_respelling_from_format_29() {
+        let args = |list: &[&str]| list.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
+        let task =
+            "Total the amount column of sales.csv, convert 1 nmi to m, 20 C to F and 1 GiB to MB.";
+        let summary = "amount min: 36.75\namount sum: 1705.47";
+        let mut sources =
+            Sources { user: vec![task], results: vec![summary], ..Default::default() };
+        let call = args(&["1", "mi", "m"]);
+        assert!(respelled_arguments(&call, &sources).is_empty(), "before format 29");
+        sources.first_letter_units = true;
+        // `mi` abbreviates the result's `min`, but no word of the task: a respelling of `nmi`.
+        assert_eq!(respelled_arguments(&call, &sources), [("mi", "nmi".to_owned())]);
+        assert_eq!(fixed_arguments(&call, &sources), Some(args(&["1", "nmi", "m"])));
+        // The task's own words, and `mi` where the task also writes miles: none.
+        assert!(respelled_arguments(&args(&["1", "nmi", "m"]), &sources).is_empty());
+        let miles = "Convert 1 nmi to m and 5 miles to km.";
+        let sources = Sources { user: vec![miles], first_letter_units: true, ..Default::default() };
+        assert!(respelled_arguments(&args(&["5", "mi", "km"]), &sources).is_empty());
+        // A word of the sentence is no unit: `he` is no respelling of "the".
+        let sentence = "Count the words in the file, and add 2 to the total.";
+        let sources =
+            Sources { user: vec![sentence], first_letter_units: true, ..Default::default() };
+        assert!(respelled_arguments(&args(&["he"]), &sources).is_empty());
+    }
+
+    #[test]
     fn the_files_written_of_a_kind_are_found_as_written() {
         let output = "pattern: *.csv\nfile: Sales.csv\nfile: ./data/b.CSV\nfile: Sales.csv (2)\n\
                       file: notes.md, 8.04672 and e.g. x.csv1";
         assert_eq!(files_written(output, "csv"), ["Sales.csv", "data/b.CSV"]);
         assert_eq!(files_written(output, "md"), ["notes.md"]);
         assert!(files_written(output, "txt").is_empty());
+    }
+
+    #[test]
+    fn the_arithmetic_is_worked_out_on_the_results_an_answer_names() {
+        let summary = "units sum: 212\namount sum: 1705.47\nrows: 20";
+        let task =
+            "Add the total of the amount column of sales.csv to the total of its units column.";
+        let sources = Sources { user: vec![task], results: vec![summary], ..Sources::default() };
+        let answer = "The amount total is 1705.47 and the units total is 212: together 1917.84.";
+        assert_eq!(
+            worked_combination(answer, &sources, task).as_deref(),
+            Some("The results your answer names: 1705.47 and 212; 1705.47 + 212 = 1917.47.")
+        );
+        // The difference of two, the larger first; whole numbers stay whole.
+        let minus = "Subtract the rows from the units total.";
+        let sources = Sources { user: vec![minus], results: vec![summary], ..Sources::default() };
+        assert_eq!(
+            worked_combination("20 from 212 is 190.", &sources, minus).as_deref(),
+            Some("The results your answer names: 20 and 212; 212 - 20 = 192.")
+        );
+        // Fewer than two results named, a figure the task gives, or no arithmetic asked: none.
+        assert_eq!(worked_combination("It is 1917.84.", &sources, task), None);
+        assert_eq!(
+            worked_combination("1705.47 and 212 make 1917.84", &sources, "What is the total?"),
+            None
+        );
+        let gives = "Add 212 to the amount total.";
+        let sources = Sources { user: vec![gives], results: vec![summary], ..Sources::default() };
+        assert_eq!(worked_combination("212 + 1705.47 = 1917.84", &sources, gives), None);
+        // Three results to subtract: which from which is a guess.
+        let sources = Sources { user: vec![minus], results: vec![summary], ..Sources::default() };
+        assert_eq!(worked_combination("212, 20 and 1705.47 give 3", &sources, minus), None);
+    }
+
+    #[test]
+    fn the_task_symbol_an_example_word_spells_out() {
+        let task =
+            "Total the amount column of sales.csv, convert 1 nmi to m, 20 C to F and 1 GiB to MB.";
+        let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+        let call = args(&["20", "celsius", "fahrenheit"]);
+        assert_eq!(task_symbol_for("celsius", &[task], &call).as_deref(), Some("C"));
+        assert_eq!(task_symbol_for("fahrenheit", &[task], &call).as_deref(), Some("F"));
+        assert_eq!(task_symbol_for("gibibytes", &[task], &call).as_deref(), Some("GiB"));
+        // A symbol the call already writes, a lowercase letter (`m` is no symbol for `miles`),
+        // a word no unit of the task abbreviates, or a value that is no word: none.
+        assert_eq!(task_symbol_for("celsius", &[task], &args(&["20", "C", "celsius"])), None);
+        assert_eq!(task_symbol_for("miles", &[task], &call), None);
+        assert_eq!(task_symbol_for("pounds", &[task], &call), None);
+        assert_eq!(task_symbol_for("*.csv", &[task], &call), None);
+        assert_eq!(task_symbol_for("", &[task], &call), None);
+        // Two words it could be (`kg` and `km` both abbreviate `kilograms`): a guess.
+        let one = "Convert 5 kg to lb.";
+        assert_eq!(task_symbol_for("kilograms", &[one], &call).as_deref(), Some("kg"));
+        let both = "Convert 5 kg to lb and 3 km to mi.";
+        assert_eq!(task_symbol_for("kilograms", &[both], &call), None);
     }
 
     #[test]

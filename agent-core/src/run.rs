@@ -1050,6 +1050,14 @@ impl Run {
                         _ => String::new(),
                     }
                 }
+                // From format 29, an example's word that spells out a symbol the task
+                // writes (`celsius` for its `C`): the call with the task's symbol.
+                ([example], _) if self.format >= crate::grounding::WORKED_SINCE_FORMAT => {
+                    match crate::grounding::task_symbol_for(example, &sources.user, args) {
+                        Some(symbol) => self.shown_fix(action, Some(replaced(example, &symbol))),
+                        None => String::new(),
+                    }
+                }
                 _ => String::new(),
             };
             let kinds = kinds
@@ -1600,6 +1608,7 @@ impl Run {
             counted,
             long_codes: self.format >= crate::grounding::LONG_CODES_SINCE_FORMAT,
             counts_from_results: self.format >= crate::grounding::COUNTS_FROM_RESULTS_SINCE_FORMAT,
+            first_letter_units: self.format >= crate::grounding::WORKED_SINCE_FORMAT,
             measured: if self.format >= crate::grounding::FILE_FIRST_SINCE_FORMAT {
                 crate::grounding::measured_things(&self.state.task)
             } else {

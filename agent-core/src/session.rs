@@ -160,8 +160,12 @@ pub struct RunResult {
 /// the task asks to convert into ("convert that many pounds to kilograms" answered "The units
 /// total 212."; a second time only after a new result), writes the call a refusal shows in the next turn's note, and keeps
 /// plan-execute-think's answer refused only as incomplete as its ending at a limit; 28 offers a
-/// plan with a task's first action only, as the system prompt asks for it.
-pub const RECORD_FORMAT: u32 = 28;
+/// plan with a task's first action only, as the system prompt asks for it; 29 works out, in the
+/// refusal of an ungrounded answer where the task combines values, that arithmetic on the
+/// results the answer names, follows a refused example word that spells out a symbol the
+/// task writes (`celsius` for "20 C") with the call that writes the symbol, and refuses an
+/// argument that leaves out the first letter of a unit the task writes (`mi` for "1 nmi").
+pub const RECORD_FORMAT: u32 = 29;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -59,6 +59,9 @@ fn main() -> std::process::ExitCode {
         an_example_file_pattern_is_followed_by_the_tasks_kinds_of_file,
         an_example_file_name_is_followed_by_the_one_file_found,
         a_refused_example_value_made_again_ends_the_run_stuck_by_the_third,
+        an_invented_sum_is_refused_with_the_sum_worked_out,
+        an_example_word_for_the_tasks_symbol_is_followed_by_the_call_with_it,
+        a_unit_with_its_first_letter_left_out_is_refused_with_the_tasks_unit,
     ])
 }
 
@@ -1366,4 +1369,107 @@ async fn which_markdown(
 /// `run_script` of `finder`'s `scripts/find.sh` with `args`.
 fn find(args: &[&str]) -> MockReply {
     run_script("finder", "scripts/find.sh", args)
+}
+
+async fn an_invented_sum_is_refused_with_the_sum_worked_out() -> anyhow::Result<()> {
+    // Both totals fetched, the 1.5B added them itself, wrongly (1917.84), and the refusal said
+    // only "do not guess": it ran the script again and gave up. From format 29 the refusal
+    // works the sum out on the results the answer names.
+    let fixture = totals_toolbox();
+    let total = |column: &str| run_script("toolbox", "scripts/total.sh", &[column]);
+    let summed = "1705.47 + 212 = 1917.47";
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        total("amount"),
+        total("units"),
+        answer("The amount total is 1705.47 and the units total is 212; their sum is 1917.84."),
+        answer(summed),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), ADD_TWO_TOTALS).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "ok", "refused"]);
+    assert_eq!(
+        ran.observations()[3].1,
+        "answer not accepted: this value (1917.84) appears neither in the task nor in any result \
+         of this run. Do not guess. Run a script that gives the value and answer from its \
+         output, or answer that the value is unknown and why. The results your answer names: \
+         1705.47 and 212; 1705.47 + 212 = 1917.47."
+    );
+    assert_eq!((ran.result.outcome, ran.result.final_text.as_str()), (Outcome::Completed, summed));
+    assert!(ran.result.grounded);
+    assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
+    assert_eq!(ran.result.reasoning_metrics.ungrounded_answers, 0);
+    assert_eq!(model.remaining(), 0);
+    Ok(())
+}
+
+async fn an_example_word_for_the_tasks_symbol_is_followed_by_the_call_with_it() -> anyhow::Result<()>
+{
+    // Asked for "20 C to F", the 1.5B wrote the example's `celsius`, was told to write the
+    // task's own value, and made the refused call twice more (stuck). From format 29 the
+    // refusal shows the call with the task's `C`, and the next turn's note writes it.
+    let fixture = Fixture::new();
+    fixture.skill(
+        "units",
+        "Converts units.",
+        "",
+        "Run `scripts/convert.sh VALUE FROM TO`. Units: symbols or full names such as \
+         `miles`, `celsius`.",
+    );
+    fixture.script("units", "scripts/convert.sh", "echo \"$1 $2 = 68 $3\"");
+    let convert = |args: &[&str]| run_script("units", "scripts/convert.sh", args);
+    let model = Arc::new(MockModel::new(vec![
+        select("units"),
+        convert(&["20", "celsius", "F"]),
+        convert(&["20", "C", "F"]),
+        answer("20 C = 68 F"),
+    ]));
+    let ran =
+        fixture.run(fixture.agent(&model, AgentConfig::default()), "Convert 20 C to F.").await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    let shown = r#"{"skill": "units", "script": "scripts/convert.sh", "args": ["20", "C", "F"]}"#;
+    assert_eq!(
+        ran.observations()[1].1,
+        format!(
+            "`celsius` is from an example in the skill's instructions, not from the task or a \
+             result. Write the task's own value in its place (leave it out only when the task \
+             gives none). Make this call: {shown}"
+        )
+    );
+    assert!(request_text(&model.requests()[2]).contains(&format!("make this call: {shown}")));
+    assert_eq!(
+        (ran.result.outcome, ran.result.final_text.as_str()),
+        (Outcome::Completed, "20 C = 68 F")
+    );
+    Ok(())
+}
+
+async fn a_unit_with_its_first_letter_left_out_is_refused_with_the_tasks_unit() -> anyhow::Result<()>
+{
+    // "convert 1 nmi to m": plan-execute-think on the local 1.5B ran `convert.py 1 mi m` and
+    // answered with a mile in metres. From format 29 the call is refused, with the task's unit.
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = 1852 $3\"");
+    let convert = |unit: &str| run_script("toolbox", "scripts/convert.sh", &["1", unit, "m"]);
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        convert("mi"),
+        convert("nmi"),
+        answer("1 nmi = 1852 m"),
+    ]));
+    let ran =
+        fixture.run(fixture.agent(&model, AgentConfig::default()), "Convert 1 nmi to m.").await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    assert_eq!(
+        ran.observations()[1].1,
+        "`mi` is not how the task writes it: the task writes `nmi`. Make this call: {\"skill\": \
+         \"toolbox\", \"script\": \"scripts/convert.sh\", \"args\": [\"1\", \"nmi\", \"m\"]}"
+    );
+    assert_eq!(
+        (ran.result.outcome, ran.result.final_text.as_str()),
+        (Outcome::Completed, "1 nmi = 1852 m")
+    );
+    Ok(())
 }

@@ -175,6 +175,34 @@ async fn a_part_cut_by_the_token_limit_ends_the_answer_there() {
 }
 
 #[tokio::test]
+async fn a_part_that_loops_is_cut_at_once_as_the_limit_would_cut_it() {
+    // Greedy decoding does not leave a loop: the local 1.5B wrote `22944e` until the token
+    // limit (768 tokens). The part is cut once its text repeats one unit for 80 bytes, and
+    // the rest of the stream is not read.
+    let mut pieces = vec![r#" [""#];
+    pieces.extend(std::iter::repeat_n("22944e", 40));
+    pieces.push(r#""]}}}"#);
+    let server = TestServer::start(vec![
+        part(&[r#" "Run the converter.","#], 50, 40, 6),
+        part(&[r#" "run_script","#], 58, 56, 4),
+        part_ending(&pieces, "length", 84, 62, 42),
+    ])
+    .await;
+    let model = provider(&server.url, SchemaFormat::JumpForward);
+    let response = model.chat(&request()).await.unwrap();
+    let expected = format!(
+        r#"{{"thought": "Run the converter.", "action": {{"type": "run_script", "args": {{"skill": "unit-converter", "script": "scripts/convert.py", "args": ["{}"#,
+        "22944e".repeat(14)
+    );
+    assert_eq!(response.text, expected);
+    assert_eq!(response.finish_reason, FinishReason::Length);
+    assert_eq!(server.requests().len(), 3);
+    // The dropped part reported nothing: its 15 pieces count as its tokens.
+    let usage = response.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (50, 6 + 4 + 15));
+}
+
+#[tokio::test]
 async fn a_schema_the_walk_does_not_cover_goes_whole_as_one_grammar() {
     let server = TestServer::start(vec![part(&[r#"{"a": "x"}"#], 50, 40, 6)]).await;
     let model = provider(&server.url, SchemaFormat::JumpForward);

@@ -548,7 +548,13 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     } else {
         values
     };
-    let note = grounding::refusal_note(&values, &sources.unbacked);
+    let mut note = grounding::refusal_note(&values, &sources.unbacked);
+    if run.format >= grounding::WORKED_SINCE_FORMAT
+        && let Some(work) = grounding::worked_combination(answer, &sources, &run.state.task)
+    {
+        note.push(' ');
+        note.push_str(&work);
+    }
     run.grounding.refused = true;
     run.state.reasoning.ungrounded_refusals += 1;
     Some(note)

@@ -127,7 +127,7 @@ async fn run(
             let mut stream = transport.stream(prepared, decoder);
             // A request's usage, the last it reports (llama.cpp also puts its timings in the
             // last text chunk when it stops at a stop word: counted once).
-            let (mut reason, mut usage) = (None, None);
+            let (mut reason, mut usage, mut pieces) = (None, None, 0u64);
             while let Some(item) = stream.next().await {
                 let delta = item?;
                 if delta.is_content()
@@ -140,8 +140,16 @@ async fn run(
                     Delta::Text { text: more } => {
                         text.push_str(&more);
                         sent.push_str(&more);
+                        pieces += 1;
                         if !send(sender, Delta::Text { text: more }).await {
                             return Ok(());
+                        }
+                        // A loop under greedy decoding does not end before the token limit:
+                        // the part is cut here, as the limit would cut it, and the request
+                        // dropped (llama.cpp stops a generation whose client has gone).
+                        if looping(&text) {
+                            reason = Some(FinishReason::Length);
+                            break;
                         }
                     }
                     Delta::Usage { usage: reported } => usage = Some(reported),
@@ -153,8 +161,15 @@ async fn run(
                     }
                 }
             }
-            if let Some(usage) = usage {
-                totals.add(&usage);
+            match usage {
+                Some(usage) => totals.add(&usage),
+                // A dropped request reports nothing: its pieces, one token each as llama.cpp
+                // streams them, are counted with the document's generated tokens.
+                None => {
+                    if let Some(total) = &mut totals.usage {
+                        total.completion_tokens += pieces;
+                    }
+                }
             }
             if !fixed.is_empty() {
                 send(sender, Delta::Text { text: std::mem::take(&mut fixed) }).await;
@@ -193,6 +208,27 @@ async fn run(
         };
         written.push(part);
     }
+}
+
+/// The shortest stretch of a part's text, in bytes, that [`looping`] reads as a loop.
+const LOOP_BYTES: usize = 80;
+
+/// The longest repeated unit, in bytes, that [`looping`] looks for.
+const LOOP_PERIOD: usize = 32;
+
+/// Whether `text` ends in a loop: its last `max(LOOP_BYTES, 6 × period)` bytes repeat one unit
+/// of at most [`LOOP_PERIOD`] bytes (`22944e22944e…`, written by the local 1.5B as a checksum
+/// until the token limit, 768 tokens). Prose, numbers, paths and hashes do not; a line of 80
+/// dashes would.
+fn looping(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    (1..=LOOP_PERIOD).any(|period| {
+        let span = LOOP_BYTES.max(6 * period);
+        bytes.len() >= span && {
+            let tail = &bytes[bytes.len() - span..];
+            tail.iter().zip(&tail[period..]).all(|(a, b)| a == b)
+        }
+    })
 }
 
 /// What is left of the caller's token limit (`Some(None)`: no limit; `None`: none left).
@@ -240,4 +276,31 @@ fn prepared(config: &OpenAiConfig, body: &Value) -> Result<PreparedRequest> {
     }
     let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
     PreparedRequest::json("openai", url, headers, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looping;
+
+    #[test]
+    fn a_repeated_unit_is_a_loop_and_prose_is_not() {
+        assert!(looping(&format!("The checksum is `{}", "22944e".repeat(14))));
+        assert!(looping(&"ab".repeat(40)));
+        assert!(looping(&"0".repeat(80)));
+        assert!(looping(&"the same sentence, again. ".repeat(7)));
+        // Below the span, and text that does not repeat.
+        assert!(!looping(&"22944e".repeat(13)));
+        assert!(!looping(&"0".repeat(79)));
+        assert!(!looping(
+            "The SHA-256 checksum of sales.csv is \
+             9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08."
+        ));
+        assert!(!looping(
+            "1 nmi = 1852 m, 20 C = 68 F, 1 GiB = 1073.741824 MB; the amount total is 1705.47."
+        ));
+        assert!(!looping(""));
+        // Multi-byte text is read as bytes: no panic, and a loop of it is one.
+        assert!(looping(&"é".repeat(40)));
+        assert!(!looping("ééé"));
+    }
 }
