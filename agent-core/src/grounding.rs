@@ -149,7 +149,9 @@ pub(crate) const PARTIAL_ENDING_SINCE_FORMAT: u32 = 27;
 /// ([`task_symbol_for`]): told only "write the task's own value", the 1.5B made the refused
 /// call twice more and the run ended stuck. And an argument that leaves out the first letter
 /// of a unit the task writes (`mi` for "1 nmi") is refused as a respelling
-/// ([`respelled_arguments`]): plan-execute-think converted a mile and answered with it.
+/// ([`respelled_arguments`]): plan-execute-think converted a mile and answered with it. And
+/// the refusal of an answer that names no unit the task converts into shows the result lines
+/// that already do ([`target_result_lines`]).
 pub(crate) const WORKED_SINCE_FORMAT: u32 = 29;
 
 /// The record format from which the note of the turn after a refusal that shows the call to
@@ -981,6 +983,55 @@ pub(crate) fn target_unit_note(targets: &[String]) -> String {
     )
 }
 
+/// The lines of `results` (outputs, as [`Sources::results`] holds them) that already state a
+/// figure in one of `targets` (format 29), the first for each target, as the script printed
+/// them (`1 nmi = 1852 m`): the local 1.5B ran every conversion of a batch, answered with the one total that needed none, and was told to
+/// "run the script that converts" twice, with the conversions already above.
+pub(crate) fn target_result_lines(targets: &[String], results: &[&str]) -> Vec<String> {
+    // Named as a word: the unit, its singular, or an abbreviation either way of two letters
+    // or more (`m` is no abbreviation of "mean").
+    let names = |line: &str, target: &str| {
+        let lower = line.to_lowercase();
+        let one = singular(target);
+        lower.split(|c: char| !c.is_alphabetic()).filter(|word| !word.is_empty()).any(|word| {
+            word == target
+                || singular(word) == one
+                || (word.len() >= 2 && abbreviates(word, target))
+                || (target.len() >= 2 && abbreviates(target, word))
+        })
+    };
+    let output: Vec<&str> = results.iter().flat_map(|text| text.lines()).collect();
+    let mut lines: Vec<String> = Vec::new();
+    for target in targets {
+        let naming = |line: &&&str| states_figure(line) && names(line, target);
+        // A conversion's line (`=`) first.
+        let line = output
+            .iter()
+            .filter(|line| line.contains('='))
+            .find(naming)
+            .or_else(|| output.iter().find(naming));
+        if let Some(line) = line.map(|line| gist_within(line.trim(), RESULT_CHARS))
+            && !lines.contains(&line)
+        {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// The note that refuses, once, an answer that names none of the units the task asks to
+/// convert into, where the results already state the converted figures (format 29): those
+/// lines, to answer with.
+pub(crate) fn target_in_results_note(targets: &[String], lines: &[String]) -> String {
+    let units = targets.iter().map(|target| format!("`{target}`")).collect::<Vec<_>>().join(", ");
+    let lines = lines.iter().map(|line| format!("`{line}`")).collect::<Vec<_>>().join(", ");
+    format!(
+        "answer not accepted yet: the task asks to convert to {units}, and the answer states no \
+         figure in it. The results above already give {lines}: answer with the converted \
+         figures, together with the rest of what the task asks."
+    )
+}
+
 /// Whether `text` states a figure (a number as the grounding check reads it).
 pub(crate) fn states_figure(text: &str) -> bool {
     !stated_numbers(text).is_empty()
@@ -1536,6 +1587,21 @@ pub(crate) fn refusal_note(values: &[String], unbacked: &[String]) -> String {
          that the value is unknown and why.",
     );
     note
+}
+
+/// The note that refuses an ungrounded answer once where the task combines values and the
+/// answer names the results to combine (format 29): the values, the arithmetic worked out on
+/// those results ([`worked_combination`]), and to answer with it. Told first "do not guess, run
+/// a script", the local 1.5B ran the script again and gave up.
+pub(crate) fn worked_refusal_note(values: &[String], work: &str) -> String {
+    let list = values.iter().take(6).map(String::as_str).collect::<Vec<_>>().join(", ");
+    let (subject, verb) =
+        if values.len() == 1 { ("this value", "appears") } else { ("these values", "appear") };
+    format!(
+        "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of \
+         this run. {work} If that is the figure the task asks for, answer with it and the values \
+         it comes from."
+    )
 }
 
 /// What a run saw, by kind: only results take part in arithmetic and counts, since a
@@ -2851,6 +2917,25 @@ mod tests {
         assert_eq!(task_symbol_for("kilograms", &[one], &call).as_deref(), Some("kg"));
         let both = "Convert 5 kg to lb and 3 km to mi.";
         assert_eq!(task_symbol_for("kilograms", &[both], &call), None);
+    }
+
+    #[test]
+    fn the_result_lines_that_already_convert() {
+        // Results as the sources hold them: a script's output without its framing.
+        let summary =
+            "file: sales.csv\namount min: 36.75\namount mean: 85.2735\namount sum: 1705.47";
+        let nmi = "1 nmi = 1852 m\nquantity: length";
+        let pounds = "212 lb = 96.16158244 kg\nquantity: mass";
+        let targets = |list: &[&str]| list.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+        // `m` names no word of "amount mean": the conversion's line.
+        assert_eq!(target_result_lines(&targets(&["m"]), &[summary, nmi]), ["1 nmi = 1852 m"]);
+        assert_eq!(
+            target_result_lines(&targets(&["kilograms"]), &[summary, pounds]),
+            ["212 lb = 96.16158244 kg"]
+        );
+        // No conversion ran: nothing to show.
+        assert!(target_result_lines(&targets(&["m", "kilograms"]), &[summary]).is_empty());
+        assert!(target_result_lines(&targets(&["m"]), &[]).is_empty());
     }
 
     #[test]

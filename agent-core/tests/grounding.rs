@@ -62,6 +62,7 @@ fn main() -> std::process::ExitCode {
         an_invented_sum_is_refused_with_the_sum_worked_out,
         an_example_word_for_the_tasks_symbol_is_followed_by_the_call_with_it,
         a_unit_with_its_first_letter_left_out_is_refused_with_the_tasks_unit,
+        an_unconverted_answer_after_the_conversion_ran_is_shown_its_line,
     ])
 }
 
@@ -1374,7 +1375,7 @@ fn find(args: &[&str]) -> MockReply {
 async fn an_invented_sum_is_refused_with_the_sum_worked_out() -> anyhow::Result<()> {
     // Both totals fetched, the 1.5B added them itself, wrongly (1917.84), and the refusal said
     // only "do not guess": it ran the script again and gave up. From format 29 the refusal
-    // works the sum out on the results the answer names.
+    // works the sum out on the results the answer names, and says to answer with it.
     let fixture = totals_toolbox();
     let total = |column: &str| run_script("toolbox", "scripts/total.sh", &[column]);
     let summed = "1705.47 + 212 = 1917.47";
@@ -1391,9 +1392,8 @@ async fn an_invented_sum_is_refused_with_the_sum_worked_out() -> anyhow::Result<
     assert_eq!(
         ran.observations()[3].1,
         "answer not accepted: this value (1917.84) appears neither in the task nor in any result \
-         of this run. Do not guess. Run a script that gives the value and answer from its \
-         output, or answer that the value is unknown and why. The results your answer names: \
-         1705.47 and 212; 1705.47 + 212 = 1917.47."
+         of this run. The results your answer names: 1705.47 and 212; 1705.47 + 212 = 1917.47. \
+         If that is the figure the task asks for, answer with it and the values it comes from."
     );
     assert_eq!((ran.result.outcome, ran.result.final_text.as_str()), (Outcome::Completed, summed));
     assert!(ran.result.grounded);
@@ -1471,5 +1471,39 @@ async fn a_unit_with_its_first_letter_left_out_is_refused_with_the_tasks_unit() 
         (ran.result.outcome, ran.result.final_text.as_str()),
         (Outcome::Completed, "1 nmi = 1852 m")
     );
+    Ok(())
+}
+
+async fn an_unconverted_answer_after_the_conversion_ran_is_shown_its_line() -> anyhow::Result<()> {
+    // The local 1.5B ran every conversion of a batch, answered with the one total that needed
+    // none, and was told twice to "run the script that converts". From format 29 the refusal
+    // shows the result lines that already convert.
+    let fixture = table_and_units()?;
+    let converted = "212 lb = 96.16158244 kg";
+    let model = Arc::new(MockModel::new(vec![
+        select("table"),
+        call("run_script", sum_units()),
+        select("units"),
+        call(
+            "run_script",
+            json!({"skill": "units", "script": "scripts/convert.sh", "args": ["212", "lb", "kg"]}),
+        ),
+        answer("The units total 212."),
+        answer(converted),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TOTAL_AND_CONVERT).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "ok", "ok", "refused"]);
+    assert_eq!(
+        ran.observations()[4].1,
+        "answer not accepted yet: the task asks to convert to `kilograms`, and the answer states \
+         no figure in it. The results above already give `212 lb = 96.16158244 kg`: answer with \
+         the converted figures, together with the rest of what the task asks."
+    );
+    assert_eq!(
+        (ran.result.outcome, ran.result.final_text.as_str()),
+        (Outcome::Completed, converted)
+    );
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
     Ok(())
 }

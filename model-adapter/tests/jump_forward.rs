@@ -203,6 +203,34 @@ async fn a_part_that_loops_is_cut_at_once_as_the_limit_would_cut_it() {
 }
 
 #[tokio::test]
+async fn a_string_that_loops_is_closed_where_the_loop_was_seen() {
+    // The local 1.5B asked "Which unit? (m, km, ft, mi, nmi, m, cm, mm, …" until the token
+    // limit: an answer cut there is no JSON. A string that loops is ended where the loop was
+    // seen, under a grammar for its closing alone, and the document stays whole.
+    let mut pieces = vec![r#" "Which unit? ("#];
+    pieces.extend(std::iter::repeat_n("m, cm, in, ", 30));
+    let server = TestServer::start(vec![
+        part(&[r#" "Ask which unit.","#], 50, 40, 6),
+        part(&[r#" "final_answer","#], 58, 56, 2),
+        part_ending(&pieces, "length", 70, 66, 31),
+        stopped_part(&[], 160, 150, 1),
+    ])
+    .await;
+    let model = provider(&server.url, SchemaFormat::JumpForward);
+    let response = model.chat(&request()).await.unwrap();
+    let document: Value = serde_json::from_str(&response.text).unwrap();
+    let content = document["action"]["args"]["content"].as_str().unwrap();
+    // The loop seen once its last 80 bytes repeat `m, cm, in, ` (11 bytes): 8 pieces.
+    assert_eq!(content, format!("Which unit? ({}", "m, cm, in, ".repeat(8)));
+    assert_eq!(response.finish_reason, FinishReason::Stop);
+    let requests: Vec<Value> = server.requests().iter().map(|request| request.json()).collect();
+    assert_eq!(requests.len(), 4);
+    assert!(requests[3]["grammar"].as_str().unwrap().starts_with(r#"root ::= "\"" "}}}""#));
+    // The dropped request's 9 pieces count as its tokens.
+    assert_eq!(response.usage.unwrap().completion_tokens, 6 + 2 + 9 + 1);
+}
+
+#[tokio::test]
 async fn a_schema_the_walk_does_not_cover_goes_whole_as_one_grammar() {
     let server = TestServer::start(vec![part(&[r#"{"a": "x"}"#], 50, 40, 6)]).await;
     let model = provider(&server.url, SchemaFormat::JumpForward);

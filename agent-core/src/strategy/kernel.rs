@@ -548,13 +548,13 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     } else {
         values
     };
-    let mut note = grounding::refusal_note(&values, &sources.unbacked);
-    if run.format >= grounding::WORKED_SINCE_FORMAT
-        && let Some(work) = grounding::worked_combination(answer, &sources, &run.state.task)
-    {
-        note.push(' ');
-        note.push_str(&work);
-    }
+    let worked = (run.format >= grounding::WORKED_SINCE_FORMAT)
+        .then(|| grounding::worked_combination(answer, &sources, &run.state.task))
+        .flatten();
+    let note = match worked {
+        Some(work) => grounding::worked_refusal_note(&values, &work),
+        None => grounding::refusal_note(&values, &sources.unbacked),
+    };
     run.grounding.refused = true;
     run.state.reasoning.ungrounded_refusals += 1;
     Some(note)
@@ -677,6 +677,13 @@ fn review_target(run: &mut Run, answer: &str) -> Option<String> {
     }
     run.grounding.target_refused = Some((results, times + 1));
     run.state.reasoning.incomplete_refusals += 1;
+    if run.format >= grounding::WORKED_SINCE_FORMAT {
+        let sources = run.answer_sources();
+        let lines = grounding::target_result_lines(&unnamed, &sources.results);
+        if !lines.is_empty() {
+            return Some(grounding::target_in_results_note(&unnamed, &lines));
+        }
+    }
     Some(grounding::target_unit_note(&unnamed))
 }
 

@@ -135,6 +135,18 @@ impl Segment {
         };
         Stopped::Inside(format!("root ::= {rest}\"\\\"\" {}\n{PRIMITIVES}", quoted(tail)))
     }
+
+    /// The grammar that ends the part's string where `text` (what the model wrote of the
+    /// part) stops: the closing quote and the tail, nothing more. For a loop cut short (see
+    /// `openai/jump.rs`). `None` where the part is no plain string, or `text` does not stop
+    /// between two characters of it (inside an escape).
+    pub(crate) fn closed(&self, text: &str) -> Option<String> {
+        let Some(Closing::String { .. }) = self.closing else { return None };
+        let content = text.strip_prefix(" \"")?;
+        serde_json::from_str::<String>(&format!("\"{content}\"")).ok()?;
+        let TailSpec::Same(tail) = &self.tail else { return None };
+        Some(format!("root ::= \"\\\"\" {}\n{PRIMITIVES}", quoted(tail)))
+    }
 }
 
 /// The fixed text a segment's grammar takes after the part.
@@ -714,6 +726,19 @@ mod tests {
             }
             let _ = segment(&schema, &parts);
         }
+    }
+
+    #[test]
+    fn a_string_part_is_closed_where_it_stops() {
+        let schema = turn();
+        let first = segment(&schema, &[]).unwrap();
+        let closed = first.closed(r#" "Run it, run it"#).unwrap();
+        assert!(closed.starts_with(r#"root ::= "\"" ",""#), "{closed}");
+        // Inside an escape, or no string at all: none.
+        assert_eq!(first.closed(r#" "a \"#), None);
+        assert_eq!(first.closed("no quote"), None);
+        let choice = segment(&schema, &[r#" "x""#.to_owned()]).unwrap();
+        assert_eq!(choice.closed(r#" "run_script"#), None);
     }
 
     #[test]

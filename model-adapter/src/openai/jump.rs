@@ -127,7 +127,7 @@ async fn run(
             let mut stream = transport.stream(prepared, decoder);
             // A request's usage, the last it reports (llama.cpp also puts its timings in the
             // last text chunk when it stops at a stop word: counted once).
-            let (mut reason, mut usage, mut pieces) = (None, None, 0u64);
+            let (mut reason, mut usage, mut pieces, mut looped) = (None, None, 0u64, false);
             while let Some(item) = stream.next().await {
                 let delta = item?;
                 if delta.is_content()
@@ -145,10 +145,10 @@ async fn run(
                             return Ok(());
                         }
                         // A loop under greedy decoding does not end before the token limit:
-                        // the part is cut here, as the limit would cut it, and the request
-                        // dropped (llama.cpp stops a generation whose client has gone).
+                        // the request is dropped here (llama.cpp stops a generation whose
+                        // client has gone).
                         if looping(&text) {
-                            reason = Some(FinishReason::Length);
+                            looped = true;
                             break;
                         }
                     }
@@ -173,6 +173,18 @@ async fn run(
             }
             if !fixed.is_empty() {
                 send(sender, Delta::Text { text: std::mem::take(&mut fixed) }).await;
+            }
+            // A string that loops is ended where the loop was seen (its closing quote and the
+            // tail, under a grammar for those alone), as its maximum length would end it; a
+            // loop elsewhere is cut, as the token limit would cut it.
+            if looped {
+                match segment.closed(&text) {
+                    Some(closing) => {
+                        grammar = closing;
+                        continue;
+                    }
+                    None => break Err(FinishReason::Length),
+                }
             }
             let reason = reason.unwrap_or(FinishReason::Length);
             if reason != FinishReason::Stop {
