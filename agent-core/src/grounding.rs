@@ -151,7 +151,9 @@ pub(crate) const PARTIAL_ENDING_SINCE_FORMAT: u32 = 27;
 /// of a unit the task writes (`mi` for "1 nmi") is refused as a respelling
 /// ([`respelled_arguments`]): plan-execute-think converted a mile and answered with it. And
 /// the refusal of an answer that names no unit the task converts into shows the result lines
-/// that already do ([`target_result_lines`]).
+/// that already do ([`target_result_lines`]); and the same one result restated again where the
+/// task combines values is refused once more, with the results' lines to combine
+/// ([`lines_to_combine`]).
 pub(crate) const WORKED_SINCE_FORMAT: u32 = 29;
 
 /// The record format from which the note of the turn after a refusal that shows the call to
@@ -208,6 +210,9 @@ pub(crate) struct Grounding {
     /// task asks to convert into ([`unnamed_targets`], format 27), and how many times: refused
     /// again, a second time at most, only after a new result.
     pub(crate) target_refused: Option<(usize, u8)>,
+    /// Whether an answer that restated the same one result again, where the task combines
+    /// values, was refused with the results' lines to combine (format 29).
+    pub(crate) combine_lines_shown: bool,
 }
 
 impl Grounding {
@@ -224,6 +229,7 @@ impl Grounding {
             ungrounded: false,
             choice_refused: false,
             target_refused: None,
+            combine_lines_shown: false,
         }
     }
 }
@@ -849,6 +855,65 @@ pub(crate) fn restates_results(answer: &str, sources: &Sources<'_>) -> Option<Ve
         .then(|| figures.into_iter().map(|figure| figure.text).collect())
 }
 
+/// The result lines that give what a task that combines values names (format 29): for "add
+/// the total of the amount column to the total of its units column", `amount sum: 1705.47` and
+/// `units sum: 212` — for each column of the task ([`measured_things`]), the first line whose
+/// label names it and the task's statistic (`total` or `sum`, `average` or `mean`, `min`,
+/// `max`). `None` unless every column has one and there are two or more.
+pub(crate) fn lines_to_combine(task: &str, results: &[&str]) -> Option<Vec<String>> {
+    const KINDS: [&[&str]; 5] = [
+        &["total", "sum"],
+        &["average", "mean"],
+        &["median"],
+        &["minimum", "min"],
+        &["maximum", "max"],
+    ];
+    let things = measured_things(task);
+    let lower = task.to_lowercase();
+    let task_words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).collect();
+    let kinds: Vec<&[&str]> = KINDS
+        .into_iter()
+        .filter(|kind| kind.iter().any(|word| task_words.contains(word)))
+        .collect();
+    if things.len() < 2 || kinds.is_empty() {
+        return None;
+    }
+    let lines: Vec<&str> = results.iter().flat_map(|text| text.lines()).map(str::trim).collect();
+    things
+        .iter()
+        .map(|thing| {
+            lines.iter().find_map(|line| {
+                let (label, value) = line.split_once(':')?;
+                let words: Vec<String> = label
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .map(|word| singular(&word.to_lowercase()))
+                    .collect();
+                let named = words.iter().any(|word| word == thing);
+                let measured =
+                    kinds.iter().any(|kind| kind.iter().any(|k| words.iter().any(|w| w == k)));
+                (named && measured && states_figure(value)).then(|| (*line).to_owned())
+            })
+        })
+        .collect()
+}
+
+/// The note that refuses, once more, the same one result restated where the task combines
+/// values (format 29): the results' lines to combine, and the arithmetic.
+pub(crate) fn combine_lines_note(lines: &[String], task: &str) -> String {
+    let figures: Vec<String> = lines
+        .iter()
+        .filter_map(|line| line.split_once(':'))
+        .filter_map(|(_, value)| stated_numbers(value).into_iter().next())
+        .map(|number| number.text)
+        .collect();
+    let shown = lines.iter().map(|line| format!("`{line}`")).collect::<Vec<_>>().join(" and ");
+    let work = combine_work(&figures, task);
+    format!(
+        "answer not accepted yet: the task asks to combine values, and the results give {shown}. \
+         Work out {work} and answer with that result and the values it comes from."
+    )
+}
+
 /// The note that refuses, once, an answer that restates one result where the task asks to
 /// combine two.
 pub(crate) fn combine_note(figure: &str) -> String {
@@ -1040,16 +1105,8 @@ pub(crate) fn states_figure(text: &str) -> bool {
 /// The note that refuses a second restated result (format 11): the figures restated so far,
 /// and the arithmetic the task asks for with them ("1705.47 + 212" where the task adds).
 pub(crate) fn combine_again_note(figures: &[String], task: &str) -> String {
-    let adds = task
-        .to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|word| matches!(word, "add" | "plus"));
     let both = figures.join(" and ");
-    let work = if adds {
-        format!("their sum ({})", figures.join(" + "))
-    } else {
-        "the difference the task asks for".to_owned()
-    };
+    let work = combine_work(figures, task);
     format!(
         "answer not accepted yet: the task asks to combine values, and {both} are results as the \
          scripts printed them. Work out {work} and answer with that result and the values it \
@@ -1159,6 +1216,20 @@ fn unit_words(text: &str) -> Vec<&str> {
                 && !PASSED_WORDS.contains(&word.to_lowercase().as_str())
         })
         .collect()
+}
+
+/// The arithmetic to work out on `figures` where `task` combines values: "their sum (1705.47 +
+/// 212)" where it adds, "the difference the task asks for" otherwise.
+fn combine_work(figures: &[String], task: &str) -> String {
+    let adds = task
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|word| matches!(word, "add" | "plus"));
+    if adds {
+        format!("their sum ({})", figures.join(" + "))
+    } else {
+        "the difference the task asks for".to_owned()
+    }
 }
 
 /// The numbers of `task` that no call's `args` used and `answer` does not state, when another
@@ -2936,6 +3007,28 @@ mod tests {
         // No conversion ran: nothing to show.
         assert!(target_result_lines(&targets(&["m", "kilograms"]), &[summary]).is_empty());
         assert!(target_result_lines(&targets(&["m"]), &[]).is_empty());
+    }
+
+    #[test]
+    fn the_lines_a_combining_task_names() {
+        let task = "Add the total of the amount column of sales.csv to the total of its units column: what is the sum?";
+        let summary = "file: sales.csv\ncolumn units: numeric, 20 values\nunits mean: 10.6\n\
+                       units sum: 212\namount mean: 85.2735\namount sum: 1705.47";
+        let lines = lines_to_combine(task, &[summary]).unwrap();
+        assert_eq!(lines, ["amount sum: 1705.47", "units sum: 212"]);
+        assert_eq!(
+            combine_lines_note(&lines, task),
+            "answer not accepted yet: the task asks to combine values, and the results give \
+             `amount sum: 1705.47` and `units sum: 212`. Work out their sum (1705.47 + 212) and \
+             answer with that result and the values it comes from."
+        );
+        // A column the results do not give, one column, or no statistic: none.
+        assert_eq!(lines_to_combine(task, &["amount sum: 1705.47"]), None);
+        assert_eq!(lines_to_combine("What is the total of the amount column?", &[summary]), None);
+        assert_eq!(
+            lines_to_combine("Add the amount column to the units column.", &[summary]),
+            None
+        );
     }
 
     #[test]

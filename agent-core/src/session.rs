@@ -164,8 +164,10 @@ pub struct RunResult {
 /// refusal of an ungrounded answer where the task combines values, that arithmetic on the
 /// results the answer names, follows a refused example word that spells out a symbol the
 /// task writes (`celsius` for "20 C") with the call that writes the symbol, refuses an
-/// argument that leaves out the first letter of a unit the task writes (`mi` for "1 nmi"), and
-/// shows, in the refusal of an unconverted answer, the result lines that already convert.
+/// argument that leaves out the first letter of a unit the task writes (`mi` for "1 nmi"),
+/// shows, in the refusal of an unconverted answer, the result lines that already convert, and
+/// refuses once more the same one result restated where the task combines values, with the
+/// results' lines to combine.
 pub const RECORD_FORMAT: u32 = 29;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

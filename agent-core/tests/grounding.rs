@@ -63,6 +63,7 @@ fn main() -> std::process::ExitCode {
         an_example_word_for_the_tasks_symbol_is_followed_by_the_call_with_it,
         a_unit_with_its_first_letter_left_out_is_refused_with_the_tasks_unit,
         an_unconverted_answer_after_the_conversion_ran_is_shown_its_line,
+        the_same_one_result_again_is_refused_with_the_lines_to_combine,
     ])
 }
 
@@ -1505,5 +1506,29 @@ async fn an_unconverted_answer_after_the_conversion_ran_is_shown_its_line() -> a
         (Outcome::Completed, converted)
     );
     assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
+    Ok(())
+}
+
+async fn the_same_one_result_again_is_refused_with_the_lines_to_combine() -> anyhow::Result<()> {
+    // Refused once for giving the amount total alone, the local 1.5B ran the script again and
+    // gave the same answer, which was taken. From format 29 it is refused once more, with the
+    // results' lines to combine; a third time it is taken.
+    let once = "The total of the amount column is 1705.47.";
+    let summed = "1705.47 + 212 = 1917.47";
+    let (ran, model) = add_two_totals_with_model(vec![answer(once), answer(summed)]).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);
+    assert_eq!(
+        ran.observations()[4].1,
+        "answer not accepted yet: the task asks to combine values, and the results give `amount \
+         sum: 1705.47` and `units sum: 212`. Work out their sum (1705.47 + 212) and answer with \
+         that result and the values it comes from."
+    );
+    assert_eq!((ran.result.outcome, ran.result.final_text.as_str()), (Outcome::Completed, summed));
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
+    assert_eq!(model.remaining(), 0);
+    // Only once: the same answer a third time is taken.
+    let (ran, _) = add_two_totals_with_model(vec![answer(once), answer(once)]).await?;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);
+    assert_eq!(ran.result.final_text, once);
     Ok(())
 }

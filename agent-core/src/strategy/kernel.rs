@@ -621,7 +621,16 @@ fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
         return Some(grounding::combine_again_note(&figures, &run.state.task));
     };
     if run.grounding.combine_refused.contains(&figure) {
-        return None;
+        // From format 29 the same result restated again is refused once more, with the
+        // results' lines to combine: refused once for giving the amount total alone, the local
+        // 1.5B ran the same script again and gave the same answer, which was taken.
+        if run.format < grounding::WORKED_SINCE_FORMAT || run.grounding.combine_lines_shown {
+            return None;
+        }
+        let lines = grounding::lines_to_combine(&run.state.task, &sources.results)?;
+        run.grounding.combine_lines_shown = true;
+        run.state.reasoning.incomplete_refusals += 1;
+        return Some(grounding::combine_lines_note(&lines, &run.state.task));
     }
     run.grounding.combine_refused.push(figure);
     run.state.reasoning.incomplete_refusals += 1;

@@ -327,9 +327,29 @@ fn closing(map: &Map<String, Value>) -> Option<Closing> {
         "string" if plain(&["type", "maxLength"]) => {
             Some(Closing::String { max: map.get("maxLength").and_then(Value::as_u64) })
         }
-        "array" => Some(Closing::Array),
+        // An array of flat items only: in an array of objects or arrays the closing
+        // character and tail come inside it too (`["csv-summary"]}` in a plan's steps, whose
+        // own closing is `]}`), and the server would stop there, in the middle of the part.
+        "array" if map.get("items").is_some_and(flat) => Some(Closing::Array),
         _ => None,
     }
+}
+
+/// Whether an array's `items` schema is a flat value: a string, number, integer or boolean, or
+/// an `enum`/`const` of those, with no object or array inside.
+fn flat(items: &Value) -> bool {
+    let Some(map) = items.as_object() else { return false };
+    let scalar = |value: &Value| !value.is_object() && !value.is_array();
+    if let Some(choices) = map.get("enum").and_then(Value::as_array) {
+        return choices.iter().all(scalar);
+    }
+    if let Some(value) = map.get("const") {
+        return scalar(value);
+    }
+    matches!(
+        map.get("type").and_then(Value::as_str),
+        Some("string" | "number" | "integer" | "boolean")
+    )
 }
 
 fn is_object(map: &Map<String, Value>) -> bool {
@@ -739,6 +759,40 @@ mod tests {
         assert_eq!(first.closed("no quote"), None);
         let choice = segment(&schema, &[r#" "x""#.to_owned()]).unwrap();
         assert_eq!(choice.closed(r#" "run_script"#), None);
+    }
+
+    #[test]
+    fn an_array_of_objects_has_no_stop_word() {
+        // A plan's steps: each step's `["csv-summary"]}` holds the array's own closing `]}`,
+        // where the server would stop in the middle of the part.
+        let plan = json!({
+            "type": "object",
+            "properties": {
+                "steps": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"names": {"type": "array", "items": {"enum": ["csv-summary"]}}},
+                    "required": ["names"], "additionalProperties": false}},
+            },
+            "required": ["steps"], "additionalProperties": false,
+        });
+        let steps = segment(&plan, &[]).unwrap();
+        assert_eq!(steps.stop, None);
+        // An array of plain strings or of enum values keeps its stop word.
+        let flat = |items: Value| {
+            json!({"type": "object", "properties": {"args": {"type": "array", "items": items}},
+                   "required": ["args"], "additionalProperties": false})
+        };
+        for items in
+            [json!({"type": "string"}), json!({"enum": ["a", "b"]}), json!({"type": "integer"})]
+        {
+            assert_eq!(segment(&flat(items), &[]).unwrap().stop.as_deref(), Some("]}"));
+        }
+        assert_eq!(
+            segment(&flat(json!({"type": "array", "items": {"type": "string"}})), &[])
+                .unwrap()
+                .stop,
+            None
+        );
     }
 
     #[test]
