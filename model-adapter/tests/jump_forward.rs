@@ -231,6 +231,27 @@ async fn a_string_that_loops_is_closed_where_the_loop_was_seen() {
 }
 
 #[tokio::test]
+async fn a_thought_that_loops_is_closed_and_its_tokens_counted() {
+    // The first part loops: no request has reported usage yet, and its pieces still count.
+    let mut pieces = vec![r#" "Run "#];
+    pieces.extend(std::iter::repeat_n("it, ", 30));
+    let server = TestServer::start(vec![
+        part_ending(&pieces, "length", 50, 40, 31),
+        stopped_part(&[], 90, 85, 1),
+        part(&[r#" "final_answer","#], 98, 96, 2),
+        part(&[r#" "42 km"}}}"#], 110, 106, 3),
+    ])
+    .await;
+    let model = provider(&server.url, SchemaFormat::JumpForward);
+    let response = model.chat(&request()).await.unwrap();
+    let document: Value = serde_json::from_str(&response.text).unwrap();
+    assert_eq!(document["thought"], format!("Run {}", "it, ".repeat(20)));
+    assert_eq!(document["action"], json!({"type": "final_answer", "args": {"content": "42 km"}}));
+    // 21 pieces dropped, then the closing (1), the choice (2) and the answer (3).
+    assert_eq!(response.usage.unwrap().completion_tokens, 21 + 1 + 2 + 3);
+}
+
+#[tokio::test]
 async fn a_schema_the_walk_does_not_cover_goes_whole_as_one_grammar() {
     let server = TestServer::start(vec![part(&[r#"{"a": "x"}"#], 50, 40, 6)]).await;
     let model = provider(&server.url, SchemaFormat::JumpForward);

@@ -46,12 +46,16 @@ pub(super) fn stream(
 #[derive(Default)]
 struct Totals {
     usage: Option<Usage>,
+    /// Tokens of a dropped request (no usage reported) before any request reported one.
+    unreported: u64,
 }
 
 impl Totals {
     fn add(&mut self, part: &Usage) {
         let Some(total) = &mut self.usage else {
-            self.usage = Some(*part);
+            let mut first = *part;
+            first.completion_tokens += std::mem::take(&mut self.unreported);
+            self.usage = Some(first);
             return;
         };
         total.completion_tokens += part.completion_tokens;
@@ -68,8 +72,16 @@ impl Totals {
         }
     }
 
+    /// A dropped request's `pieces`, one token each as llama.cpp streams them.
+    fn add_unreported(&mut self, pieces: u64) {
+        match &mut self.usage {
+            Some(total) => total.completion_tokens += pieces,
+            None => self.unreported += pieces,
+        }
+    }
+
     fn generated(&self) -> u64 {
-        self.usage.as_ref().map_or(0, |usage| usage.completion_tokens)
+        self.usage.as_ref().map_or(self.unreported, |usage| usage.completion_tokens)
     }
 }
 
@@ -163,13 +175,9 @@ async fn run(
             }
             match usage {
                 Some(usage) => totals.add(&usage),
-                // A dropped request reports nothing: its pieces, one token each as llama.cpp
-                // streams them, are counted with the document's generated tokens.
-                None => {
-                    if let Some(total) = &mut totals.usage {
-                        total.completion_tokens += pieces;
-                    }
-                }
+                // A dropped request reports nothing: its pieces are counted with the
+                // document's generated tokens.
+                None => totals.add_unreported(pieces),
             }
             if !fixed.is_empty() {
                 send(sender, Delta::Text { text: std::mem::take(&mut fixed) }).await;
