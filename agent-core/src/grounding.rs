@@ -806,20 +806,30 @@ pub(crate) fn asks_to_combine(task: &str) -> bool {
         .any(|word| matches!(word, "add" | "plus" | "subtract" | "minus"))
 }
 
+/// Whether one of `texts` holds `figure` among its numbers.
+fn held_by(texts: &[&str], figure: &Number) -> bool {
+    texts.iter().any(|text| {
+        let mut values = Vec::new();
+        source_numbers(text, &mut values, true);
+        values.iter().any(|&value| same(figure, value))
+    })
+}
+
+/// Whether `task` adds ("add", "plus") rather than subtracts.
+fn adds(task: &str) -> bool {
+    task.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|word| matches!(word, "add" | "plus"))
+}
+
 /// The answer's one figure when the results show it as it is and the task does not give it:
 /// an answer to "add A to B" that gives A alone, from the script's output, with no sum worked
 /// out (the local 1.5B summed one column and answered with that total). `None` when the
 /// answer states no figure, or more than one.
 pub(crate) fn restates_one_result(answer: &str, sources: &Sources<'_>) -> Option<String> {
     let [figure] = &stated_numbers(answer)[..] else { return None };
-    let holds = |texts: &[&str]| {
-        texts.iter().any(|text| {
-            let mut values = Vec::new();
-            source_numbers(text, &mut values, true);
-            values.iter().any(|&value| same(figure, value))
-        })
-    };
-    (holds(&sources.results) && !holds(&sources.user)).then(|| figure.text.clone())
+    (held_by(&sources.results, figure) && !held_by(&sources.user, figure))
+        .then(|| figure.text.clone())
 }
 
 /// The answer's figures when there are two or more and each is a result as the scripts printed
@@ -828,15 +838,8 @@ pub(crate) fn restates_one_result(answer: &str, sources: &Sources<'_>) -> Option
 /// from the local 1.5B). `None` otherwise.
 pub(crate) fn restates_results(answer: &str, sources: &Sources<'_>) -> Option<Vec<String>> {
     let figures = stated_numbers(answer);
-    let holds = |texts: &[&str], figure: &Number| {
-        texts.iter().any(|text| {
-            let mut values = Vec::new();
-            source_numbers(text, &mut values, true);
-            values.iter().any(|&value| same(figure, value))
-        })
-    };
     let restated =
-        |figure: &Number| holds(&sources.results, figure) && !holds(&sources.user, figure);
+        |figure: &Number| held_by(&sources.results, figure) && !held_by(&sources.user, figure);
     // An answer that shows arithmetic ("2 + 3 = 5": one figure the sum or difference of two
     // others) combined them, whatever a result also printed.
     let worked = answer.contains('=')
@@ -1050,8 +1053,9 @@ pub(crate) fn target_unit_note(targets: &[String]) -> String {
 
 /// The lines of `results` (outputs, as [`Sources::results`] holds them) that already state a
 /// figure in one of `targets` (format 29), the first for each target, as the script printed
-/// them (`1 nmi = 1852 m`): the local 1.5B ran every conversion of a batch, answered with the one total that needed none, and was told to
-/// "run the script that converts" twice, with the conversions already above.
+/// them (`1 nmi = 1852 m`): the local 1.5B ran every conversion of a batch, answered with the
+/// one total that needed none, and was told to "run the script that converts" twice, with the
+/// conversions already above.
 pub(crate) fn target_result_lines(targets: &[String], results: &[&str]) -> Vec<String> {
     // Named as a word: the unit, its singular, or an abbreviation either way of two letters
     // or more (`m` is no abbreviation of "mean").
@@ -1129,30 +1133,19 @@ pub(crate) fn worked_combination(
     if !asks_to_combine(task) {
         return None;
     }
-    let holds = |texts: &[&str], figure: &Number| {
-        texts.iter().any(|text| {
-            let mut values = Vec::new();
-            source_numbers(text, &mut values, true);
-            values.iter().any(|&value| same(figure, value))
-        })
-    };
     let mut figures: Vec<Number> = Vec::new();
     for figure in stated_numbers(answer) {
-        if holds(&sources.results, &figure)
-            && !holds(&sources.user, &figure)
+        if held_by(&sources.results, &figure)
+            && !held_by(&sources.user, &figure)
             && !figures.iter().any(|known| equal(known.value, figure.value))
         {
             figures.push(figure);
         }
     }
-    let adds = task
-        .to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|word| matches!(word, "add" | "plus"));
     let decimals = figures.iter().map(|figure| figure.decimals).max()?.min(12) as usize;
     let names = figures.iter().map(|figure| figure.text.as_str()).collect::<Vec<_>>();
     let work = match figures.as_slice() {
-        [_, _, ..] if adds => {
+        [_, _, ..] if adds(task) => {
             let sum: f64 = figures.iter().map(|figure| figure.value).sum();
             format!("{} = {sum:.decimals$}", names.join(" + "))
         }
@@ -1221,11 +1214,7 @@ fn unit_words(text: &str) -> Vec<&str> {
 /// The arithmetic to work out on `figures` where `task` combines values: "their sum (1705.47 +
 /// 212)" where it adds, "the difference the task asks for" otherwise.
 fn combine_work(figures: &[String], task: &str) -> String {
-    let adds = task
-        .to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|word| matches!(word, "add" | "plus"));
-    if adds {
+    if adds(task) {
         format!("their sum ({})", figures.join(" + "))
     } else {
         "the difference the task asks for".to_owned()
@@ -1342,14 +1331,16 @@ pub(crate) fn respelled_arguments<'a>(
         // theirs (`mi` beside "miles" is that word).
         let respelled = respelled.or_else(|| {
             let token = arg.trim().to_lowercase();
-            let units = || sources.user.iter().flat_map(|text| unit_words(text));
             (sources.first_letter_units
                 && token.chars().count() >= 2
                 && token.chars().all(char::is_alphabetic)
                 && !known.contains(&token)
                 && !user_words.iter().any(|word| abbreviates(&token, &word.to_lowercase())))
             .then(|| {
-                units()
+                sources
+                    .user
+                    .iter()
+                    .flat_map(|text| unit_words(text))
                     .find(|word| {
                         let lower = word.to_lowercase();
                         lower.chars().count() == token.chars().count() + 1
@@ -1640,13 +1631,7 @@ pub(crate) fn shortened(value: &str) -> String {
 /// The note that refuses an ungrounded answer once: the values, and what to do instead.
 /// `unbacked` names the calls whose results do not count (see [`Sources::unbacked`]).
 pub(crate) fn refusal_note(values: &[String], unbacked: &[String]) -> String {
-    let list = values.iter().take(6).map(String::as_str).collect::<Vec<_>>().join(", ");
-    let (subject, verb) =
-        if values.len() == 1 { ("this value", "appears") } else { ("these values", "appear") };
-    let mut note = format!(
-        "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of this \
-         run."
-    );
+    let mut note = refusal_head(values);
     if let Some(call) = unbacked.first() {
         note.push_str(&format!(
             " The result of {call} does not count: the task and the results never give that \
@@ -1665,13 +1650,21 @@ pub(crate) fn refusal_note(values: &[String], unbacked: &[String]) -> String {
 /// those results ([`worked_combination`]), and to answer with it. Told first "do not guess, run
 /// a script", the local 1.5B ran the script again and gave up.
 pub(crate) fn worked_refusal_note(values: &[String], work: &str) -> String {
+    format!(
+        "{} {work} If that is the figure the task asks for, answer with it and the values it \
+         comes from.",
+        refusal_head(values)
+    )
+}
+
+/// The first sentence of an ungrounded answer's refusal: the values (six at most) and where
+/// they are not.
+fn refusal_head(values: &[String]) -> String {
     let list = values.iter().take(6).map(String::as_str).collect::<Vec<_>>().join(", ");
     let (subject, verb) =
         if values.len() == 1 { ("this value", "appears") } else { ("these values", "appear") };
     format!(
-        "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of \
-         this run. {work} If that is the figure the task asks for, answer with it and the values \
-         it comes from."
+        "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of this run."
     )
 }
 

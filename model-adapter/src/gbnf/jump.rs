@@ -120,11 +120,8 @@ impl Segment {
             return Stopped::Whole(whole);
         }
         let Some(Closing::String { max }) = self.closing else { return Stopped::Cut };
-        // Inside the string: what it holds so far (the opening quote left out), decoded.
-        let Some(content) = whole.strip_prefix(" \"") else { return Stopped::Cut };
-        let Ok(decoded) = serde_json::from_str::<String>(&format!("\"{content}\"")) else {
-            return Stopped::Cut;
-        };
+        // Inside the string: what it holds so far, decoded.
+        let Some(decoded) = string_so_far(&whole) else { return Stopped::Cut };
         let TailSpec::Same(tail) = &self.tail else { return Stopped::Cut };
         let used = u64::try_from(decoded.chars().count()).unwrap_or(u64::MAX);
         let rest = match max {
@@ -142,11 +139,17 @@ impl Segment {
     /// between two characters of it (inside an escape).
     pub(crate) fn closed(&self, text: &str) -> Option<String> {
         let Some(Closing::String { .. }) = self.closing else { return None };
-        let content = text.strip_prefix(" \"")?;
-        serde_json::from_str::<String>(&format!("\"{content}\"")).ok()?;
+        string_so_far(text)?;
         let TailSpec::Same(tail) = &self.tail else { return None };
         Some(format!("root ::= \"\\\"\" {}\n{PRIMITIVES}", quoted(tail)))
     }
+}
+
+/// What a string part written so far holds (` "` and the characters after it, no closing
+/// quote), decoded: `None` where `text` opens no string or stops inside an escape.
+fn string_so_far(text: &str) -> Option<String> {
+    let content = text.strip_prefix(" \"")?;
+    serde_json::from_str::<String>(&format!("\"{content}\"")).ok()
 }
 
 /// The fixed text a segment's grammar takes after the part.
