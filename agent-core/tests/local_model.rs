@@ -1,7 +1,8 @@
 //! One whole run on the real local model: llama.cpp serving Qwen2.5-Coder-0.5B-Instruct,
 //! started by `cargo xtask local-llm start` (CI does this and sets `SKILLS_AGENT_LLM_URL`) or
-//! by `skills-agent model start` (found through its state file; any size), asked in JSON mode
-//! (the per-turn schema becomes a grammar), with a real Python script run through the sandbox.
+//! by `skills-agent model start` (found through its state file; any size), asked as `--model
+//! local` asks it (the per-turn schema becomes grammars, jump-forward decoding), with a real
+//! Python script run through the sandbox; once with react, once with plan-execute-think.
 //! Skipped, with a printed reason, when no model runs.
 //!
 //! It asserts structure, never wording: the run ends with a final text, `events.jsonl` is well
@@ -26,13 +27,17 @@ use async_trait::async_trait;
 use common::{Fixture, well_formed};
 use futures_util::StreamExt;
 use model_adapter::{
-    ChatRequest, DeltaStream, ModelProvider, OpenAiConfig, OpenAiProvider, Response, SchemaFormat,
+    ChatRequest, DeltaStream, ModelProvider, NamedToolChoice, OpenAiConfig, OpenAiProvider,
+    Response, SchemaFormat,
 };
 use serde_json::Value;
 use skills_agent_core::{AgentConfig, Budgets, DecideMode, EventKind, ModelSettings, replay_check};
 
 fn main() -> ExitCode {
-    common::main(tests![a_run_on_the_local_model_ends_with_an_answer_and_replays])
+    common::main(tests![
+        a_run_on_the_local_model_ends_with_an_answer_and_replays,
+        a_plan_execute_think_run_on_the_local_model_takes_valid_actions,
+    ])
 }
 
 /// The server root: `SKILLS_AGENT_LLM_URL`, else the embedded model that `skills-agent model
@@ -166,14 +171,27 @@ impl ModelProvider for TimedModel {
         Ok(Box::pin(stream?.inspect(move |_| TimedModel::note_end(&calls, index))))
     }
 }
+/// One run of `TASK` with `strategy` on the model at `url`, as `--model local` asks it, checked
+/// for what every run must show: a final text, a well-formed `events.jsonl` that ends with
+/// `run_finished`, and an exact replay.
+struct LocalRun {
+    /// Keeps the run directory until the test is done with it.
+    _fixture: Fixture,
+    result: skills_agent_core::RunResult,
+    events: Vec<skills_agent_core::Event>,
+    wall: Duration,
+    model: Arc<TimedModel>,
+}
 
-async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::Result<()> {
-    let Some(url) = server_url() else { return Ok(()) };
-    // As `--model local` sends it: the per-turn schema as a one-line grammar.
+async fn run_on(url: &str, strategy: &str) -> anyhow::Result<LocalRun> {
+    // As `--model local` sends it (`skills-agent-models`' `provider_on`): the per-turn schema
+    // as grammars, the text they fix written by the client (jump-forward decoding).
     let mut config = OpenAiConfig::new(format!("{url}/v1"));
-    config.schema_format = SchemaFormat::OneLineGrammar;
+    config.named_tool_choice = NamedToolChoice::JsonSchema;
+    config.schema_format = SchemaFormat::JumpForward;
     let model = Arc::new(TimedModel { inner: OpenAiProvider::new(config)?, calls: Arc::default() });
     let config = AgentConfig {
+        strategy: strategy.to_owned(),
         decide: DecideMode::Json,
         model: ModelSettings { model: "local".to_owned(), temperature: Some(0.0), max_tokens: 200 },
         budgets: Budgets {
@@ -192,12 +210,15 @@ async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::R
     let wall = started.elapsed();
     let run_dir = result.run_dir.clone().context("the run wrote no run directory")?;
 
-    assert!(!result.final_text.trim().is_empty(), "no final text: {result:?}");
+    assert!(!result.final_text.trim().is_empty(), "{strategy}: no final text: {result:?}");
     let events = well_formed(&run_dir);
     assert_eq!(events.last().map(|event| event.kind), Some(EventKind::RunFinished));
     let report = replay_check(&run_dir).await?;
-    assert!(report.reproduced(), "the replay departed from the record: {:?}", report.divergence);
-
+    assert!(
+        report.reproduced(),
+        "{strategy}: the replay departed from the record: {:?}",
+        report.divergence
+    );
     let actions: Vec<String> = events
         .iter()
         .filter(|event| event.kind == EventKind::ActionValidated)
@@ -206,7 +227,13 @@ async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::R
             None => "(invalid)".to_owned(),
         })
         .collect();
-    println!("actions: {}; final text: {:?}", actions.join(", "), result.final_text);
+    println!("{strategy}: actions: {}; final text: {:?}", actions.join(", "), result.final_text);
+    Ok(LocalRun { _fixture: fixture, result, events, wall, model })
+}
+
+async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::Result<()> {
+    let Some(url) = server_url() else { return Ok(()) };
+    let LocalRun { result, events, wall, model, .. } = run_on(&url, "react").await?;
     // Runtime = wall − model − actions. The actions' times are whole milliseconds rounded
     // down, so the runtime's figure is an upper bound (by at most 1 ms per action).
     let wall_ms = wall.as_secs_f64() * 1e3;
@@ -225,5 +252,30 @@ async fn a_run_on_the_local_model_ends_with_an_answer_and_replays() -> anyhow::R
         100.0 * runtime_ms / wall_ms,
         runtime_ms / f64::from(result.turns.max(1)),
     );
+    Ok(())
+}
+
+/// plan-execute-think asks for a plan document (an array of step objects) before it acts. The
+/// grammar holds every document the server sends back to the schema, so a document that does
+/// not parse was cut by the adapter, not written so by the model: a stop word that closed an
+/// array of objects early cut every plan on the real server while every scripted test passed
+/// (2026-12-07). At least one action must validate, and no answer may be cut JSON.
+async fn a_plan_execute_think_run_on_the_local_model_takes_valid_actions() -> anyhow::Result<()> {
+    let Some(url) = server_url() else { return Ok(()) };
+    let LocalRun { events, .. } = run_on(&url, "plan-execute-think").await?;
+    let validated: Vec<&Value> = events
+        .iter()
+        .filter(|event| event.kind == EventKind::ActionValidated)
+        .map(|event| &event.data)
+        .collect();
+    assert!(
+        validated.iter().any(|data| data["valid"] == Value::Bool(true)),
+        "no answer of the model validated: {validated:?}"
+    );
+    let cut: Vec<&&Value> = validated
+        .iter()
+        .filter(|data| data["error"].as_str().is_some_and(|error| error.contains("not valid JSON")))
+        .collect();
+    assert!(cut.is_empty(), "answers cut short of a whole document: {cut:?}");
     Ok(())
 }
