@@ -156,6 +156,14 @@ pub(crate) const PARTIAL_ENDING_SINCE_FORMAT: u32 = 27;
 /// ([`lines_to_combine`]).
 pub(crate) const WORKED_SINCE_FORMAT: u32 = 29;
 
+/// The record format from which a value written with its unit is refused where two words of
+/// letters follow it among the arguments (the unit's own place and the unit to convert into),
+/// whatever those words are ([`value_with_its_unit`]): the local 1.5B ran `convert.py "212 lbs"
+/// pounds kilograms`, which the converter read as 212 lb into the unit `pounds kilograms`, and
+/// the same shape again until the turn limit; until now only the unit written twice alike
+/// (`"1 nmi" nmi m`) was refused.
+pub(crate) const UNIT_PLACE_SINCE_FORMAT: u32 = 30;
+
 /// The record format from which the note of the turn after a refusal that shows the call to
 /// make writes that call ("make this call: {…}") instead of "the refusal above shows the call
 /// to make": plan-execute-think's plan note shows the last round's plan, whose refused step
@@ -930,21 +938,35 @@ pub(crate) fn combine_note(figure: &str) -> String {
 
 /// An argument that writes a value with its unit ("1 nmi") while the unit is another argument
 /// of the same call (`["1 nmi", "nmi", "m"]`, format 12): the value twice, once with its unit,
-/// where a usage of VALUE FROM TO takes the number alone. The argument, the unit and the
-/// value alone; `None` when no argument is so.
-pub(crate) fn value_with_its_unit(args: &[String]) -> Option<(&str, &str, &str)> {
-    args.iter().find_map(|arg| {
+/// where a usage of VALUE FROM TO takes the number alone. With `unit_place` (format 30,
+/// [`UNIT_PLACE_SINCE_FORMAT`]) also where two words of letters follow it, however the first
+/// spells the unit (`["212 lbs", "pounds", "kilograms"]`): three units for one conversion.
+/// The argument, the unit's own argument and the value alone; `None` when no argument is so.
+pub(crate) fn value_with_its_unit(args: &[String], unit_place: bool) -> Option<(&str, &str, &str)> {
+    // A word of letters: a unit's place (`pounds`, `kg`), not a number or a phrase.
+    let letters = |text: &str| {
+        text.chars().next().is_some_and(char::is_alphabetic) && !text.contains(char::is_whitespace)
+    };
+    args.iter().enumerate().find_map(|(at, arg)| {
         let (value, unit) = arg.trim().split_once(' ')?;
         let unit = unit.trim();
         let numeric = !value.is_empty()
             && value.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | ',' | '-' | '+'))
             && value.chars().any(|c| c.is_ascii_digit());
-        let word = !unit.is_empty() && !unit.contains(char::is_whitespace);
-        (numeric && word && args.iter().any(|other| other.trim() == unit)).then_some((
-            arg.as_str(),
-            unit,
-            value,
-        ))
+        if !numeric || unit.is_empty() || unit.contains(char::is_whitespace) {
+            return None;
+        }
+        if args.iter().any(|other| other.trim() == unit) {
+            return Some((arg.as_str(), unit, value));
+        }
+        match &args[at + 1..] {
+            [place, to, ..]
+                if unit_place && letters(unit) && letters(place.trim()) && letters(to.trim()) =>
+            {
+                Some((arg.as_str(), place.trim(), value))
+            }
+            _ => None,
+        }
     })
 }
 
@@ -1359,7 +1381,8 @@ pub(crate) fn respelled_arguments<'a>(
 
 /// `args` with the fixes the firm refusals ask for (format 18): each argument that respells a
 /// word of the user's texts ([`respelled_arguments`]) written as they write it, then each value
-/// written with its unit beside that unit ([`value_with_its_unit`]) as the value alone. `None`
+/// written with its unit beside the unit's own argument ([`value_with_its_unit`]) as the value
+/// alone. `None`
 /// when nothing needs fixing, or when a respelled word sits inside a longer argument (which of
 /// its words to change is a guess).
 pub(crate) fn fixed_arguments(args: &[String], sources: &Sources<'_>) -> Option<Vec<String>> {
@@ -1374,7 +1397,7 @@ pub(crate) fn fixed_arguments(args: &[String], sources: &Sources<'_>) -> Option<
     }
     // Each pass writes one argument as its value alone.
     for _ in 0..fixed.len() {
-        let Some((arg, _, value)) = value_with_its_unit(&fixed) else { break };
+        let Some((arg, _, value)) = value_with_its_unit(&fixed, sources.unit_place) else { break };
         let (arg, value) = (arg.to_owned(), value.to_owned());
         if let Some(slot) = fixed.iter_mut().find(|slot| **slot == arg) {
             *slot = value;
@@ -1713,6 +1736,9 @@ pub(crate) struct Sources<'a> {
     /// From format 29: an argument that leaves out the first letter of a unit the user writes
     /// (`mi` for "1 nmi") is a respelling too ([`respelled_arguments`]).
     pub(crate) first_letter_units: bool,
+    /// From format 30: a value written with its unit before two words of letters is the value
+    /// twice too ([`value_with_its_unit`]).
+    pub(crate) unit_place: bool,
 }
 
 /// A number written in an answer: its text, its absolute value, and the decimals it shows.
@@ -2829,16 +2855,38 @@ mod tests {
     fn a_value_written_with_its_unit_beside_that_unit_is_found() {
         let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
         let call = args(&["1 nmi", "nmi", "m"]);
-        assert_eq!(value_with_its_unit(&call), Some(("1 nmi", "nmi", "1")));
+        assert_eq!(value_with_its_unit(&call, false), Some(("1 nmi", "nmi", "1")));
         assert_eq!(
-            value_with_its_unit(&args(&["-2.5 C", "C", "F"])),
+            value_with_its_unit(&args(&["-2.5 C", "C", "F"]), false),
             Some(("-2.5 C", "C", "-2.5"))
         );
         // The unit not repeated, a phrase, a name with a space: none.
-        assert_eq!(value_with_its_unit(&args(&["1 nmi", "m"])), None);
-        assert_eq!(value_with_its_unit(&args(&["1 nautical mile", "mile"])), None);
-        assert_eq!(value_with_its_unit(&args(&["my notes", "notes"])), None);
-        assert_eq!(value_with_its_unit(&args(&["1", "nmi", "m"])), None);
+        assert_eq!(value_with_its_unit(&args(&["1 nmi", "m"]), false), None);
+        assert_eq!(value_with_its_unit(&args(&["1 nautical mile", "mile"]), false), None);
+        assert_eq!(value_with_its_unit(&args(&["my notes", "notes"]), false), None);
+        assert_eq!(value_with_its_unit(&args(&["1", "nmi", "m"]), false), None);
+    }
+
+    #[test]
+    fn a_value_with_its_unit_before_two_units_is_found_from_format_30() {
+        let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+        // The local 1.5B's call: the unit spelled two ways, then the unit to convert into.
+        let call = args(&["212 lbs", "pounds", "kilograms"]);
+        assert_eq!(value_with_its_unit(&call, false), None, "before format 30");
+        assert_eq!(value_with_its_unit(&call, true), Some(("212 lbs", "pounds", "212")));
+        let sources = Sources {
+            user: vec!["Convert that many pounds to kilograms."],
+            unit_place: true,
+            ..Default::default()
+        };
+        assert_eq!(fixed_arguments(&call, &sources), Some(args(&["212", "pounds", "kilograms"])));
+        // A value with its unit and one place after it (a usage of VALUE-WITH-UNIT TO), a
+        // number after it, a phrase, or a value with no unit: none.
+        assert_eq!(value_with_its_unit(&args(&["212 lb", "kg"]), true), None);
+        assert_eq!(value_with_its_unit(&args(&["212 lb", "kg", "3"]), true), None);
+        assert_eq!(value_with_its_unit(&args(&["1 nautical mile", "nmi", "m"]), true), None);
+        assert_eq!(value_with_its_unit(&args(&["212", "lb", "kg"]), true), None);
+        assert_eq!(value_with_its_unit(&args(&["5 %", "lb", "kg"]), true), None);
     }
 
     #[test]

@@ -982,7 +982,8 @@ impl Run {
         // local 1.5B ran `convert.py "1 nmi" nmi m`, which failed on the unit `nmi m`, and
         // then the same shape with `mile`).
         if self.format >= crate::grounding::ROUNDS_SINCE_FORMAT
-            && let Some((arg, unit, value)) = crate::grounding::value_with_its_unit(args)
+            && let Some((arg, unit, value)) =
+                crate::grounding::value_with_its_unit(args, sources.unit_place)
         {
             let shown = self.shown_fix(action, crate::grounding::fixed_arguments(args, &sources));
             return Some(format!(
@@ -1609,6 +1610,7 @@ impl Run {
             long_codes: self.format >= crate::grounding::LONG_CODES_SINCE_FORMAT,
             counts_from_results: self.format >= crate::grounding::COUNTS_FROM_RESULTS_SINCE_FORMAT,
             first_letter_units: self.format >= crate::grounding::WORKED_SINCE_FORMAT,
+            unit_place: self.format >= crate::grounding::UNIT_PLACE_SINCE_FORMAT,
             measured: if self.format >= crate::grounding::FILE_FIRST_SINCE_FORMAT {
                 crate::grounding::measured_things(&self.state.task)
             } else {

@@ -167,8 +167,9 @@ pub struct RunResult {
 /// argument that leaves out the first letter of a unit the task writes (`mi` for "1 nmi"),
 /// shows, in the refusal of an unconverted answer, the result lines that already convert, and
 /// refuses once more the same one result restated where the task combines values, with the
-/// results' lines to combine.
-pub const RECORD_FORMAT: u32 = 29;
+/// results' lines to combine; 30 refuses a value written with its unit before two words of
+/// letters however they spell the unit (`"212 lbs" pounds kilograms`), with the value alone.
+pub const RECORD_FORMAT: u32 = 30;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -52,6 +52,7 @@ fn main() -> std::process::ExitCode {
         both_results_side_by_side_where_the_task_adds_them_are_refused_once,
         an_argument_that_respells_the_tasks_word_is_refused,
         a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_changes,
+        a_value_with_its_unit_before_two_units_is_refused_with_the_value_alone,
         a_number_the_task_writes_twice_needs_two_calls,
         a_repeated_failure_names_the_argument_the_error_names,
         a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_it,
@@ -1067,33 +1068,66 @@ async fn an_argument_that_respells_the_tasks_word_is_refused() -> anyhow::Result
     Ok(())
 }
 
+/// A run of `task` that selects the toolbox, makes each of `calls` to a converter that echoes
+/// its arguments, and answers `answer_text`; checked to replay exactly.
+async fn converted(
+    task: &str,
+    calls: &[&[&str]],
+    answer_text: &str,
+) -> anyhow::Result<(Fixture, Ran)> {
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = converted $3\"");
+    let mut replies = vec![select("toolbox")];
+    replies.extend(calls.iter().map(|args| run_script("toolbox", "scripts/convert.sh", args)));
+    replies.push(answer(answer_text));
+    let model = Arc::new(MockModel::new(replies));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    Ok((fixture, ran))
+}
+
 async fn a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_changes()
 -> anyhow::Result<()> {
     // "convert 1 nmi to m": the local 1.5B ran `convert.py "1 nmi" nmi m`, which failed on the
     // unit `nmi m`. From format 12 the call is refused, naming the value alone; from format 14
     // the same call made again is refused again.
-    let fixture = toolbox();
-    fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = converted $3\"");
-    let convert = |args: &[&str]| run_script("toolbox", "scripts/convert.sh", args);
-    let model = Arc::new(MockModel::new(vec![
-        select("toolbox"),
-        convert(&["1 nmi", "nmi", "m"]),
-        convert(&["1", "nmi", "m"]),
-        convert(&["2 nmi", "nmi", "m"]),
-        convert(&["2 nmi", "nmi", "m"]),
-        convert(&["2", "nmi", "m"]),
-        answer("1 nmi = converted m; 2 nmi = converted m"),
-    ]));
-    let ran = fixture
-        .run(fixture.agent(&model, AgentConfig::default()), "Convert 1 nmi and 2 nmi to m.")
-        .await?;
-    replays_exactly(&ran).await;
+    let calls: [&[&str]; 5] = [
+        &["1 nmi", "nmi", "m"],
+        &["1", "nmi", "m"],
+        &["2 nmi", "nmi", "m"],
+        &["2 nmi", "nmi", "m"],
+        &["2", "nmi", "m"],
+    ];
+    let answer_text = "1 nmi = converted m; 2 nmi = converted m";
+    let (_fixture, ran) = converted("Convert 1 nmi and 2 nmi to m.", &calls, answer_text).await?;
     assert_eq!(ran.statuses(), ["ok", "refused", "ok", "refused", "refused", "ok"]);
     assert_eq!(
         ran.observations()[1].1,
         "`1 nmi` holds the value and its unit, and `nmi` is an argument of its own too: write \
          the value alone (`1`) in its place. Make this call: {\"skill\": \"toolbox\", \
          \"script\": \"scripts/convert.sh\", \"args\": [\"1\", \"nmi\", \"m\"]}"
+    );
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    Ok(())
+}
+
+async fn a_value_with_its_unit_before_two_units_is_refused_with_the_value_alone()
+-> anyhow::Result<()> {
+    // "convert that many pounds to kilograms": the local 1.5B ran `convert.py "212 lbs" pounds
+    // kilograms`, which the converter read as 212 lb into the unit `pounds kilograms`. From
+    // format 30 the call is refused with the value alone in its place, whatever the unit's
+    // own argument spells.
+    let calls: [&[&str]; 2] =
+        [&["212 lbs", "pounds", "kilograms"], &["212", "pounds", "kilograms"]];
+    let answer_text = "212 pounds = converted kilograms";
+    let (_fixture, ran) =
+        converted("Convert 212 pounds to kilograms.", &calls, answer_text).await?;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
+    assert_eq!(
+        ran.observations()[1].1,
+        "`212 lbs` holds the value and its unit, and `pounds` is an argument of its own too: \
+         write the value alone (`212`) in its place. Make this call: {\"skill\": \"toolbox\", \
+         \"script\": \"scripts/convert.sh\", \"args\": [\"212\", \"pounds\", \"kilograms\"]}"
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
     Ok(())
