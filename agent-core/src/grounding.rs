@@ -161,7 +161,10 @@ pub(crate) const WORKED_SINCE_FORMAT: u32 = 29;
 /// whatever those words are ([`value_with_its_unit`]): the local 1.5B ran `convert.py "212 lbs"
 /// pounds kilograms`, which the converter read as 212 lb into the unit `pounds kilograms`, and
 /// the same shape again until the turn limit; until now only the unit written twice alike
-/// (`"1 nmi" nmi m`) was refused.
+/// (`"1 nmi" nmi m`) was refused. From the same format a quoted quantity in an answer (`212
+/// lbs`) is checked as its number, as it would be unquoted: after that conversion the 1.5B
+/// answered "The value `212 lbs` is converted to `96.16158244 kg`.", refused because no text
+/// of the run writes `lbs`.
 pub(crate) const UNIT_PLACE_SINCE_FORMAT: u32 = 30;
 
 /// The record format from which the note of the turn after a refusal that shows the call to
@@ -467,6 +470,11 @@ pub(crate) fn ungrounded(answer: &str, sources: &Sources<'_>) -> Vec<String> {
         }
     }
     for quoted in quoted_values(answer) {
+        // From format 30 a quoted quantity (`212 lbs`) is checked as its number, as it is
+        // unquoted: its unit word is no name to find in the run.
+        if sources.unit_place && quantity(&quoted) {
+            continue;
+        }
         if !known.grounds_words(&quoted) {
             push(format!("\"{quoted}\""));
         }
@@ -1736,8 +1744,9 @@ pub(crate) struct Sources<'a> {
     /// From format 29: an argument that leaves out the first letter of a unit the user writes
     /// (`mi` for "1 nmi") is a respelling too ([`respelled_arguments`]).
     pub(crate) first_letter_units: bool,
-    /// From format 30: a value written with its unit before two words of letters is the value
-    /// twice too ([`value_with_its_unit`]).
+    /// From format 30 ([`UNIT_PLACE_SINCE_FORMAT`]): a value written with its unit before two
+    /// words of letters is the value twice too ([`value_with_its_unit`]), and a quoted quantity
+    /// (`212 lbs`) in an answer is checked as its number.
     pub(crate) unit_place: bool,
 }
 
@@ -2201,6 +2210,18 @@ fn leading_number(text: &str) -> (Option<Number>, &str) {
     let Ok(value) = digits.parse::<f64>() else { return (None, &text[i..]) };
     let number = Number { text: text[..i].to_owned(), value, decimals };
     (value.is_finite().then_some(number), &text[i..])
+}
+
+/// Whether a quoted value is a quantity: a number and one word of letters after it (`212 lbs`,
+/// `-2.5 celsius`), whose number the answer's numbers are checked with.
+fn quantity(quoted: &str) -> bool {
+    let mut words = quoted.split_whitespace();
+    let (Some(number), Some(unit), None) = (words.next(), words.next(), words.next()) else {
+        return false;
+    };
+    number.replace(',', "").parse::<f64>().is_ok_and(f64::is_finite)
+        && unit.chars().count() <= 16
+        && unit.chars().all(char::is_alphabetic)
 }
 
 /// The values an answer quotes: between double quotes (straight or curly) or backticks, on one
@@ -3152,6 +3173,25 @@ mod tests {
         assert!(check("Use `csv-summary`.", &[], &results).is_empty());
         assert!(check("The skill \"Unit-Convert\" fits", &[], &results).is_empty());
         assert_eq!(check("Use \"csv-wizard\".", &[], &results), vec!["\"csv-wizard\""]);
+    }
+
+    #[test]
+    fn a_quoted_quantity_is_checked_as_its_number_from_format_30() {
+        // The local 1.5B's answer after `convert.py 212 pounds kilograms`.
+        let answer = "The value `212 lbs` is converted to `96.16158244 kg`.";
+        let task = ["Find the CSV file, total its units column, and convert that many pounds \
+                     to kilograms."];
+        let results = ["units sum: 212", "212 lb = 96.16158244 kg\nquantity: mass"];
+        let mut sources =
+            Sources { user: task.to_vec(), results: results.to_vec(), ..Sources::default() };
+        assert_eq!(ungrounded(answer, &sources), vec!["\"212 lbs\""], "before format 30");
+        sources.unit_place = true;
+        assert!(ungrounded(answer, &sources).is_empty());
+        // The number is still checked, and a quoted name is no quantity.
+        assert_eq!(ungrounded("It is `213 lbs`.", &sources), vec!["213"]);
+        assert_eq!(ungrounded("Use `212 widgets extra`.", &sources), vec!["\"212 widgets extra\""]);
+        assert!(quantity("-2.5 celsius") && quantity("1,705.47 dollars"));
+        assert!(!quantity("lbs 212") && !quantity("212") && !quantity("212 lb2"));
     }
 
     #[test]

@@ -168,7 +168,8 @@ pub struct RunResult {
 /// shows, in the refusal of an unconverted answer, the result lines that already convert, and
 /// refuses once more the same one result restated where the task combines values, with the
 /// results' lines to combine; 30 refuses a value written with its unit before two words of
-/// letters however they spell the unit (`"212 lbs" pounds kilograms`), with the value alone.
+/// letters however they spell the unit (`"212 lbs" pounds kilograms`), with the value alone,
+/// and checks a quoted quantity in an answer (`212 lbs`) as its number.
 pub const RECORD_FORMAT: u32 = 30;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

@@ -1116,10 +1116,12 @@ async fn a_value_with_its_unit_before_two_units_is_refused_with_the_value_alone(
     // "convert that many pounds to kilograms": the local 1.5B ran `convert.py "212 lbs" pounds
     // kilograms`, which the converter read as 212 lb into the unit `pounds kilograms`. From
     // format 30 the call is refused with the value alone in its place, whatever the unit's
-    // own argument spells.
+    // own argument spells, and an answer that quotes `212 lbs` is taken (no text of the run
+    // writes `lbs`, but a quantity is checked as its number).
     let calls: [&[&str]; 2] =
         [&["212 lbs", "pounds", "kilograms"], &["212", "pounds", "kilograms"]];
-    let answer_text = "212 pounds = converted kilograms";
+    // The answer quotes the quantity as the model wrote it: checked as its number (format 30).
+    let answer_text = "`212 lbs` = converted kilograms";
     let (_fixture, ran) =
         converted("Convert 212 pounds to kilograms.", &calls, answer_text).await?;
     assert_eq!(ran.statuses(), ["ok", "refused", "ok"]);
@@ -1130,6 +1132,7 @@ async fn a_value_with_its_unit_before_two_units_is_refused_with_the_value_alone(
          \"script\": \"scripts/convert.sh\", \"args\": [\"212\", \"pounds\", \"kilograms\"]}"
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert!(ran.result.grounded, "the quoted quantity was taken as ungrounded");
     Ok(())
 }
 
