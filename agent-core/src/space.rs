@@ -130,6 +130,12 @@ enum Batch {
     Done,
 }
 
+/// Whether a batch over the task's values is under way after a script run that worked: some
+/// of its values used, some left ([`batch_left`]).
+pub(crate) fn batch_under_way(state: &RunState, rules: SpaceRules) -> bool {
+    matches!(batch_left(state, rules), Some(Batch::Left(_)))
+}
+
 /// After a script run that worked, where the batch over the task's values stands: one or more
 /// of the task's numbers used and some left, or two or more used and none left (see
 /// [`crate::grounding::unused_task_numbers`]); `None` when the task is no batch.

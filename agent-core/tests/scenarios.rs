@@ -33,6 +33,7 @@ fn main() -> std::process::ExitCode {
             the_turn_note_shows_a_budget_once_few_are_left,
             a_long_output_is_shown_with_the_lines_the_task_names,
             the_turn_note_lists_the_results_so_far,
+            the_turn_note_leaves_the_results_out_while_a_batch_is_under_way,
             a_second_select_straight_after_a_select_is_outside_the_action_space,
             the_turn_limit_ends_the_run_with_a_degraded_answer,
             the_tool_call_limit_counts_refused_calls_too,
@@ -683,6 +684,34 @@ async fn the_turn_note_lists_the_results_so_far() -> anyhow::Result<()> {
              - run_script toolbox/scripts/print.sh 2 w: line 1 of 2: w · line 2 of 2: w\n\
              - run_script toolbox/scripts/log.sh a: logged a\n",
         ]
+    );
+    Ok(())
+}
+
+async fn the_turn_note_leaves_the_results_out_while_a_batch_is_under_way() -> anyhow::Result<()> {
+    // From format 30 a batch over the task's values shows no results list while values are
+    // left (the note says to run the next one), and the whole list once the answer is due.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("log", &["1"]),
+        tool("log", &["2"]),
+        tool("log", &["3"]),
+        answer("Logged 1, 2 and 3."),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), "Log 1, 2 and 3.").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let notes: Vec<String> = model.requests().iter().map(common::note).collect();
+    assert!(notes[3].contains("The task also gives 3, which no script call has used"), "{notes:?}");
+    assert!(notes[..4].iter().all(|note| !note.contains("Results so far")), "{notes:?}");
+    assert!(
+        notes[4].contains(
+            "Results so far:\n- run_script toolbox/scripts/log.sh 1: logged 1\n\
+             - run_script toolbox/scripts/log.sh 2: logged 2\n\
+             - run_script toolbox/scripts/log.sh 3: logged 3\n"
+        ),
+        "{}",
+        notes[4]
     );
     Ok(())
 }

@@ -76,7 +76,11 @@ pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
         None => note.push_str("Plan: none yet (you may send one with your action).\n"),
     }
     note.push_str(&skills_lines(run));
-    note.push_str(&results_lines(run));
+    if !(run.format >= RESULTS_AT_ANSWER_SINCE_FORMAT
+        && crate::space::batch_under_way(&run.state, run.space_rules()))
+    {
+        note.push_str(&results_lines(run));
+    }
     note.push_str(&format!("Task: {}\n", run.state.task));
     // Native tool calling offers few external tools as functions of their own: name them.
     let own_functions = run.config.decide == DecideMode::Tools && space.external_functions();
@@ -101,6 +105,14 @@ pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
     });
     note
 }
+
+/// The record format from which a turn's note leaves out the results list while a batch over
+/// the task's values is under way (some used, some left: the note says to run the next one),
+/// and shows it again where the batch is done and the answer is due. Each note stays in the
+/// transcript, so a list repeated every turn of a batch is evaluated again and again: on the
+/// local 1.5B a batch of four conversions sent ~25 tokens per result per turn for a list the
+/// next call does not need.
+pub(crate) const RESULTS_AT_ANSWER_SINCE_FORMAT: u32 = 30;
 
 /// The most recent calls the note's results list shows.
 const RESULTS_SHOWN: usize = 8;
