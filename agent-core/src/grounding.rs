@@ -167,6 +167,13 @@ pub(crate) const WORKED_SINCE_FORMAT: u32 = 29;
 /// of the run writes `lbs`.
 pub(crate) const UNIT_PLACE_SINCE_FORMAT: u32 = 30;
 
+/// The record format from which an answer that states none of the results' figures for a
+/// column the task asks a statistic of is refused once, with the result lines that give them
+/// ([`columns_without_figure`]): asked "the total of the units, unit_price and amount columns
+/// and the number of rows", the local 1.5B answered "The total of the units, unit_price, and
+/// amount columns is 1705.47" (the amount's sum alone), and the answer was taken.
+pub(crate) const COLUMNS_SINCE_FORMAT: u32 = 30;
+
 /// The record format from which the note of the turn after a refusal that shows the call to
 /// make writes that call ("make this call: {…}") instead of "the refusal above shows the call
 /// to make": plan-execute-think's plan note shows the last round's plan, whose refused step
@@ -224,6 +231,9 @@ pub(crate) struct Grounding {
     /// Whether an answer that restated the same one result again, where the task combines
     /// values, was refused with the results' lines to combine (format 29).
     pub(crate) combine_lines_shown: bool,
+    /// Whether an answer that gave no figure of some column the task names was refused
+    /// ([`columns_without_figure`], format 30).
+    pub(crate) columns_refused: bool,
 }
 
 impl Grounding {
@@ -241,6 +251,7 @@ impl Grounding {
             choice_refused: false,
             target_refused: None,
             combine_lines_shown: false,
+            columns_refused: false,
         }
     }
 }
@@ -989,6 +1000,156 @@ pub(crate) fn combine_figureless_note() -> String {
      that is missing), work out the arithmetic the task asks for, and answer with that result \
      and the values it comes from."
         .to_owned()
+}
+
+/// The columns a task that gives no figure asks a statistic of, as it writes them (format 30):
+/// the word before "column" as [`measured_things`] finds it, and each name of a list before
+/// "columns" ("the units, unit_price and amount columns": `units`, `unit_price`, `amount`).
+pub(crate) fn named_columns(task: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    if measured_things(task).is_empty() {
+        return names;
+    }
+    let lower = task.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let name = |word: &str| -> Option<String> {
+        let word = word.trim_matches(|c: char| !(c.is_alphanumeric() || c == '_'));
+        (word.chars().count() >= 2
+            && word.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && word.chars().any(char::is_alphabetic)
+            && !matches!(
+                word,
+                "the"
+                    | "its"
+                    | "that"
+                    | "this"
+                    | "each"
+                    | "every"
+                    | "one"
+                    | "first"
+                    | "last"
+                    | "and"
+                    | "of"
+                    | "all"
+                    | "both"
+            ))
+        .then(|| word.to_owned())
+    };
+    for (at, word) in words.iter().enumerate() {
+        let plural = match word.trim_end_matches(|c: char| !c.is_alphanumeric()) {
+            "column" => false,
+            "columns" => true,
+            _ => continue,
+        };
+        // Back from "columns" over the list: a name, then "and" or a comma before each earlier one.
+        let mut back = at;
+        while back > 0 {
+            back -= 1;
+            let Some(found) = name(words[back]) else { break };
+            if !names.contains(&found) {
+                names.push(found);
+            }
+            if !plural || back == 0 {
+                break;
+            }
+            if words[back - 1] == "and" {
+                back -= 1;
+            } else if !words[back - 1].ends_with(',') {
+                break;
+            }
+        }
+    }
+    names
+}
+
+/// The statistics' other names, as scripts print them: a task's "total" is a `sum` line.
+const STATISTIC_NAMES: [(&str, &str); 4] =
+    [("total", "sum"), ("average", "mean"), ("minimum", "min"), ("maximum", "max")];
+
+/// The columns of `columns` ([`named_columns`]) for which `results` have lines of the form
+/// `<label naming the column>: <figure>` and `answer` states none of those figures (format 30),
+/// each with the lines that give the statistic the task asks ("total" → `units sum: 212`), or
+/// all of the column's lines when none names it. Empty when each column has its figure, or the
+/// results have no such lines.
+pub(crate) fn columns_without_figure(
+    answer: &str,
+    task: &str,
+    columns: &[String],
+    results: &[&str],
+) -> Vec<(String, Vec<String>)> {
+    let stated = stated_numbers(answer);
+    let task_words: Vec<String> = task
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_owned)
+        .collect();
+    // Whether a line's label names what the task asks of a column, beside the column's name.
+    let asked = |label: &str, column: &str| {
+        label.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|word| {
+            word != column
+                && task_words.iter().any(|asked| {
+                    asked == word
+                        || STATISTIC_NAMES
+                            .iter()
+                            .any(|(name, other)| asked == name && word == *other)
+                })
+        })
+    };
+    let mut missing = Vec::new();
+    for column in columns {
+        let one = singular(column);
+        let mut lines: Vec<(&str, f64)> = Vec::new();
+        for line in results.iter().flat_map(|text| text.lines()) {
+            let Some((label, value)) = line.split_once(':') else { continue };
+            let label = label.trim().to_lowercase();
+            let Ok(figure) = value.trim().replace(',', "").parse::<f64>() else { continue };
+            let names_it = label
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == column || singular(word) == one);
+            if names_it && figure.is_finite() {
+                lines.push((line.trim(), figure));
+            }
+        }
+        if lines.is_empty()
+            || lines.iter().any(|(_, figure)| stated.iter().any(|number| same(number, *figure)))
+        {
+            continue;
+        }
+        let shown: Vec<String> = lines
+            .iter()
+            .filter(|(line, _)| {
+                asked(&line.split_once(':').map_or("", |(label, _)| label).to_lowercase(), column)
+            })
+            .map(|(line, _)| (*line).to_owned())
+            .collect();
+        let shown = if shown.is_empty() {
+            lines.iter().map(|(line, _)| (*line).to_owned()).collect()
+        } else {
+            shown
+        };
+        missing.push((column.clone(), shown));
+    }
+    missing
+}
+
+/// The note that refuses, once, an answer that states no figure of the results for some of
+/// the columns the task names ([`columns_without_figure`], format 30).
+pub(crate) fn columns_note(missing: &[(String, Vec<String>)]) -> String {
+    let names = missing.iter().map(|(column, _)| format!("`{column}`")).collect::<Vec<_>>();
+    let lines: Vec<String> = missing
+        .iter()
+        .flat_map(|(_, lines)| lines.iter().take(4).map(|line| format!("`{line}`")))
+        .collect();
+    format!(
+        "answer not accepted yet: the task asks a figure of the {} column{}, and the answer \
+         gives none of the results' figures for {}. The results give {}. Answer with the figure \
+         of each column the task names.",
+        names.join(", "),
+        if names.len() == 1 { "" } else { "s" },
+        if names.len() == 1 { "it" } else { "them" },
+        lines.join(", ")
+    )
 }
 
 /// The note that refuses, once, an answer that states no figure where the task asks a
@@ -3173,6 +3334,49 @@ mod tests {
         assert!(check("Use `csv-summary`.", &[], &results).is_empty());
         assert!(check("The skill \"Unit-Convert\" fits", &[], &results).is_empty());
         assert_eq!(check("Use \"csv-wizard\".", &[], &results), vec!["\"csv-wizard\""]);
+    }
+
+    #[test]
+    fn the_columns_a_task_names_before_column_or_in_a_list() {
+        let task = "For sales.csv, give the total of the units, unit_price and amount columns and \
+                    the number of rows.";
+        assert_eq!(named_columns(task), ["amount", "unit_price", "units"]);
+        assert_eq!(
+            named_columns("What is the total of the amount column in sales.csv?"),
+            ["amount"]
+        );
+        assert_eq!(named_columns("The mean of the price, tax columns"), ["tax", "price"]);
+        // No statistic, or a figure in the task: none.
+        assert!(named_columns("List the units, amount columns").is_empty());
+        assert!(named_columns("Convert the total of 5 amount columns").is_empty());
+    }
+
+    #[test]
+    fn a_column_the_answer_gives_no_figure_of_is_found() {
+        let task = "For sales.csv, give the total of the units, unit_price and amount columns and \
+                    the number of rows.";
+        let summary = "file: sales.csv\nrows: 20\ncolumn units: numeric, 20 values, 0 empty\n\
+                       units min: 2\nunits sum: 212\nunit_price sum: 229.44\namount mean: 85.27\n\
+                       amount sum: 1705.47";
+        let columns = named_columns(task);
+        // The local 1.5B's answer: the amount's sum for every column.
+        let answer = "The total of the units, unit_price, and amount columns is 1705.47, and the \
+                      number of rows is 20.";
+        let missing = columns_without_figure(answer, task, &columns, &[summary]);
+        assert_eq!(
+            missing,
+            [
+                ("unit_price".to_owned(), vec!["unit_price sum: 229.44".to_owned()]),
+                ("units".to_owned(), vec!["units sum: 212".to_owned()]),
+            ]
+        );
+        let note = columns_note(&missing);
+        assert!(note.contains("`unit_price`, `units` columns"), "{note}");
+        assert!(note.contains("`unit_price sum: 229.44`, `units sum: 212`"), "{note}");
+        // Each column with a figure (rounded is a figure), or no `label: figure` lines: none.
+        let whole = "units 212, unit_price 229.44 and amount 1705";
+        assert!(columns_without_figure(whole, task, &columns, &[summary]).is_empty());
+        assert!(columns_without_figure(answer, task, &columns, &["units: many"]).is_empty());
     }
 
     #[test]

@@ -169,8 +169,9 @@ pub struct RunResult {
 /// refuses once more the same one result restated where the task combines values, with the
 /// results' lines to combine; 30 refuses a value written with its unit before two words of
 /// letters however they spell the unit (`"212 lbs" pounds kilograms`), with the value alone,
-/// checks a quoted quantity in an answer (`212 lbs`) as its number, and leaves the results list
-/// out of a turn's note while a batch over the task's values is under way.
+/// checks a quoted quantity in an answer (`212 lbs`) as its number, leaves the results list
+/// out of a turn's note while a batch over the task's values is under way, and refuses once an
+/// answer that gives none of the results' figures for a column the task names.
 pub const RECORD_FORMAT: u32 = 30;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

@@ -53,6 +53,7 @@ fn main() -> std::process::ExitCode {
         an_argument_that_respells_the_tasks_word_is_refused,
         a_value_written_with_its_unit_beside_the_unit_is_refused_until_it_changes,
         a_value_with_its_unit_before_two_units_is_refused_with_the_value_alone,
+        an_answer_missing_a_named_columns_figure_is_refused_once_with_its_line,
         a_number_the_task_writes_twice_needs_two_calls,
         a_repeated_failure_names_the_argument_the_error_names,
         a_repeated_failure_on_an_optional_last_argument_shows_the_call_without_it,
@@ -1133,6 +1134,39 @@ async fn a_value_with_its_unit_before_two_units_is_refused_with_the_value_alone(
     );
     assert_eq!(ran.result.outcome, Outcome::Completed);
     assert!(ran.result.grounded, "the quoted quantity was taken as ungrounded");
+    Ok(())
+}
+
+async fn an_answer_missing_a_named_columns_figure_is_refused_once_with_its_line()
+-> anyhow::Result<()> {
+    // "the total of the units, unit_price and amount columns": the local 1.5B answered with the
+    // amount's sum for all three. From format 30 an answer with none of the results' figures
+    // for a column the task names is refused once, with the lines that give them.
+    let fixture = toolbox();
+    fixture.script(
+        "toolbox",
+        "scripts/stats.sh",
+        "echo 'apples min: 1'; echo 'apples sum: 3'; echo 'pears sum: 4'",
+    );
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        run_script("toolbox", "scripts/stats.sh", &[]),
+        answer("The total of the apples and pears columns is 4."),
+        answer("apples: 3, pears: 4"),
+    ]));
+    let task = "What is the total of the apples and pears columns?";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused"]);
+    assert_eq!(
+        ran.observations()[2].1,
+        "answer not accepted yet: the task asks a figure of the `apples` column, and the answer \
+         gives none of the results' figures for it. The results give `apples sum: 3`. Answer \
+         with the figure of each column the task names."
+    );
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "apples: 3, pears: 4");
+    assert_eq!(ran.result.counters.refusals, 1);
     Ok(())
 }
 

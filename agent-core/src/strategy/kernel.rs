@@ -533,6 +533,7 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     if values.is_empty() {
         return review_completeness(run, answer)
             .or_else(|| review_measured(run, answer))
+            .or_else(|| review_columns(run, answer))
             .or_else(|| review_target(run, answer))
             .or_else(|| review_choice(run, answer));
     }
@@ -581,6 +582,35 @@ fn review_measured(run: &mut Run, answer: &str) -> Option<String> {
     run.grounding.combine_figureless = true;
     run.state.reasoning.incomplete_refusals += 1;
     Some(grounding::measured_figureless_note(&things))
+}
+
+/// The refusal, once per task, of an answer that states none of the results' figures for some
+/// column the task asks a statistic of ([`grounding::columns_without_figure`], format 30): "the
+/// total of the units, unit_price and amount columns" answered with the amount's sum alone. An
+/// admission is not refused.
+fn review_columns(run: &mut Run, answer: &str) -> Option<String> {
+    if run.format < grounding::COLUMNS_SINCE_FORMAT
+        || !run.grounding.strict
+        || run.grounding.columns_refused
+        || crate::run::admits(answer)
+        // Where the task combines the columns' figures, the answer's figure is the result.
+        || grounding::asks_to_combine(&run.state.task)
+    {
+        return None;
+    }
+    let columns = grounding::named_columns(&run.state.task);
+    if columns.is_empty() {
+        return None;
+    }
+    let sources = run.answer_sources();
+    let missing =
+        grounding::columns_without_figure(answer, &run.state.task, &columns, &sources.results);
+    if missing.is_empty() {
+        return None;
+    }
+    run.grounding.columns_refused = true;
+    run.state.reasoning.incomplete_refusals += 1;
+    Some(grounding::columns_note(&missing))
 }
 
 /// The refusal, once per task, of an answer that restates one result where the task asks to
