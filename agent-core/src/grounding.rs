@@ -552,19 +552,21 @@ pub(crate) fn counted_things(task: &str) -> Vec<String> {
         .collect()
 }
 
+/// The words before "column" that name no column ("the total of its column").
+const NOT_COLUMN_NAMES: [&str; 9] =
+    ["the", "its", "that", "this", "each", "every", "one", "first", "last"];
+
 /// What a task that gives no figure asks a statistic of (a total, sum, average, mean, median,
 /// minimum or maximum): the word before each "column" ("the total of its amount column":
 /// `amount`), singular and lowercased. Empty for a task with a figure or no such word.
 pub(crate) fn measured_things(task: &str) -> Vec<String> {
-    const STATISTICS: [&str; 9] =
-        ["total", "sum", "average", "mean", "median", "minimum", "maximum", "min", "max"];
     if !stated_numbers(task).is_empty() {
         return Vec::new();
     }
     let lower = task.to_lowercase();
     let words: Vec<&str> =
         lower.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).collect();
-    if !words.iter().any(|word| STATISTICS.contains(word)) {
+    if asked_statistics(&words).is_empty() {
         return Vec::new();
     }
     let mut things: Vec<String> = Vec::new();
@@ -573,10 +575,7 @@ pub(crate) fn measured_things(task: &str) -> Vec<String> {
         if matches!(next, "column" | "columns")
             && word.chars().count() >= 3
             && word.chars().all(char::is_alphabetic)
-            && !matches!(
-                word,
-                "the" | "its" | "that" | "this" | "each" | "every" | "one" | "first" | "last"
-            )
+            && !NOT_COLUMN_NAMES.contains(&word)
         {
             let thing = singular(word);
             if !things.contains(&thing) {
@@ -885,26 +884,34 @@ pub(crate) fn restates_results(answer: &str, sources: &Sources<'_>) -> Option<Ve
         .then(|| figures.into_iter().map(|figure| figure.text).collect())
 }
 
+/// The statistics a task may ask of a column, each with the names scripts print it under: a
+/// task's "total" is a `sum` line.
+const STATISTICS: [&[&str]; 5] = [
+    &["total", "sum"],
+    &["average", "mean"],
+    &["median"],
+    &["minimum", "min"],
+    &["maximum", "max"],
+];
+
+/// The statistics of [`STATISTICS`] that one of `task_words` names.
+fn asked_statistics(task_words: &[&str]) -> Vec<&'static [&'static str]> {
+    STATISTICS
+        .into_iter()
+        .filter(|kind| kind.iter().any(|word| task_words.contains(word)))
+        .collect()
+}
+
 /// The result lines that give what a task that combines values names (format 29): for "add
 /// the total of the amount column to the total of its units column", `amount sum: 1705.47` and
 /// `units sum: 212` — for each column of the task ([`measured_things`]), the first line whose
 /// label names it and the task's statistic (`total` or `sum`, `average` or `mean`, `min`,
 /// `max`). `None` unless every column has one and there are two or more.
 pub(crate) fn lines_to_combine(task: &str, results: &[&str]) -> Option<Vec<String>> {
-    const KINDS: [&[&str]; 5] = [
-        &["total", "sum"],
-        &["average", "mean"],
-        &["median"],
-        &["minimum", "min"],
-        &["maximum", "max"],
-    ];
     let things = measured_things(task);
     let lower = task.to_lowercase();
     let task_words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).collect();
-    let kinds: Vec<&[&str]> = KINDS
-        .into_iter()
-        .filter(|kind| kind.iter().any(|word| task_words.contains(word)))
-        .collect();
+    let kinds = asked_statistics(&task_words);
     if things.len() < 2 || kinds.is_empty() {
         return None;
     }
@@ -1017,22 +1024,8 @@ pub(crate) fn named_columns(task: &str) -> Vec<String> {
         (word.chars().count() >= 2
             && word.chars().all(|c| c.is_alphanumeric() || c == '_')
             && word.chars().any(char::is_alphabetic)
-            && !matches!(
-                word,
-                "the"
-                    | "its"
-                    | "that"
-                    | "this"
-                    | "each"
-                    | "every"
-                    | "one"
-                    | "first"
-                    | "last"
-                    | "and"
-                    | "of"
-                    | "all"
-                    | "both"
-            ))
+            && !NOT_COLUMN_NAMES.contains(&word)
+            && !matches!(word, "and" | "of" | "all" | "both"))
         .then(|| word.to_owned())
     };
     for (at, word) in words.iter().enumerate() {
@@ -1062,10 +1055,6 @@ pub(crate) fn named_columns(task: &str) -> Vec<String> {
     names
 }
 
-/// The statistics' other names, as scripts print them: a task's "total" is a `sum` line.
-const STATISTIC_NAMES: [(&str, &str); 4] =
-    [("total", "sum"), ("average", "mean"), ("minimum", "min"), ("maximum", "max")];
-
 /// The columns of `columns` ([`named_columns`]) for which `results` have lines of the form
 /// `<label naming the column>: <figure>` and `answer` states none of those figures (format 30),
 /// each with the lines that give the statistic the task asks ("total" → `units sum: 212`), or
@@ -1078,53 +1067,50 @@ pub(crate) fn columns_without_figure(
     results: &[&str],
 ) -> Vec<(String, Vec<String>)> {
     let stated = stated_numbers(answer);
-    let task_words: Vec<String> = task
-        .to_lowercase()
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_owned)
-        .collect();
-    // Whether a line's label names what the task asks of a column, beside the column's name.
-    let asked = |label: &str, column: &str| {
-        label.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|word| {
-            word != column
-                && task_words.iter().any(|asked| {
-                    asked == word
-                        || STATISTIC_NAMES
-                            .iter()
-                            .any(|(name, other)| asked == name && word == *other)
-                })
-        })
+    let lower = task.to_lowercase();
+    let task_words: Vec<&str> =
+        lower.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).collect();
+    let kinds = asked_statistics(&task_words);
+    // The words of a line's label, the column's name kept whole (`unit_price sum`).
+    let words = |label: &str| {
+        label.split(|c: char| !(c.is_alphanumeric() || c == '_')).map(str::to_owned).collect()
     };
     let mut missing = Vec::new();
     for column in columns {
         let one = singular(column);
-        let mut lines: Vec<(&str, f64)> = Vec::new();
+        // The lines `<label naming the column>: <figure>`, with their labels' words.
+        let mut lines: Vec<(&str, Vec<String>, f64)> = Vec::new();
         for line in results.iter().flat_map(|text| text.lines()) {
             let Some((label, value)) = line.split_once(':') else { continue };
-            let label = label.trim().to_lowercase();
             let Ok(figure) = value.trim().replace(',', "").parse::<f64>() else { continue };
-            let names_it = label
-                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .any(|word| word == column || singular(word) == one);
-            if names_it && figure.is_finite() {
-                lines.push((line.trim(), figure));
+            let label: Vec<String> = words(&label.trim().to_lowercase());
+            if figure.is_finite()
+                && label.iter().any(|word| word == column || singular(word) == one)
+            {
+                lines.push((line.trim(), label, figure));
             }
         }
         if lines.is_empty()
-            || lines.iter().any(|(_, figure)| stated.iter().any(|number| same(number, *figure)))
+            || lines.iter().any(|(_, _, figure)| stated.iter().any(|number| same(number, *figure)))
         {
             continue;
         }
+        // The lines whose label names, beside the column, a word of the task or the statistic
+        // it asks under another name; all of them when none does.
+        let asked = |label: &[String]| {
+            label.iter().any(|word| {
+                word != column
+                    && (task_words.contains(&word.as_str())
+                        || kinds.iter().any(|kind| kind.contains(&word.as_str())))
+            })
+        };
         let shown: Vec<String> = lines
             .iter()
-            .filter(|(line, _)| {
-                asked(&line.split_once(':').map_or("", |(label, _)| label).to_lowercase(), column)
-            })
-            .map(|(line, _)| (*line).to_owned())
+            .filter(|(_, label, _)| asked(label))
+            .map(|(line, _, _)| (*line).to_owned())
             .collect();
         let shown = if shown.is_empty() {
-            lines.iter().map(|(line, _)| (*line).to_owned()).collect()
+            lines.iter().map(|(line, _, _)| (*line).to_owned()).collect()
         } else {
             shown
         };
@@ -1551,9 +1537,8 @@ pub(crate) fn respelled_arguments<'a>(
 /// `args` with the fixes the firm refusals ask for (format 18): each argument that respells a
 /// word of the user's texts ([`respelled_arguments`]) written as they write it, then each value
 /// written with its unit beside the unit's own argument ([`value_with_its_unit`]) as the value
-/// alone. `None`
-/// when nothing needs fixing, or when a respelled word sits inside a longer argument (which of
-/// its words to change is a guess).
+/// alone. `None` when nothing needs fixing, or when a respelled word sits inside a longer
+/// argument (which of its words to change is a guess).
 pub(crate) fn fixed_arguments(args: &[String], sources: &Sources<'_>) -> Option<Vec<String>> {
     let mut fixed = args.to_vec();
     for (arg, word) in respelled_arguments(args, sources) {
@@ -1856,7 +1841,8 @@ fn refusal_head(values: &[String]) -> String {
     let (subject, verb) =
         if values.len() == 1 { ("this value", "appears") } else { ("these values", "appear") };
     format!(
-        "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of this run."
+        "answer not accepted: {subject} ({list}) {verb} neither in the task nor in any result of \
+         this run."
     )
 }
 
