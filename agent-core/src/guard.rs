@@ -287,12 +287,14 @@ const REPORT_LINES: usize = 8;
 
 /// The report a stopped task ends with when the model gives none (format 6): what was tried
 /// and how each call ended (a failure with its own error), what is known so far (the results'
-/// first lines), and what the user could do — all from the record, never a thought.
+/// first lines; each once with `distinct_results`, format 31), and what the user could do —
+/// all from the record, never a thought.
 pub(crate) fn report<'a>(
     state: &RunState,
     text_of: impl Fn(&str) -> &'a str,
     outcome: Outcome,
     reason: &str,
+    distinct_results: bool,
 ) -> String {
     let records: Vec<&ActionRecord> = state.task_actions().collect();
     // One line per distinct action, in the order first tried, with how it last ended.
@@ -368,6 +370,27 @@ pub(crate) fn report<'a>(
     let results: Vec<&&ActionRecord> = records.iter().filter(|record| record.is_result()).collect();
     if results.is_empty() {
         text.push_str("- no result yet: any value would be a guess\n");
+    }
+    // From format 31 each result once, where it was last obtained (a run that repeated a
+    // call listed its output as many times).
+    let mut results = results;
+    if distinct_results {
+        let mut seen: Vec<&Action> = Vec::new();
+        let mut distinct: Vec<&&ActionRecord> = results
+            .iter()
+            .rev()
+            .filter(|record| match &record.action {
+                Some(action) if seen.contains(&action) => false,
+                Some(action) => {
+                    seen.push(action);
+                    true
+                }
+                None => true,
+            })
+            .copied()
+            .collect();
+        distinct.reverse();
+        results = distinct;
     }
     for record in results.iter().rev().take(REPORT_LINES).rev() {
         let summary = record.action.as_ref().map(Action::summary).unwrap_or_default();

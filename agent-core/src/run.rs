@@ -1577,7 +1577,8 @@ impl Run {
         let final_text = if self.format < 6 {
             guard::fallback_answer(&self.state, &reason)
         } else {
-            guard::report(&self.state, |id| self.observation_text(id), outcome, &reason)
+            let distinct = self.format >= crate::strategy::REPEATS_SKIPPED_SINCE_FORMAT;
+            guard::report(&self.state, |id| self.observation_text(id), outcome, &reason, distinct)
         };
         Ok(Ending { outcome, final_text })
     }

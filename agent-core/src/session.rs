@@ -171,8 +171,11 @@ pub struct RunResult {
 /// letters however they spell the unit (`"212 lbs" pounds kilograms`), with the value alone,
 /// checks a quoted quantity in an answer (`212 lbs`) as its number, leaves the results list
 /// out of a turn's note while a batch over the task's values is under way, and refuses once an
-/// answer that gives none of the results' figures for a column the task names.
-pub const RECORD_FORMAT: u32 = 30;
+/// answer that gives none of the results' figures for a column the task names; 31 marks done,
+/// without running it again, a batch's step that repeats a script run or tool call that
+/// already worked (the steps after it ran; before, only the answer was left on offer), and
+/// lists each result once in a stopped task's report.
+pub const RECORD_FORMAT: u32 = 31;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

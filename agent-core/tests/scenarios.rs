@@ -41,6 +41,7 @@ fn main() -> std::process::ExitCode {
             a_context_that_cannot_fit_ends_the_run,
             the_time_limit_stops_the_run_before_the_next_turn,
             the_deterministic_answer_stands_in_when_the_degraded_call_fails,
+            the_report_lists_each_result_once,
             identical_failing_actions_end_the_run_as_stuck,
             a_timed_out_script_gets_one_retry,
             a_failing_call_repeated_between_other_actions_ends_the_run_as_stuck,
@@ -561,6 +562,36 @@ async fn the_deterministic_answer_stands_in_when_the_degraded_call_fails() -> an
         assert_eq!(model.remaining(), 0);
     }
     assert_eq!(fixture.workspace_text("log.txt"), "one\none\none\n", "two was never logged");
+    Ok(())
+}
+
+async fn the_report_lists_each_result_once() -> anyhow::Result<()> {
+    // A plan-execute-think run that ran the same column total three times ended with it three
+    // times under "What is known so far". From format 31 each result is listed once.
+    let fixture = toolbox();
+    let mut config = AgentConfig::default();
+    config.budgets.max_turns = 3;
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("log", &["one"]),
+        tool("log", &["one"]),
+        MockReply::error("the provider is overloaded", false),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config), "Log one, then two").await?;
+    assert_eq!(ran.result.outcome, Outcome::MaxTurns);
+    assert_eq!(
+        ran.result.final_text,
+        "I could not finish the task: the turn limit (3) was reached.\n\n\
+         What was tried:\n\
+         - select_skills toolbox: worked\n\
+         - run_script toolbox/scripts/log.sh one (2 times): worked\n\n\
+         What is known so far:\n\
+         - run_script toolbox/scripts/log.sh one: logged one\n\n\
+         What you could do:\n\
+         - run the task again with a larger budget, or split it into smaller tasks\n"
+    );
+    let report = skills_agent_core::replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())
 }
 

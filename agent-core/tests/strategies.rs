@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         a_plan_of_more_than_eight_steps_is_rejected_and_counted,
         a_round_that_only_selected_skills_goes_on_to_the_next_plan,
         a_batch_ends_after_a_step_that_selected_a_skill,
+        a_planned_repeat_of_a_call_that_worked_is_not_run_again,
         a_plan_holds_a_step_for_each_value_of_the_task_left,
         a_round_whose_every_step_was_refused_cannot_complete,
         a_round_past_its_time_limit_goes_to_think,
@@ -435,6 +436,37 @@ async fn a_batch_ends_after_a_step_that_selected_a_skill() -> anyhow::Result<()>
         "{plan_note}"
     );
     assert!(!plan_note.contains("goal: next batch"), "{plan_note}");
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn a_planned_repeat_of_a_call_that_worked_is_not_run_again() -> anyhow::Result<()> {
+    // The local 1.5B planned "total the amount column, convert 1 nmi to m" with the total
+    // already in its results: the repeat ran, left only the answer on offer, and the
+    // conversion was refused, round after round. From format 31 the repeat is marked done
+    // without running, and the batch goes on.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        plan(Some("medium"), &[select_step()]),
+        plan(None, &[script_step("log", &["one"])]),
+        think("Logged one.", false),
+        plan(None, &[script_step("log", &["one"]), script_step("log", &["two"])]),
+        think("Logged one and two.", true),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(
+        (ran.result.outcome, ran.result.final_text.as_str()),
+        (Outcome::Completed, "Logged one and two.")
+    );
+    // "one" ran once: the repeat was not run, and "two" ran after it.
+    assert_eq!(fixture.workspace_text("log.txt"), "one\ntwo\n");
+    assert_eq!(ran.statuses(), ["ok", "ok", "ok"]);
+    let last = *ran.data(EventKind::PlanUpdated).last().unwrap();
+    assert_eq!((last["ran"].clone(), last["not_run"].clone()), (json!(2), json!(0)));
+    let statuses: Vec<&Value> =
+        last["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
+    assert_eq!(statuses, [&json!("done"), &json!("done")]);
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())

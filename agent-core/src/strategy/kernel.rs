@@ -491,6 +491,25 @@ pub(crate) trait Batch {
     async fn run_step(&mut self, run: &mut Run, index: usize) -> Result<(bool, Option<Stop>)>;
 }
 
+/// The record format from which a planned step that repeats a script run or tool call which
+/// already worked in this run is not run again ([`already_done`]): its result is in the
+/// record, and running it again left only the answer on offer, so the steps after it were
+/// refused (the local 1.5B planned "total the amount column, convert 1 nmi to m, …" again
+/// with the total it had, and the conversions never ran, round after round). From the same
+/// format a stopped task's report lists each result once.
+pub(crate) const REPEATS_SKIPPED_SINCE_FORMAT: u32 = 31;
+
+/// Whether a batch's step `action` is a script run or tool call that already worked in this
+/// run with the same arguments (from format 31): the batch marks it done and goes on without
+/// running it.
+pub(crate) fn already_done(run: &Run, action: &Action) -> bool {
+    run.format >= REPEATS_SKIPPED_SINCE_FORMAT
+        && action.is_call()
+        && run.state.actions.iter().any(|record| {
+            record.status == ObservationStatus::Ok && record.action.as_ref() == Some(action)
+        })
+}
+
 /// How a batch ended.
 #[derive(Debug)]
 pub(crate) enum BatchEnd {

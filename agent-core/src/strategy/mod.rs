@@ -42,6 +42,7 @@ pub(crate) const PLAN_THOUGHT_REPLAN: &str = plan_thought_replan::NAME;
 /// The name of the `safe` strategy (SOP-driven collaboration; the name is the CLI's).
 pub(crate) const SAFE: &str = sop_collaboration::NAME;
 
+pub(crate) use kernel::REPEATS_SKIPPED_SINCE_FORMAT;
 pub(crate) use sop_collaboration::{PROTOCOL as SAFE_PROTOCOL, check_config as check_safe_config};
 
 /// Runs `run`'s current piece of work to its end with the strategy its configuration names

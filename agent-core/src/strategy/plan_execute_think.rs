@@ -24,6 +24,8 @@
 //! From format 15 a batch ends after a step that selected a skill (the steps after it were
 //! planned before its instructions were read), and the think after a refusal that names every
 //! value the answer needs runs past the round limit (once a task: such a refusal comes once).
+//! From format 31 a step that repeats a script run or tool call that already worked is marked
+//! done without running again, and the batch goes on ([`kernel::already_done`]).
 //! Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
@@ -420,6 +422,11 @@ impl Batch for RoundBatch<'_> {
 
     async fn run_step(&mut self, run: &mut Run, index: usize) -> Result<(bool, Option<Stop>)> {
         let action = &self.actions[index];
+        if kernel::already_done(run, action) {
+            self.ran = index + 1;
+            self.steps[index].status = StepStatus::Done;
+            return Ok((true, None));
+        }
         let space = run.action_space();
         let stop = run.act(action, &space, None).await?;
         self.ran = index + 1;

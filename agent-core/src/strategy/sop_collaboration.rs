@@ -745,6 +745,7 @@ impl Batch for PlanBatch<'_> {
         set_status(run, safe, index, StepStatus::InProgress)?;
         let step = safe.internal_plan[index].step.clone();
         let (ok, stop) = match &step {
+            Step::Function(action) if kernel::already_done(run, action) => (true, None),
             Step::Function(action) => {
                 let space = step_space(run, safe);
                 let stop = run.act(action, &space, None).await?;
