@@ -947,21 +947,28 @@ impl Run {
         }
         // How a refusal ends: until format 14, with leave to make the same call again.
         let again = |text: &str| if firm { String::new() } else { text.to_owned() };
-        let usage = self
-            .state
-            .selected_skill(skill)
-            .and_then(|selected| selected.usage_of(script))
-            .map_or("", |usage| usage.example.as_str());
+        let script_usage =
+            self.state.selected_skill(skill).and_then(|selected| selected.usage_of(script));
+        let usage = script_usage.map_or("", |usage| usage.example.as_str());
+        let mut sources = self.answer_sources();
+        // From format 31 the commands every usage line shows (`between`, `weekday`), not only
+        // the first line's words: asked "What day of the week is 2026-12-25?", the local 1.5B
+        // had `weekday` refused as an example's value three times, and the run ended stuck.
+        let commands = if self.format >= crate::strategy::REPEATS_SKIPPED_SINCE_FORMAT {
+            crate::usage::commands(&sources.documents, script)
+        } else {
+            Vec::new()
+        };
         // From format 8 only a usage line's words count (a subcommand), not its example
         // values: file-finder's `["*.csv"]` made `*.csv` "stated" for a Markdown task.
         let literals;
         let usage = if self.grounding.strict {
-            literals = crate::grounding::usage_literals(usage);
+            literals =
+                format!("{} {}", crate::grounding::usage_literals(usage), commands.join(" "));
             literals.as_str()
         } else {
             usage
         };
-        let mut sources = self.answer_sources();
         // From format 11: an argument that respells the task's word (the local 1.5B wrote
         // `GB` for "1 GiB", which the converter also knows), whatever a document shows.
         if self.format >= crate::grounding::EACH_SINCE_FORMAT
@@ -999,6 +1006,31 @@ impl Run {
         }
         let list = unstated.iter().map(|arg| format!("`{arg}`")).collect::<Vec<_>>();
         let (list, verb) = (list.join(", "), if list.len() == 1 { "is" } else { "are" });
+        // From format 31: a command written with its values as one argument, or after them
+        // (the local 1.5B ran `dates.py "between 2026-03-01 2026-04-15"`, which failed on its
+        // usage three times), is refused with the call that writes it as the usage does; only
+        // when every value is the task's (a fix must not show an example's values).
+        if unstated.is_empty()
+            && let Some((fault, fixed)) = crate::usage::command_fix(
+                args,
+                &commands,
+                script_usage.and_then(|usage| usage.max_args),
+            )
+        {
+            let what = if fault.contains(char::is_whitespace) {
+                format!(
+                    "`{fault}` holds the script's command and its values in one argument: \
+                     write each as an argument of its own"
+                )
+            } else {
+                format!("`{fault}` is the script's command: it comes first, before its values")
+            };
+            return Some(format!(
+                "{what}{}{}",
+                self.shown_fix(action, Some(fixed)),
+                again("; if this is what the script takes, make the same call again")
+            ));
+        }
         if unstated.is_empty() {
             None
         } else if space.ask_user {
@@ -1257,7 +1289,11 @@ impl Run {
 
     /// What of the run, beside its state and configuration, shapes the action space.
     pub(crate) fn space_rules(&self) -> crate::space::SpaceRules {
-        crate::space::SpaceRules { format: self.format, ungrounded_refused: self.grounding.refused }
+        crate::space::SpaceRules {
+            format: self.format,
+            ungrounded_refused: self.grounding.refused,
+            narrows_first: self.config.strategy != crate::strategy::SAFE,
+        }
     }
 
     /// The arguments of the current task's script calls, in order.

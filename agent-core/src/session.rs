@@ -173,8 +173,12 @@ pub struct RunResult {
 /// out of a turn's note while a batch over the task's values is under way, and refuses once an
 /// answer that gives none of the results' figures for a column the task names; 31 marks done,
 /// without running it again, a batch's step that repeats a script run or tool call that
-/// already worked (the steps after it ran; before, only the answer was left on offer), and
-/// lists each result once in a stopped task's report.
+/// already worked (the steps after it ran; before, only the answer was left on offer), lists
+/// each result once in a stopped task's report, takes the commands every usage line shows
+/// (`dates.py between …`, `dates.py weekday …`) as the script's own words, refuses once a
+/// command written with its values as one argument or after them, with the call as the usage
+/// writes it, and offers a task's first selection the best-ranked skill alone when its score
+/// is twice the next one's or more (not in `safe`).
 pub const RECORD_FORMAT: u32 = 31;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

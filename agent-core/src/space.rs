@@ -72,13 +72,16 @@ pub(crate) struct SpaceRules {
     pub(crate) format: u32,
     /// An answer of the current task was refused as ungrounded.
     pub(crate) ungrounded_refused: bool,
+    /// The strategy lets the ranking narrow the first selection ([`SpaceRules::sure_first`];
+    /// not `safe`, whose SOP lookup picks among the offered workflow skills).
+    pub(crate) narrows_first: bool,
 }
 
 impl SpaceRules {
     /// The rules of the current format with no answer refused.
     #[cfg(test)]
     pub(crate) fn current() -> SpaceRules {
-        SpaceRules { format: crate::RECORD_FORMAT, ungrounded_refused: false }
+        SpaceRules { format: crate::RECORD_FORMAT, ungrounded_refused: false, narrows_first: true }
     }
 
     /// The plan is offered with a task's first action only, as the system prompt asks for it
@@ -118,7 +121,27 @@ impl SpaceRules {
     fn batch_note(self) -> bool {
         self.format >= crate::grounding::BATCH_NOTE_SINCE_FORMAT
     }
+
+    /// The first selection offers the one skill the ranking is sure of, when there is one
+    /// ([`SURE_RATIO`], from format 31).
+    fn sure_first(self) -> bool {
+        self.format >= SURE_FIRST_SINCE_FORMAT && self.narrows_first
+    }
 }
+
+/// The record format from which a task's first selection offers only the best-ranked skill
+/// when its score is [`SURE_RATIO`] times the next one's or more: asked "How many ERROR and
+/// WARN lines does app.log have in total?" with 22 skills installed, the local 1.5B was offered
+/// log-analyzer (BM25 11.2), regex-helper (4.7) and csv-summary (2.5), thought "load the
+/// http-status-codes skill", selected csv-summary, and went through four skills before the
+/// log analyzer. The others stay on offer once a skill is selected, for what it leaves open.
+pub(crate) const SURE_FIRST_SINCE_FORMAT: u32 = 31;
+
+/// How many times the next skill's score the best one's must be for the ranking to be sure:
+/// on the bench's tasks with every example skill installed, each task whose best skill
+/// scores twice the next one's or more needs that skill (convert-batch-4 2.6×, find-many-
+/// patterns 2.2×, csv-units-mean 2.0×); the tasks that need two skills score below (1.0–1.4×).
+const SURE_RATIO: f64 = 2.0;
 
 /// Where a batch of script calls over the task's values stands, after a call of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -503,6 +526,19 @@ fn select_offer(
     if open_only && open.is_none() {
         return Vec::new();
     }
+    // The first selection, when the ranking is sure: the best skill alone (format 31).
+    let sure_of = match scored.as_slice() {
+        [(best, name), (next, _), ..]
+            if rules.sure_first()
+                && relevant_only
+                && open.is_none()
+                && state.selected.is_empty()
+                && *best >= SURE_RATIO * *next =>
+        {
+            Some(name.clone())
+        }
+        _ => None,
+    };
     let mut offer: Vec<String> = scored
         .into_iter()
         .filter(|(score, name)| {
@@ -523,11 +559,13 @@ fn select_offer(
         .collect();
     // Only the best few: with many skills installed, most share some word with any task,
     // and a small model takes one of them.
+    let sure = sure_of.is_some_and(|name| offer.first() == Some(&name));
     if relevant_only {
         let mut kept = 0;
         offer.retain(|name| {
             kept += 1;
-            kept <= MAX_OFFERED_SKILLS || user_named(&state.task, config, name)
+            let most = if sure { 1 } else { MAX_OFFERED_SKILLS };
+            kept <= most || user_named(&state.task, config, name)
         });
     }
     offer
@@ -1227,8 +1265,40 @@ mod tests {
             action_space(&state, &config, SpaceRules::current()).select,
             Vec::<String>::new()
         );
-        let format_8 = SpaceRules { format: 8, ungrounded_refused: false };
+        let format_8 = SpaceRules { format: 8, ungrounded_refused: false, narrows_first: true };
         assert_eq!(action_space(&state, &config, format_8).select, ["slide-deck"]);
+    }
+
+    #[test]
+    fn a_sure_ranking_offers_its_best_skill_alone_at_first() {
+        let entry = |name: &str, description: &str| json!({"name": name, "description": description, "source": "project", "directory": "d"});
+        let mut state: RunState = serde_json::from_value(json!({
+            "run_id": "r", "task": "How many ERROR and WARN lines does app.log have?",
+            "catalog": [
+                entry("csv-summary", "Summarise a CSV file: how many rows, the total of a column."),
+                entry("log-analyzer", "Count the ERROR, WARN and INFO lines of a log file."),
+                entry("regex-helper", "Test a regular expression against lines of text."),
+            ],
+            "selected": [], "actions": [], "counters": {}, "reasoning": {}
+        }))
+        .unwrap();
+        let config = AgentConfig { decide: DecideMode::Json, ..AgentConfig::default() };
+        let scored = scored_skills(&state);
+        assert!(scored[0].0 >= SURE_RATIO * scored[1].0, "{scored:?}");
+        assert_eq!(action_space(&state, &config, SpaceRules::current()).select, ["log-analyzer"]);
+        // Before format 31, the safe strategy (its SOP lookup picks among the offer), or native
+        // tool callers: the best few that share a word with the task, ranked (all, for tools).
+        let format_30 = SpaceRules { format: 30, ungrounded_refused: false, narrows_first: true };
+        let safe = SpaceRules { narrows_first: false, ..SpaceRules::current() };
+        for rules in [format_30, safe] {
+            let offer = action_space(&state, &config, rules).select;
+            assert_eq!(offer, ["log-analyzer", "regex-helper"], "{rules:?}");
+        }
+        let tools = AgentConfig { decide: DecideMode::Tools, ..AgentConfig::default() };
+        assert_eq!(action_space(&state, &tools, SpaceRules::current()).select.len(), 3);
+        // A ranking that is not sure offers the best few.
+        state.task = "How many lines of text does app.log have?".into();
+        assert!(action_space(&state, &config, SpaceRules::current()).select.len() > 1);
     }
 
     #[test]
@@ -1255,7 +1325,7 @@ mod tests {
         });
         assert_eq!(plan(&state, SpaceRules::current()), PlanField::None);
         // Format 27 offered it until one was sent.
-        let format_27 = SpaceRules { format: 27, ungrounded_refused: false };
+        let format_27 = SpaceRules { format: 27, ungrounded_refused: false, narrows_first: true };
         assert_eq!(plan(&state, format_27), PlanField::Plan);
         // A plan sent: its updates stay on offer.
         state.plan = Some(serde_json::from_value(json!({"goal": "g", "steps": []})).unwrap());
@@ -1289,7 +1359,7 @@ mod tests {
             "{note}"
         );
         // Format 12: the answer is invited.
-        let format_12 = SpaceRules { format: 12, ungrounded_refused: false };
+        let format_12 = SpaceRules { format: 12, ungrounded_refused: false, narrows_first: true };
         let note = action_space(&state, &config, format_12).note.unwrap();
         assert!(note.contains("answer if it is enough"), "{note}");
         // Every value used: the batch is done.
@@ -1341,7 +1411,7 @@ mod tests {
         assert!(space.note.unwrap().contains("select unit-converter for it, or answer now"));
         assert!(space.run.is_empty());
         // Format 9: only the answer.
-        let format_9 = SpaceRules { format: 9, ungrounded_refused: false };
+        let format_9 = SpaceRules { format: 9, ungrounded_refused: false, narrows_first: true };
         assert!(action_space(&state, &config, format_9).select.is_empty());
         // Nothing open: only the answer.
         state.task = "Total the amount column of sales.csv".into();

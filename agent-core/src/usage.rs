@@ -75,6 +75,69 @@ pub(crate) fn script_usages(body: &str, scripts: &[String]) -> Vec<ScriptUsage> 
     usages
 }
 
+/// The commands `documents` show `script` taking (from record format 31): the first argument
+/// of each usage line that gives more after it, when that argument is a plain word and no
+/// placeholder — `between` and `weekday` in "Run `scripts/dates.py between 2026-01-05
+/// 2026-02-06` or `scripts/dates.py weekday 2026-01-05`". A value (`5`, `*.csv`, `FILE`) or
+/// a flag is no command.
+pub(crate) fn commands(documents: &[&str], script: &str) -> Vec<String> {
+    let mut commands: Vec<String> = Vec::new();
+    for line in documents.iter().flat_map(|document| code_lines(document)) {
+        let args = match json_usage(&line) {
+            Some((Some(named), args)) if named == script => args,
+            Some(_) => continue,
+            None => match arguments_after(&line, script) {
+                Some(args) => args,
+                None => continue,
+            },
+        };
+        let [first, _, ..] = args.as_slice() else { continue };
+        let word = first.starts_with(|c: char| c.is_ascii_alphabetic())
+            && first.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+        if word && !is_placeholder_word(first) && !commands.contains(first) {
+            commands.push(first.clone());
+        }
+    }
+    commands
+}
+
+/// A call's arguments with a script's command where `commands` ([`commands`]) says it goes:
+/// a command written with the arguments after it as one (`"between 2026-03-01 2026-04-15"`)
+/// split into its words, or a command written after the values (`["2026-12-25", "weekday"]`)
+/// moved first; cut to `max_args`. `None` when the call has neither shape. Returns the
+/// argument at fault with the fixed call.
+pub(crate) fn command_fix(
+    args: &[String],
+    commands: &[String],
+    max_args: Option<usize>,
+) -> Option<(String, Vec<String>)> {
+    let is_command = |word: &str| commands.iter().any(|command| command == word);
+    let merged = args.iter().position(|arg| {
+        let mut words = arg.split_whitespace();
+        words.next().is_some_and(is_command) && words.next().is_some()
+    });
+    let (fault, mut fixed) = if let Some(at) = merged {
+        let mut fixed: Vec<String> = args[..at].to_vec();
+        fixed.extend(args[at].split_whitespace().map(str::to_owned));
+        fixed.extend(args[at + 1..].iter().cloned());
+        (args[at].clone(), fixed)
+    } else {
+        let first = args.first()?;
+        if is_command(first) || first.starts_with('-') {
+            return None;
+        }
+        let at = args.iter().position(|arg| is_command(arg))?;
+        let mut fixed = args.to_vec();
+        let command = fixed.remove(at);
+        fixed.insert(0, command.clone());
+        (command, fixed)
+    };
+    if let Some(max) = max_args {
+        fixed.truncate(max.max(1));
+    }
+    Some((fault, fixed))
+}
+
 /// A usage in JSON: an object with `script` and `args` (the script named), or a bare list of
 /// string arguments (no script named).
 fn json_usage(line: &str) -> Option<(Option<String>, Vec<String>)> {
@@ -293,6 +356,56 @@ mod tests {
         assert_eq!(arity(&found[0]), (2, Some(3)));
         assert_eq!(found[0].placeholders, ["VALUE", "FROM", "TO"]);
         assert_eq!(found[0].example, "scripts/convert.py VALUE FROM TO");
+    }
+
+    fn strings(words: &[&str]) -> Vec<String> {
+        words.iter().map(|word| (*word).to_owned()).collect()
+    }
+
+    #[test]
+    fn commands_are_the_first_plain_words_of_usage_lines_with_more_after_them() {
+        let body = "Run `scripts/dates.py between 2026-01-05 2026-02-06` or \
+                    `scripts/dates.py weekday 2026-01-05`. See `scripts/dates.py`.";
+        assert_eq!(commands(&[body], "scripts/dates.py"), ["between", "weekday"]);
+        // Values, placeholders, flags and a lone word are no commands; nor another script's.
+        let body = "```\nscripts/convert.py 5 miles km\nscripts/jq.py FILE PATH\n\
+                    scripts/find.py --name report\nscripts/find.py invoice\n\
+                    scripts/find.py *.md docs\nscripts/git.py log --oneline\n```\n\
+                    `{\"script\": \"scripts/find.py\", \"args\": [\"status\", \"-s\"]}`";
+        assert!(commands(&[body], "scripts/convert.py").is_empty());
+        assert!(commands(&[body], "scripts/jq.py").is_empty());
+        assert_eq!(commands(&[body], "scripts/find.py"), ["status"]);
+        assert_eq!(commands(&[body], "scripts/git.py"), ["log"]);
+        assert!(commands(&[], "scripts/git.py").is_empty());
+    }
+
+    #[test]
+    fn a_command_merged_with_its_values_or_written_after_them_is_put_right() {
+        let commands = strings(&["between", "weekday"]);
+        let merged = strings(&["between 2026-03-01 2026-04-15", "2026-03-01"]);
+        assert_eq!(
+            command_fix(&merged, &commands, Some(3)),
+            Some((
+                "between 2026-03-01 2026-04-15".to_owned(),
+                strings(&["between", "2026-03-01", "2026-04-15"])
+            ))
+        );
+        let after = strings(&["2026-12-25", "weekday"]);
+        assert_eq!(
+            command_fix(&after, &commands, Some(3)),
+            Some(("weekday".to_owned(), strings(&["weekday", "2026-12-25"])))
+        );
+        // As the usage writes it, a flag first, a text with spaces that starts with no
+        // command, or a script without commands: nothing to put right.
+        for args in [
+            strings(&["weekday", "2026-12-25"]),
+            strings(&["--utc", "weekday", "2026-12-25"]),
+            strings(&["the lines between", "x"]),
+            strings(&[]),
+        ] {
+            assert_eq!(command_fix(&args, &commands, Some(3)), None, "{args:?}");
+        }
+        assert_eq!(command_fix(&after, &[], None), None);
     }
 
     #[test]

@@ -25,6 +25,7 @@ fn main() -> std::process::ExitCode {
         after_a_refusal_the_honest_answer_is_grounded,
         a_think_that_completes_with_an_invented_figure_is_refused_once,
         placeholders_and_argument_counts_are_held_to_the_skills_usage,
+        a_scripts_command_is_written_as_its_usage_writes_it,
         a_file_placeholder_without_a_file_in_the_task_says_to_find_it,
         a_script_refused_for_a_file_the_task_does_not_name_waits_for_a_result,
         an_answer_with_no_figure_for_a_columns_total_is_refused_once,
@@ -527,6 +528,54 @@ async fn placeholders_and_argument_counts_are_held_to_the_skills_usage() -> anyh
     // The selected skill's usage is in the record, so a re-run or a resume sees it.
     let selected = &ran.state()["selected"][0]["usage"][0];
     assert_eq!(selected["example"], json!("scripts/conv.sh VALUE FROM TO"));
+    Ok(())
+}
+
+async fn a_scripts_command_is_written_as_its_usage_writes_it() -> anyhow::Result<()> {
+    // A skill whose script takes a command ("Run `scripts/dates.py between 2026-01-05
+    // 2026-02-06` or `scripts/dates.py weekday 2026-01-05`"): the local 1.5B had `weekday`
+    // refused as an example's value (only the first usage line's words counted), and ran
+    // `"between 2026-03-01 2026-04-15"` as one argument until the run ended stuck.
+    let fixture = Fixture::new();
+    fixture.skill(
+        "dates",
+        "Date arithmetic.",
+        "",
+        "Run `scripts/dates.sh between 2026-01-05 2026-02-06` or `scripts/dates.sh weekday 2026-01-05`.",
+    );
+    fixture.script(
+        "dates",
+        "scripts/dates.sh",
+        "case \"$1\" in weekday) echo \"weekday of $2: Friday\";; \
+         between) echo \"days: 45\";; *) echo \"usage: dates.sh between DATE DATE | weekday DATE\" >&2; exit 2;; esac",
+    );
+    let run = |args: &[&str]| run_script("dates", "scripts/dates.sh", args);
+    let model = Arc::new(MockModel::new(vec![
+        select("dates"),
+        run(&["2026-12-25", "weekday"]),
+        run(&["weekday", "2026-12-25"]),
+        run(&["between 2026-03-01 2026-04-15", "2026-03-01"]),
+        run(&["between", "2026-03-01", "2026-04-15"]),
+        answer("2026-12-25 is a Friday, and there are 45 days between the two dates."),
+    ]));
+    let task = "What weekday is 2026-12-25, and how many days are between 2026-03-01 and \
+                2026-04-15?";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "refused", "ok"]);
+    let observations = ran.observations();
+    assert_eq!(
+        observations[1].1,
+        "`weekday` is the script's command: it comes first, before its values. Make this call: \
+         {\"skill\": \"dates\", \"script\": \"scripts/dates.sh\", \"args\": [\"weekday\", \"2026-12-25\"]}"
+    );
+    assert_eq!(
+        observations[3].1,
+        "`between 2026-03-01 2026-04-15` holds the script's command and its values in one \
+         argument: write each as an argument of its own. Make this call: {\"skill\": \"dates\", \
+         \"script\": \"scripts/dates.sh\", \"args\": [\"between\", \"2026-03-01\", \"2026-04-15\"]}"
+    );
+    assert_eq!(ran.result.outcome, Outcome::Completed);
     Ok(())
 }
 

@@ -34,6 +34,9 @@ const CONVERT: &str = "unit-converter";
 const CONVERT_SCRIPT: &str = "scripts/convert.py";
 const FIND: &str = "file-finder";
 const FIND_SCRIPT: &str = "scripts/find_files.py";
+/// A skill of `examples/more-skills` whose script takes a command.
+const DATES: &str = "date-calculator";
+const DATES_SCRIPT: &str = "scripts/dates.py";
 
 /// Every scenario, in report order.
 pub fn scenarios() -> Vec<Scenario> {
@@ -987,6 +990,28 @@ fn among_many() -> Vec<Scenario> {
             "Zone C costs 5.85 EUR per kg, with delivery in 3-5 days.",
             &["5.85", "3-5"],
         ),
+        // A script that takes a command before its values (`dates.py between DATE DATE`,
+        // `dates.py weekday DATE`), a shape the bundled skills do not have.
+        solved(
+            "weekday-among-many",
+            Category::OneSkill,
+            "What day of the week is 2026-12-25?",
+            &[DATES],
+            &[(DATES, DATES_SCRIPT, &["weekday", "2026-12-25"])],
+            "2026-12-25 is a Friday.",
+            &["Friday"],
+        )
+        .with_more_skills(),
+        solved(
+            "days-between-among-many",
+            Category::OneSkill,
+            "How many days are there between 2026-03-01 and 2026-04-15?",
+            &[DATES],
+            &[(DATES, DATES_SCRIPT, &["between", "2026-03-01", "2026-04-15"])],
+            "There are 45 days between 2026-03-01 and 2026-04-15.",
+            &["45"],
+        )
+        .with_more_skills(),
         solved(
             "find-then-total-among-many",
             Category::MultiSkill,
