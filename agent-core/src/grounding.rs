@@ -1265,6 +1265,25 @@ pub(crate) fn target_result_lines(targets: &[String], results: &[&str]) -> Vec<S
     lines
 }
 
+/// The conversion lines of `results` (`1 GiB = 1073.741824 MB`) whose converted figure, the
+/// first after `=`, `answer` does not state (format 31), as the script printed them, each
+/// once: the refusal of an answer that names no unit the task converts into showed the first
+/// target's line alone, and the local 1.5B, with every conversion of a batch run, answered
+/// with the total and one conversion twice more, to the turn limit.
+pub(crate) fn conversions_left_out(answer: &str, results: &[&str]) -> Vec<String> {
+    let stated = stated_numbers(answer);
+    let mut lines: Vec<String> = Vec::new();
+    for line in results.iter().flat_map(|text| text.lines()) {
+        let Some((_, converted)) = line.split_once('=') else { continue };
+        let Some(figure) = stated_numbers(converted).into_iter().next() else { continue };
+        let line = gist_within(line.trim(), RESULT_CHARS);
+        if !stated.iter().any(|number| same(number, figure.value)) && !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
 /// The note that refuses, once, an answer that names none of the units the task asks to
 /// convert into, where the results already state the converted figures (format 29): those
 /// lines, to answer with.
@@ -3216,6 +3235,13 @@ mod tests {
         // No conversion ran: nothing to show.
         assert!(target_result_lines(&targets(&["m", "kilograms"]), &[summary]).is_empty());
         assert!(target_result_lines(&targets(&["m"]), &[]).is_empty());
+        let batch = "1 nmi = 1852 m\nquantity: length\n20 C = 68 F\n1 GiB = 1073.741824 MB";
+        assert_eq!(
+            conversions_left_out("The total is 1705.47, and 20 C is 68 F.", &[summary, batch]),
+            ["1 nmi = 1852 m", "1 GiB = 1073.741824 MB"]
+        );
+        assert!(conversions_left_out("1852 m, 68 F and 1073.74 MB", &[batch]).is_empty());
+        assert!(conversions_left_out("anything", &[summary]).is_empty());
     }
 
     #[test]

@@ -178,7 +178,10 @@ pub struct RunResult {
 /// (`dates.py between …`, `dates.py weekday …`) as the script's own words, refuses once a
 /// command written with its values as one argument or after them, with the call as the usage
 /// writes it, and offers a task's first selection the best-ranked skill alone when its score
-/// is twice the next one's or more (not in `safe`).
+/// is twice the next one's or more (not in `safe`); in plan-execute-think a round whose every
+/// step was refused does not count toward the round limit (twice a run at most); and the
+/// refusal of an answer that names no unit the task converts into shows every conversion line
+/// of the results whose figure the answer leaves out.
 pub const RECORD_FORMAT: u32 = 31;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

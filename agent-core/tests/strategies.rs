@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         a_planned_repeat_of_a_call_that_worked_is_not_run_again,
         a_plan_holds_a_step_for_each_value_of_the_task_left,
         a_round_whose_every_step_was_refused_cannot_complete,
+        a_round_whose_every_step_was_refused_does_not_count_toward_the_limit,
         a_round_past_its_time_limit_goes_to_think,
         the_round_limit_answers_with_the_last_user_summary,
         without_a_summary_one_forced_call_answers_then_a_deterministic_text,
@@ -525,6 +526,31 @@ async fn a_round_whose_every_step_was_refused_cannot_complete() -> anyhow::Resul
     );
     let second = &requests[4].tools[0].parameters["properties"]["task_completed"];
     assert_eq!(second, &json!({"type": "boolean"}));
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn a_round_whose_every_step_was_refused_does_not_count_toward_the_limit() -> anyhow::Result<()>
+{
+    // Judged simple (two rounds), the local 1.5B had its placeholder file name refused, found
+    // the file in the next round, and the limit ended the run before the total ran on it. From
+    // format 31 a round that ran nothing does not count (the second round here), so the run
+    // gets its two rounds of results.
+    let unselected =
+        ("run_script", json!({"skill": "notes", "script": "scripts/x.sh", "args": []}));
+    let (ran, _model, _fixture) = logging_one_after(vec![
+        plan(Some("simple"), &[select_step()]),
+        plan(None, &[unselected]),
+        think("Nothing ran yet.", false),
+        plan(None, &[script_step("log", &["two"])]),
+        think("Logged two.", false),
+    ])
+    .await?;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "ok"]);
+    let state = ran.state();
+    assert_eq!(state["strategy_state"]["refused_rounds"], 1);
+    assert_eq!(state["strategy_state"]["round"], 4);
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())

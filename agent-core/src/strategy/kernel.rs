@@ -737,7 +737,15 @@ fn review_target(run: &mut Run, answer: &str) -> Option<String> {
     run.state.reasoning.incomplete_refusals += 1;
     if run.format >= grounding::WORKED_SINCE_FORMAT {
         let sources = run.answer_sources();
-        let lines = grounding::target_result_lines(&unnamed, &sources.results);
+        let mut lines = grounding::target_result_lines(&unnamed, &sources.results);
+        // From format 31 with every other conversion the answer leaves out.
+        if !lines.is_empty() && run.format >= REPEATS_SKIPPED_SINCE_FORMAT {
+            for line in grounding::conversions_left_out(answer, &sources.results) {
+                if !lines.contains(&line) {
+                    lines.push(line);
+                }
+            }
+        }
         if !lines.is_empty() {
             return Some(grounding::target_in_results_note(&unnamed, &lines));
         }

@@ -25,7 +25,8 @@
 //! planned before its instructions were read), and the think after a refusal that names every
 //! value the answer needs runs past the round limit (once a task: such a refusal comes once).
 //! From format 31 a step that repeats a script run or tool call that already worked is marked
-//! done without running again, and the batch goes on ([`kernel::already_done`]).
+//! done without running again, and the batch goes on ([`kernel::already_done`]); and a round
+//! whose every step was refused does not count toward `max_rounds` (twice a run at most).
 //! Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
@@ -66,6 +67,9 @@ const MAX_STEPS: usize = 8;
 /// Rounds that only selected skills and go on without a think nor counting toward the round
 /// limit (format 12); a later one is a round like any other.
 const MAX_PREPARATION_ROUNDS: u32 = 2;
+/// Rounds whose every step was refused that do not count toward the round limit (format 31);
+/// a later one is a round like any other.
+const MAX_REFUSED_ROUNDS: u32 = 2;
 const REASONING_MAX: usize = 300;
 /// The bound of a plan's reasoning and a think's next-step preview from format 17: at 300 the
 /// local 1.5B filled the plan's reasoning to the bound in half its plans (median 283
@@ -127,6 +131,10 @@ struct RoundState {
     /// answer needs (format 15).
     #[serde(skip_serializing_if = "is_zero")]
     closing_rounds: u32,
+    /// Rounds whose every step was refused (format 31): they do not count toward
+    /// `max_rounds` (twice a run at most).
+    #[serde(skip_serializing_if = "is_zero")]
+    refused_rounds: u32,
     /// Plans rejected (too many steps, no steps, a step that is no action).
     rejected_plans: u32,
     /// The last think's `user_summary` that was taken, or (format 27) refused only as
@@ -149,7 +157,7 @@ impl RoundState {
     /// The last round the run may start: the limit, moved on by each preparation round and
     /// each closing think.
     fn last_round(&self) -> u32 {
-        self.max_rounds + self.preparation_rounds + self.closing_rounds
+        self.max_rounds + self.preparation_rounds + self.closing_rounds + self.refused_rounds
     }
 }
 
@@ -190,6 +198,7 @@ impl PlanExecuteThink {
                 max_rounds: Complexity::Medium.max_rounds(),
                 preparation_rounds: 0,
                 closing_rounds: 0,
+                refused_rounds: 0,
                 rejected_plans: 0,
                 last_user_summary: None,
                 timed_out: false,
@@ -304,6 +313,20 @@ impl Strategy for PlanExecuteThink {
             && only_prepared(run);
         if preparation {
             rounds.preparation_rounds += 1;
+            save(run, rounds);
+        }
+        // A round whose every step was refused ran nothing: from format 31 it does not count
+        // toward the limit either (twice a run at most). Judged "simple" (two rounds), the
+        // local 1.5B had its placeholder file name refused, found the file in the next round,
+        // and the limit ended the run before the total ran on it.
+        if executed
+            && stop.is_none()
+            && !preparation
+            && run.format >= kernel::REPEATS_SKIPPED_SINCE_FORMAT
+            && rounds.refused_rounds < MAX_REFUSED_ROUNDS
+            && all_refused(run)
+        {
+            rounds.refused_rounds += 1;
             save(run, rounds);
         }
         // Think: after an executed batch, or when no action is left.
@@ -775,13 +798,19 @@ fn completion_bar(run: &Run) -> Option<&'static str> {
     // From format 12 neither may a round whose every step was refused, in a task with no
     // result yet: told its example pattern `*.csv` was no value of the task, the local 1.5B
     // completed with "The Markdown files in the workspace are `*.md` and `docs`.", nothing run.
-    let refused = |record: &&ActionRecord| {
-        matches!(record.status, ObservationStatus::Refused | ObservationStatus::InvalidAction)
-    };
     (run.format >= grounding::ROUNDS_SINCE_FORMAT
-        && batch.iter().all(refused)
+        && all_refused(run)
         && !run.state.task_actions().any(ActionRecord::is_result))
     .then_some("every step of it was refused, and no script has given a result yet")
+}
+
+/// Whether this round's batch ran steps and every one of them was refused.
+fn all_refused(run: &Run) -> bool {
+    let batch = this_round(run);
+    !batch.is_empty()
+        && batch.iter().all(|record| {
+            matches!(record.status, ObservationStatus::Refused | ObservationStatus::InvalidAction)
+        })
 }
 
 /// Whether this round's batch only selected skills, each select taken, while their scripts
