@@ -1061,7 +1061,22 @@ impl Run {
                 let value = |arg: &String| if arg == example { value } else { arg }.to_owned();
                 args.iter().map(value).collect()
             };
+            // From format 31, a script with commands: the call without the example's values,
+            // its command where the usage writes it (the local 1.5B ran `dates.py "between
+            // 2026-01-05 2026-02-06" "weekday 2026-12-25"`, an example beside the task's date,
+            // and, told to write the task's own value, the same call four times).
+            let without_examples = if commands.is_empty() {
+                None
+            } else {
+                let kept: Vec<String> =
+                    args.iter().filter(|arg| !unstated.contains(&arg.as_str())).cloned().collect();
+                let max = script_usage.and_then(|usage| usage.max_args);
+                crate::usage::command_fix(&kept, &commands, max).map(|(_, fixed)| fixed).or_else(
+                    || kept.first().is_some_and(|first| commands.contains(first)).then_some(kept),
+                )
+            };
             let shown = match (unstated.as_slice(), kinds.as_slice()) {
+                _ if without_examples.is_some() => self.shown_fix(action, without_examples),
                 ([example], [(_, pattern)])
                     if example.contains(['*', '?'])
                         && crate::grounding::names_file_kind(example) =>

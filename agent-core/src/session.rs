@@ -177,7 +177,8 @@ pub struct RunResult {
 /// each result once in a stopped task's report, takes the commands every usage line shows
 /// (`dates.py between …`, `dates.py weekday …`) as the script's own words, refuses once a
 /// command written with its values as one argument or after them, with the call as the usage
-/// writes it, and offers a task's first selection the best-ranked skill alone when its score
+/// writes it (when the call also copies an example's values, the call without them), and
+/// offers a task's first selection the best-ranked skill alone when its score
 /// is twice the next one's or more (not in `safe`); in plan-execute-think a round whose every
 /// step was refused does not count toward the round limit (twice a run at most); and the
 /// refusal of an answer that names no unit the task converts into shows every conversion line

@@ -552,6 +552,7 @@ async fn a_scripts_command_is_written_as_its_usage_writes_it() -> anyhow::Result
     let run = |args: &[&str]| run_script("dates", "scripts/dates.sh", args);
     let model = Arc::new(MockModel::new(vec![
         select("dates"),
+        run(&["between 2026-01-05 2026-02-06", "weekday 2026-12-25"]),
         run(&["2026-12-25", "weekday"]),
         run(&["weekday", "2026-12-25"]),
         run(&["between 2026-03-01 2026-04-15", "2026-03-01"]),
@@ -562,8 +563,19 @@ async fn a_scripts_command_is_written_as_its_usage_writes_it() -> anyhow::Result
                 2026-04-15?";
     let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
     replays_exactly(&ran).await;
-    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "refused", "ok"]);
-    let observations = ran.observations();
+    assert_eq!(ran.statuses(), ["ok", "refused", "refused", "ok", "refused", "ok"]);
+    let mut observations = ran.observations();
+    // An example's values beside the task's (format 31): the call without them, its command
+    // first, is shown.
+    let example = observations.remove(1).1;
+    assert!(
+        example.starts_with("`between 2026-01-05 2026-02-06` is from an example")
+            && example.ends_with(
+                "Make this call: {\"skill\": \"dates\", \"script\": \"scripts/dates.sh\", \
+                 \"args\": [\"weekday\", \"2026-12-25\"]}"
+            ),
+        "{example}"
+    );
     assert_eq!(
         observations[1].1,
         "`weekday` is the script's command: it comes first, before its values. Make this call: \
