@@ -950,6 +950,7 @@ impl Run {
         let script_usage =
             self.state.selected_skill(skill).and_then(|selected| selected.usage_of(script));
         let usage = script_usage.map_or("", |usage| usage.example.as_str());
+        let max_args = script_usage.and_then(|usage| usage.max_args);
         let mut sources = self.answer_sources();
         // From format 31 the commands every usage line shows (`between`, `weekday`), not only
         // the first line's words: asked "What day of the week is 2026-12-25?", the local 1.5B
@@ -1011,11 +1012,7 @@ impl Run {
         // usage three times), is refused with the call that writes it as the usage does; only
         // when every value is the task's (a fix must not show an example's values).
         if unstated.is_empty()
-            && let Some((fault, fixed)) = crate::usage::command_fix(
-                args,
-                &commands,
-                script_usage.and_then(|usage| usage.max_args),
-            )
+            && let Some((fault, fixed)) = crate::usage::command_fix(args, &commands, max_args)
         {
             let what = if fault.contains(char::is_whitespace) {
                 format!(
@@ -1070,10 +1067,11 @@ impl Run {
             } else {
                 let kept: Vec<String> =
                     args.iter().filter(|arg| !unstated.contains(&arg.as_str())).cloned().collect();
-                let max = script_usage.and_then(|usage| usage.max_args);
-                crate::usage::command_fix(&kept, &commands, max).map(|(_, fixed)| fixed).or_else(
-                    || kept.first().is_some_and(|first| commands.contains(first)).then_some(kept),
-                )
+                crate::usage::command_fix(&kept, &commands, max_args)
+                    .map(|(_, fixed)| fixed)
+                    .or_else(|| {
+                        kept.first().is_some_and(|first| commands.contains(first)).then_some(kept)
+                    })
             };
             let shown = match (unstated.as_slice(), kinds.as_slice()) {
                 _ if without_examples.is_some() => self.shown_fix(action, without_examples),

@@ -40,13 +40,8 @@ pub(crate) fn script_usages(body: &str, scripts: &[String]) -> Vec<ScriptUsage> 
     for script in scripts {
         let mut found: Option<ScriptUsage> = None;
         for line in &lines {
-            let args = match json_usage(line) {
-                Some((Some(named), args)) if named == *script => Some(args),
-                Some((None, args)) if json_form && scripts.len() == 1 => Some(args),
-                Some(_) => None,
-                None => arguments_after(line, script),
-            };
-            let Some(args) = args else { continue };
+            let bare_lists = json_form && scripts.len() == 1;
+            let Some(args) = line_arguments(line, script, bare_lists) else { continue };
             if args.is_empty() {
                 // A script named without arguments is a reference, not a usage.
                 continue;
@@ -83,14 +78,7 @@ pub(crate) fn script_usages(body: &str, scripts: &[String]) -> Vec<ScriptUsage> 
 pub(crate) fn commands(documents: &[&str], script: &str) -> Vec<String> {
     let mut commands: Vec<String> = Vec::new();
     for line in documents.iter().flat_map(|document| code_lines(document)) {
-        let args = match json_usage(&line) {
-            Some((Some(named), args)) if named == script => args,
-            Some(_) => continue,
-            None => match arguments_after(&line, script) {
-                Some(args) => args,
-                None => continue,
-            },
-        };
+        let Some(args) = line_arguments(&line, script, false) else { continue };
         let [first, _, ..] = args.as_slice() else { continue };
         let word = first.starts_with(|c: char| c.is_ascii_alphabetic())
             && first.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
@@ -136,6 +124,18 @@ pub(crate) fn command_fix(
         fixed.truncate(max.max(1));
     }
     Some((fault, fixed))
+}
+
+/// The arguments a code line gives `script`: a JSON usage naming it, a bare JSON list of
+/// arguments with `bare_lists` (a skill of one script that writes its usages that way), or a
+/// command line naming it. `None` when the line is no usage of `script`.
+fn line_arguments(line: &str, script: &str, bare_lists: bool) -> Option<Vec<String>> {
+    match json_usage(line) {
+        Some((Some(named), args)) if named == script => Some(args),
+        Some((None, args)) if bare_lists => Some(args),
+        Some(_) => None,
+        None => arguments_after(line, script),
+    }
 }
 
 /// A usage in JSON: an object with `script` and `args` (the script named), or a bare list of
