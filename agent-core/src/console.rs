@@ -137,6 +137,17 @@ impl ConsoleSink {
                 self.paint("33", "✗"),
                 validated.error.as_deref().unwrap_or_default()
             ),
+            Payload::ActionValidated(validated) if validated.chosen_by.is_some() => {
+                let name = match &validated.action {
+                    Some(crate::Action::SelectSkills { names }) => names.join(", "),
+                    Some(action) => action.summary(),
+                    None => String::new(),
+                };
+                self.paint(
+                    "2",
+                    &format!("  · {name}: the only skill the ranking is sure of, taken without a model call\n"),
+                )
+            }
             Payload::ActionExecuted(executed) => {
                 let status = executed.status.as_str();
                 let mark =

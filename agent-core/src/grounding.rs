@@ -832,6 +832,45 @@ pub(crate) fn asks_to_combine(task: &str) -> bool {
         .any(|word| matches!(word, "add" | "plus" | "subtract" | "minus"))
 }
 
+/// Whether `task` asks for two or more things counted together: "how many" (or "the number
+/// of") and, within four words, "and", then "in total", "altogether" or "combined" later in
+/// the sentence ("How many ERROR and WARN lines does app.log have in total?"). "How many units
+/// were sold in total" counts one thing; "Find the file and tell me how many rows it has in
+/// total" joins two requests, not two things.
+pub(crate) fn totals_two_things(task: &str) -> bool {
+    let text = task.to_lowercase().replace(". ", "\n");
+    text.split(['\n', '?', '!', ';']).any(|sentence| {
+        let words: Vec<&str> = sentence
+            .split(|c: char| !c.is_alphanumeric() && c != '_')
+            .filter(|w| !w.is_empty())
+            .collect();
+        let Some(asks) =
+            words.windows(2).position(|pair| matches!(pair, ["how", "many"] | ["number", "of"]))
+        else {
+            return false;
+        };
+        let Some(joined) = (asks + 2..(asks + 7).min(words.len())).find(|&at| words[at] == "and")
+        else {
+            return false;
+        };
+        let rest = &words[joined + 1..];
+        rest.windows(2).any(|pair| pair == ["in", "total"])
+            || rest.iter().any(|word| matches!(*word, "altogether" | "combined"))
+    })
+}
+
+/// Whether `task` asks to combine values ([`asks_to_combine`], and from format 32 two or more
+/// things counted together, [`totals_two_things`]).
+pub(crate) fn combines(task: &str, format: u32) -> bool {
+    asks_to_combine(task) || (format >= TOTAL_OF_TWO_SINCE_FORMAT && totals_two_things(task))
+}
+
+/// The record format from which a task that counts two or more things together ("How many
+/// ERROR and WARN lines … in total?", [`totals_two_things`]) combines values as "add A to B"
+/// does: asked that with 22 skills installed, the local 1.5B answered "There are 3 ERROR and
+/// 2 WARN lines in app.log." — each count from the log analyzer, no total — and it was taken.
+pub(crate) const TOTAL_OF_TWO_SINCE_FORMAT: u32 = 32;
+
 /// Whether one of `texts` holds `figure` among its numbers.
 fn held_by(texts: &[&str], figure: &Number) -> bool {
     texts.iter().any(|text| {
@@ -841,11 +880,12 @@ fn held_by(texts: &[&str], figure: &Number) -> bool {
     })
 }
 
-/// Whether `task` adds ("add", "plus") rather than subtracts.
+/// Whether `task` adds ("add", "plus", two things counted "in total") rather than subtracts.
 fn adds(task: &str) -> bool {
     task.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())
         .any(|word| matches!(word, "add" | "plus"))
+        || totals_two_things(task)
 }
 
 /// The answer's one figure when the results show it as it is and the task does not give it:
@@ -1325,8 +1365,9 @@ pub(crate) fn worked_combination(
     answer: &str,
     sources: &Sources<'_>,
     task: &str,
+    format: u32,
 ) -> Option<String> {
-    if !asks_to_combine(task) {
+    if !combines(task, format) {
         return None;
     }
     let mut figures: Vec<Number> = Vec::new();
@@ -2955,6 +2996,31 @@ mod tests {
         assert!(asks_to_combine("What is 5 km plus 3 miles?"));
         assert!(!asks_to_combine("What is the sum of the amount column?"));
         assert!(!asks_to_combine("Which additional files are there?"));
+        let both = "How many ERROR and WARN lines does app.log have in total?";
+        assert!(totals_two_things(both));
+        assert!(totals_two_things("What is the number of CSV and Markdown files altogether?"));
+        assert!(!totals_two_things("How many units were sold in total according to sales.csv?"));
+        assert!(!totals_two_things("Find the CSV file and tell me how many rows it has in total."));
+        assert!(!totals_two_things("How many ERROR and WARN lines does app.log have?"));
+        assert!(!totals_two_things("How many lines are in total. Then add and remove one."));
+        assert!(combines(both, TOTAL_OF_TWO_SINCE_FORMAT));
+        assert!(!combines(both, TOTAL_OF_TWO_SINCE_FORMAT - 1), "older records replay as written");
+        assert!(adds(both));
+        let counts = "ERROR: 3\nWARN: 2\nINFO: 3";
+        let sources = Sources { user: vec![both], results: vec![counts], ..Sources::default() };
+        assert_eq!(
+            restates_results("There are 3 ERROR and 2 WARN lines.", &sources),
+            Some(vec!["3".to_owned(), "2".to_owned()])
+        );
+        assert_eq!(
+            worked_combination("3 ERROR and 2 WARN", &sources, both, TOTAL_OF_TWO_SINCE_FORMAT)
+                .as_deref(),
+            Some("The results your answer names: 3 and 2; 3 + 2 = 5.")
+        );
+        assert!(
+            combine_again_note(&["3".to_owned(), "2".to_owned()], both)
+                .contains("their sum (3 + 2)")
+        );
         let output = "amount sum: 1705.47\nrows: 20";
         let sources = Sources {
             user: vec!["Add the total of amount to 20 units"],
@@ -3171,28 +3237,43 @@ mod tests {
         let sources = Sources { user: vec![task], results: vec![summary], ..Sources::default() };
         let answer = "The amount total is 1705.47 and the units total is 212: together 1917.84.";
         assert_eq!(
-            worked_combination(answer, &sources, task).as_deref(),
+            worked_combination(answer, &sources, task, crate::RECORD_FORMAT).as_deref(),
             Some("The results your answer names: 1705.47 and 212; 1705.47 + 212 = 1917.47.")
         );
         // The difference of two, the larger first; whole numbers stay whole.
         let minus = "Subtract the rows from the units total.";
         let sources = Sources { user: vec![minus], results: vec![summary], ..Sources::default() };
         assert_eq!(
-            worked_combination("20 from 212 is 190.", &sources, minus).as_deref(),
+            worked_combination("20 from 212 is 190.", &sources, minus, crate::RECORD_FORMAT)
+                .as_deref(),
             Some("The results your answer names: 20 and 212; 212 - 20 = 192.")
         );
         // Fewer than two results named, a figure the task gives, or no arithmetic asked: none.
-        assert_eq!(worked_combination("It is 1917.84.", &sources, task), None);
         assert_eq!(
-            worked_combination("1705.47 and 212 make 1917.84", &sources, "What is the total?"),
+            worked_combination("It is 1917.84.", &sources, task, crate::RECORD_FORMAT),
+            None
+        );
+        assert_eq!(
+            worked_combination(
+                "1705.47 and 212 make 1917.84",
+                &sources,
+                "What is the total?",
+                crate::RECORD_FORMAT
+            ),
             None
         );
         let gives = "Add 212 to the amount total.";
         let sources = Sources { user: vec![gives], results: vec![summary], ..Sources::default() };
-        assert_eq!(worked_combination("212 + 1705.47 = 1917.84", &sources, gives), None);
+        assert_eq!(
+            worked_combination("212 + 1705.47 = 1917.84", &sources, gives, crate::RECORD_FORMAT),
+            None
+        );
         // Three results to subtract: which from which is a guess.
         let sources = Sources { user: vec![minus], results: vec![summary], ..Sources::default() };
-        assert_eq!(worked_combination("212, 20 and 1705.47 give 3", &sources, minus), None);
+        assert_eq!(
+            worked_combination("212, 20 and 1705.47 give 3", &sources, minus, crate::RECORD_FORMAT),
+            None
+        );
     }
 
     #[test]

@@ -607,6 +607,18 @@ impl Run {
         space: &ActionSpace,
         tool_call_id: Option<&str>,
     ) -> Result<Option<Stop>> {
+        self.act_chosen(action, space, tool_call_id, None).await
+    }
+
+    /// [`Run::act`] for an action `chosen_by` the runtime rather than the model (written in
+    /// its `action_validated`), or by the model (`None`).
+    pub(crate) async fn act_chosen(
+        &mut self,
+        action: &Action,
+        space: &ActionSpace,
+        tool_call_id: Option<&str>,
+        chosen_by: Option<&str>,
+    ) -> Result<Option<Stop>> {
         self.state.counters.tool_calls += 1;
         let verdict = guard::check(&self.state, &self.config, space, action);
         match verdict {
@@ -643,7 +655,10 @@ impl Run {
             }
             return Ok(None);
         }
-        self.emit(ActionValidated::valid(action))?;
+        self.emit(ActionValidated {
+            chosen_by: chosen_by.map(str::to_owned),
+            ..ActionValidated::valid(action)
+        })?;
         if let Action::RecallObservation { id } = action {
             let text = self.observation_text(id).to_owned();
             self.emit(ActionExecuted {

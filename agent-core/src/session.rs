@@ -182,8 +182,11 @@ pub struct RunResult {
 /// is twice the next one's or more (not in `safe`); in plan-execute-think a round whose every
 /// step was refused does not count toward the round limit (twice a run at most); and the
 /// refusal of an answer that names no unit the task converts into shows every conversion line
-/// of the results whose figure the answer leaves out.
-pub const RECORD_FORMAT: u32 = 31;
+/// of the results whose figure the answer leaves out; 32 makes that sure first selection in
+/// the runtime, without a model call, in a turn of its own (`action_validated.chosen_by:
+/// "ranking"`; react and plan-execute-think), and reads a task that counts two or more things
+/// together ("How many ERROR and WARN lines … in total?") as one that adds them.
+pub const RECORD_FORMAT: u32 = 32;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -127,7 +127,20 @@ impl SpaceRules {
     fn sure_first(self) -> bool {
         self.format >= SURE_FIRST_SINCE_FORMAT && self.narrows_first
     }
+
+    /// The runtime makes the task's first selection itself when the ranking is sure of it
+    /// (from format 32, [`SURE_SELECT_SINCE_FORMAT`]).
+    fn sure_select(self) -> bool {
+        self.format >= SURE_SELECT_SINCE_FORMAT && self.sure_first()
+    }
 }
+
+/// The record format from which the task's first selection, when the ranking is sure of the
+/// skill ([`SURE_RATIO`]) and nothing else is offered to select, is made by the runtime
+/// without a model call ([`ActionSpace::sure`]): the offer left the model one skill, and its
+/// answer was a thought of ~35 generated tokens (≈ 3 s on 2 cores) before a name it could
+/// not choose otherwise.
+pub(crate) const SURE_SELECT_SINCE_FORMAT: u32 = 32;
 
 /// The record format from which a task's first selection offers only the best-ranked skill
 /// when its score is [`SURE_RATIO`] times the next one's or more: asked "How many ERROR and
@@ -285,6 +298,9 @@ pub(crate) fn action_space(
         });
     if !just_selected {
         space.select = select_offer(state, config, rules, false);
+        space.sure = rules.sure_select()
+            && state.task_actions().next().is_none()
+            && matches!(space.select.as_slice(), [only] if sure_skill(state, config, rules).as_ref() == Some(only));
     } else {
         space.note = Some("a skill was just selected: use it or answer".to_owned());
     }
@@ -480,6 +496,10 @@ pub(crate) struct ActionSpace {
     /// The admission's pattern leaves out `"` (from format 9).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quote_free: bool,
+    /// `select` is the task's first selection and holds the one skill the ranking is sure of:
+    /// the runtime selects it without asking the model (from format 32).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sure: bool,
     /// Words of the task with digits that the admission may still write whole ("SHA-256"),
     /// from format 9.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -527,18 +547,8 @@ fn select_offer(
         return Vec::new();
     }
     // The first selection, when the ranking is sure: the best skill alone (format 31).
-    let sure_of = match scored.as_slice() {
-        [(best, name), (next, _), ..]
-            if rules.sure_first()
-                && relevant_only
-                && open.is_none()
-                && state.selected.is_empty()
-                && *best >= SURE_RATIO * *next =>
-        {
-            Some(name.clone())
-        }
-        _ => None,
-    };
+    let sure_of =
+        sure_of(&scored, rules, relevant_only && open.is_none() && state.selected.is_empty());
     let mut offer: Vec<String> = scored
         .into_iter()
         .filter(|(score, name)| {
@@ -569,6 +579,29 @@ fn select_offer(
         });
     }
     offer
+}
+
+/// The best-scored skill of `scored` when the ranking is sure of it (its score [`SURE_RATIO`]
+/// times the next one's or more) and the rules let it narrow a first selection (`first`: a
+/// small model's first selection, no result in).
+fn sure_of(scored: &[(f64, String)], rules: SpaceRules, first: bool) -> Option<String> {
+    match scored {
+        [(best, name), (next, _), ..]
+            if rules.sure_first() && first && *best >= SURE_RATIO * *next =>
+        {
+            Some(name.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The skill the task's first selection offers alone, if the ranking is sure of one.
+fn sure_skill(state: &RunState, config: &AgentConfig, rules: SpaceRules) -> Option<String> {
+    let scored = scored_skills(state);
+    let relevant_only =
+        config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0.0);
+    let first = relevant_only && state.result_words.is_empty() && state.selected.is_empty();
+    sure_of(&scored, rules, first)
 }
 
 /// Whether an answer of this task was refused as ungrounded (or incomplete) and no new result

@@ -1245,14 +1245,16 @@ async fn json_mode_offers_only_skills_that_share_words_with_the_task() -> anyhow
             ["enum"]
             .clone()
     };
-    let model = Arc::new(MockModel::new(vec![answer_document("No.")]));
     let config =
         AgentConfig { decide: skills_agent_core::DecideMode::Json, ..AgentConfig::default() };
-    fixture.run(fixture.agent(&model, config.clone()), TASK).await?;
-    assert_eq!(select_enum(&model.requests()[0]), json!(["csv-stats"]), "alpha-dates is unrelated");
-    // Once every skill that shares words with the task is selected, no other one is offered.
+    // Two skills share words with the task: both, best first, and no unrelated one.
+    let model = Arc::new(MockModel::new(vec![answer_document("No.")]));
+    let both = "How many rows does data.csv have, and what dates does it hold?";
+    fixture.run(fixture.agent(&model, config.clone()), both).await?;
+    assert_eq!(select_enum(&model.requests()[0]), json!(["csv-stats", "alpha-dates"]));
+    // One skill shares words with the task, the ranking is sure of it: the runtime selects it
+    // without asking (format 32), and the transcript reads as if the model had.
     let model = Arc::new(MockModel::new(vec![
-        document("select_skills", json!({"names": ["csv-stats"]}), json!({})),
         document(
             "run_script",
             json!({"skill": "csv-stats", "script": "scripts/count.py", "args": ["data.csv"]}),
@@ -1262,9 +1264,28 @@ async fn json_mode_offers_only_skills_that_share_words_with_the_task() -> anyhow
     ]));
     let ran = fixture.run(fixture.agent(&model, config.clone()), TASK).await?;
     assert_eq!(ran.result.final_text, "data.csv has 3 rows.");
-    let offered = common::schema_actions(&schema(&model.requests()[2]));
+    let chosen = &ran.data(EventKind::ActionValidated)[0];
+    assert_eq!(chosen["chosen_by"], "ranking", "{chosen}");
+    assert_eq!(
+        chosen["action"],
+        json!({"type": "select_skills", "args": {"names": ["csv-stats"]}})
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "no model call for the selection");
+    assert!(
+        request_text(&requests[0]).contains(
+            r#"{"thought": "I need to load the instructions of the csv-stats skill.", "action": {"type": "select_skills", "args": {"names": ["csv-stats"]}}}"#
+        ),
+        "{}",
+        request_text(&requests[0])
+    );
+    assert!(request_text(&requests[0]).contains("Run scripts/count.py with the CSV path."));
+    // Once every skill that shares words with the task is selected, no other one is offered.
+    let offered = common::schema_actions(&schema(&requests[1]));
     assert!(offered.contains(&"run_script".to_owned()), "{offered:?}");
     assert!(!offered.contains(&"select_skills".to_owned()), "{offered:?}");
+    let report = skills_agent_core::replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
     // No skill shares a word with the task: all of them, in catalog order.
     let model = Arc::new(MockModel::new(vec![answer_document("No.")]));
     fixture.run(fixture.agent(&model, config), "Say hello").await?;
@@ -1302,7 +1323,8 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
     ]));
     let config =
         AgentConfig { decide: skills_agent_core::DecideMode::Json, ..AgentConfig::default() };
-    let ran = fixture.run(fixture.agent(&model, config), "Log one").await?;
+    // Two skills share words with the task (the ranking is not sure of one): the model picks.
+    let ran = fixture.run(fixture.agent(&model, config), "Log one, as the notes say").await?;
     assert_eq!(ran.result.outcome, Outcome::Completed);
     assert_eq!(ran.result.final_text, "Logged one line.");
     assert_eq!(ran.statuses(), ["ok", "invalid_action", "ok"]);
@@ -1331,9 +1353,9 @@ async fn json_mode_asks_for_one_document_under_the_turns_schema() -> anyhow::Res
     assert_eq!(common::schema_actions(&first), ["select_skills", "final_answer"]);
     assert_eq!(
         common::schema_args(&first, "select_skills")["properties"]["names"],
-        json!({"type": "array", "items": {"enum": ["toolbox"]}, "minItems": 1, "maxItems": 1}),
+        json!({"type": "array", "items": {"enum": ["notes", "toolbox"]}, "minItems": 1, "maxItems": 1}),
         "one skill per select in JSON mode; only those that share a term with the task (\"Log\" \
-         and \"Logs\" meet)"
+         and \"Logs\" meet), best first"
     );
     assert!(first["properties"].get("plan").is_some());
     assert_eq!(common::schema_actions(&schema(&requests[1])), ["run_script", "final_answer"]);

@@ -11,7 +11,7 @@ mod common;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use common::{call, purposes, toolbox};
+use common::{call, purposes, request_text, toolbox};
 use model_adapter::{MockModel, MockReply, ResponseFormat, ToolChoice};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -305,10 +305,10 @@ async fn without_a_summary_one_forced_call_answers_then_a_deterministic_text() -
 async fn json_mode_asks_for_one_document_under_each_phase_schema() -> anyhow::Result<()> {
     let fixture = toolbox();
     let document = |value: Value| MockReply::text(&format!("```json\n{value}\n```"));
+    // The ranking is sure of toolbox: the runtime selects it in a turn of its own (format 32),
+    // and the first plan is made with its instructions read.
     let model = Arc::new(MockModel::new(vec![
-        document(json!({"complexity": "simple", "reasoning": "select first", "steps": [
-            {"tool": "select_skills", "args": {"names": ["toolbox"]}}]})),
-        document(json!({"reasoning": "log", "steps": [
+        document(json!({"complexity": "simple", "reasoning": "log", "steps": [
             {"args": {"args": ["one"], "script": "scripts/log.sh", "skill": "toolbox"}, "tool": "run_script"}]})),
         document(
             json!({"internal_analysis": "ok", "task_completed": true, "user_summary": "Logged one."}),
@@ -327,7 +327,16 @@ async fn json_mode_asks_for_one_document_under_each_phase_schema() -> anyhow::Re
             other => panic!("not a schema-only request: {other:?}"),
         })
         .collect();
-    assert_eq!(names, ["plan_tool_call", "plan_tool_call", "think"]);
+    assert_eq!(names, ["plan_tool_call", "think"]);
+    let validated = ran.data(EventKind::ActionValidated);
+    assert_eq!(validated[0]["chosen_by"], "ranking", "{validated:?}");
+    assert!(validated[1].get("chosen_by").is_none(), "{validated:?}");
+    assert!(request_text(&model.requests()[0]).contains("Use the scripts."));
+    let turns: Vec<&Value> =
+        ran.data(EventKind::TurnStarted).into_iter().map(|turn| &turn["round"]).collect();
+    assert_eq!(turns, [&Value::Null, &json!([1, 3])], "the selection's turn is no round");
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())
 }
 

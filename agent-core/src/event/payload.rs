@@ -325,6 +325,10 @@ pub struct ActionValidated {
     /// The strategy's phase whose contract the answer broke (strategies with several).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// Who chose the action when the model did not: `ranking`, the task's first selection
+    /// made by the runtime because the skill ranking was sure of it (from format 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<String>,
 }
 
 /// `action_executed`.
@@ -696,7 +700,13 @@ impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
 impl ActionValidated {
     /// A valid action.
     pub(crate) fn valid(action: &Action) -> ActionValidated {
-        ActionValidated { action: Some(action.clone()), valid: true, error: None, phase: None }
+        ActionValidated {
+            action: Some(action.clone()),
+            valid: true,
+            error: None,
+            phase: None,
+            chosen_by: None,
+        }
     }
 
     /// An invalid action (or, `None`, an answer that was not one), and why.
@@ -706,6 +716,7 @@ impl ActionValidated {
             valid: false,
             error: Some(error.to_owned()),
             phase: None,
+            chosen_by: None,
         }
     }
 }

@@ -470,6 +470,82 @@ pub(crate) fn final_action(
     Ok(Some(Flow::End(ending)))
 }
 
+/// The task's first selection when the skill ranking is sure of it ([`ActionSpace::sure`],
+/// from format 32): the runtime makes it without a model call, in a turn of its own (framed
+/// by [`start_turn`]/[`finish_turn`] with the turn's `note` counted, as a Decide turn's).
+/// The transcript gets the action document the model would have written (a short thought,
+/// the one name it could choose), so later turns read as they do after the model's own
+/// selection; the action runs as any other, its `action_validated` marked
+/// `chosen_by: "ranking"`. `None` when the turn offers no such selection; else the stop the
+/// action imposed, if any.
+pub(crate) async fn sure_selection(
+    run: &mut Run,
+    space: &ActionSpace,
+    note: &str,
+) -> Result<Option<Option<Stop>>> {
+    let [name] = space.select.as_slice() else { return Ok(None) };
+    if !space.sure || run.config.decide != DecideMode::Json {
+        return Ok(None);
+    }
+    start_turn(run, note.chars().count(), &space.allowed(), None)?;
+    let action = Action::SelectSkills { names: vec![name.clone()] };
+    let thought = format!("I need to load the instructions of the {name} skill.");
+    run.context.push(Message::from_response(&Response {
+        text: action_document(&thought, &action),
+        ..Response::default()
+    }));
+    let stop = run.act_chosen(&action, space, None, Some(CHOSEN_BY_RANKING)).await?;
+    finish_turn(run, None)?;
+    Ok(Some(stop))
+}
+
+/// `action_validated.chosen_by` of an action the runtime chose because the skill ranking was
+/// sure of it ([`sure_selection`]).
+pub(crate) const CHOSEN_BY_RANKING: &str = "ranking";
+
+/// An action document as the one-line grammar has the model write it (`": "` after a key,
+/// `", "` between members and items; `thought` first).
+fn action_document(thought: &str, action: &Action) -> String {
+    #[derive(serde::Serialize)]
+    struct Document<'a> {
+        thought: &'a str,
+        action: &'a Action,
+    }
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, Spaced);
+    // A string and an action always serialize.
+    let _ = serde::Serialize::serialize(&Document { thought, action }, &mut serializer);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `serde_json`'s compact output with the separators of Python's `json.dumps`.
+struct Spaced;
+
+impl serde_json::ser::Formatter for Spaced {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { writer.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { writer.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+}
+
 /// How a final action ends the work.
 enum Ends<'a> {
     Answer(&'a str),
@@ -569,7 +645,7 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
         values
     };
     let worked = (run.format >= grounding::WORKED_SINCE_FORMAT)
-        .then(|| grounding::worked_combination(answer, &sources, &run.state.task))
+        .then(|| grounding::worked_combination(answer, &sources, &run.state.task, run.format))
         .flatten();
     let note = match worked {
         Some(work) => grounding::worked_refusal_note(&values, &work),
@@ -613,7 +689,7 @@ fn review_columns(run: &mut Run, answer: &str) -> Option<String> {
         || run.grounding.columns_refused
         || crate::run::admits(answer)
         // Where the task combines the columns' figures, the answer's figure is the result.
-        || grounding::asks_to_combine(&run.state.task)
+        || grounding::combines(&run.state.task, run.format)
     {
         return None;
     }
@@ -638,7 +714,8 @@ fn review_columns(run: &mut Run, answer: &str) -> Option<String> {
 /// fetched the other total and answered with it alone). From format 12 an answer that states
 /// no figure at all is refused once too (an admission is not).
 fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
-    if run.format < grounding::COUNTED_SINCE_FORMAT || !grounding::asks_to_combine(&run.state.task)
+    if run.format < grounding::COUNTED_SINCE_FORMAT
+        || !grounding::combines(&run.state.task, run.format)
     {
         return None;
     }
@@ -777,4 +854,23 @@ fn review_completeness(run: &mut Run, answer: &str) -> Option<String> {
     run.grounding.incomplete_at = Some(used);
     run.state.reasoning.incomplete_refusals += 1;
     Some(grounding::incomplete_note(&unused))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runtimes_action_document_reads_as_the_grammar_writes_one() {
+        let action = Action::SelectSkills { names: vec!["csv-summary".to_owned()] };
+        let text = action_document("Say \"why\".", &action);
+        assert_eq!(
+            text,
+            r#"{"thought": "Say \"why\".", "action": {"type": "select_skills", "args": {"names": ["csv-summary"]}}}"#
+        );
+        let response = model_adapter::Response { text, ..Response::default() };
+        let decision = crate::action::parse_answer(&response, false).unwrap();
+        assert_eq!(decision.action, action);
+        assert_eq!(decision.thought.as_deref(), Some("Say \"why\"."));
+    }
 }

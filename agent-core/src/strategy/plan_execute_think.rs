@@ -27,6 +27,8 @@
 //! From format 31 a step that repeats a script run or tool call that already worked is marked
 //! done without running again, and the batch goes on ([`kernel::already_done`]); and a round
 //! whose every step was refused does not count toward `max_rounds` (twice a run at most).
+//! From format 32 the task's first selection, when the skill ranking is sure of one skill, is
+//! the runtime's, in a turn of its own before the first round ([`kernel::sure_selection`]).
 //! Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
@@ -238,6 +240,13 @@ impl Strategy for PlanExecuteThink {
             Ok(prepared) => prepared,
             Err(stop) => return Ok(Flow::Stop(stop)),
         };
+        // The task's first selection when the ranking is sure of the skill (format 32): the
+        // runtime makes it in a turn of its own that is no round, so the first plan is made
+        // with the skill's instructions read (a plan's steps after a selection are not run:
+        // format 15).
+        if let Some(stop) = kernel::sure_selection(run, &space, &note).await? {
+            return Ok(stop.map_or(Flow::Continue, Flow::Stop));
+        }
         // A refused answer whose note names every value it needs is answered by a think alone
         // (format 12): told "work out their sum (1705.47 + 212)", the local 1.5B had to plan a
         // step first, ran a total again, and answered with it.

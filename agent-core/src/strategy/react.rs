@@ -25,6 +25,9 @@ impl Strategy for React {
                 Ok(prepared) => prepared,
                 Err(stop) => return Ok(Flow::Stop(stop)),
             };
+        if let Some(stop) = kernel::sure_selection(run, &space, &note).await? {
+            return Ok(stop.map_or(Flow::Continue, Flow::Stop));
+        }
         kernel::start_turn(run, note.chars().count(), &space.allowed(), None)?;
         let request = run.decide_request(&space, &note);
         let mode = run.config.decide;
