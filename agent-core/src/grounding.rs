@@ -871,6 +871,14 @@ pub(crate) fn combines(task: &str, format: u32) -> bool {
 /// 2 WARN lines in app.log." — each count from the log analyzer, no total — and it was taken.
 pub(crate) const TOTAL_OF_TWO_SINCE_FORMAT: u32 = 32;
 
+/// The record format from which the refusal of an ungrounded answer that works out the
+/// task's arithmetic on the results it names ([`worked_combination`]), or that shows the
+/// results' lines to combine ([`lines_to_combine`]), is followed by the answer alone (react: only `final_answer` on offer, figures allowed; plan-execute-think: a
+/// think alone): told "1705.47 + 212 = 1917.47. If that is the figure the task asks for,
+/// answer with it", the local 1.5B ran the summary again, and the repeat left it only an
+/// admission ("I cannot tell the sum …").
+pub(crate) const WORKED_ANSWER_SINCE_FORMAT: u32 = 32;
+
 /// Whether one of `texts` holds `figure` among its numbers.
 fn held_by(texts: &[&str], figure: &Number) -> bool {
     texts.iter().any(|text| {

@@ -156,6 +156,13 @@ pub(crate) fn admits(answer: &str) -> bool {
 /// The most results [`Run::with_results`] appends to an answer.
 const RESULTS_APPENDED: usize = 8;
 
+/// The record format from which the call a refusal shows for a script's misplaced command is cut
+/// to the arguments that command's own usage line writes, the command first
+/// ([`crate::usage::command_arities`]): the fix shown for `["2026-12-25", "weekday 2026-12-25"]`
+/// was `["2026-12-25", "weekday", "2026-12-25"]`, and then `["weekday", "2026-12-25",
+/// "2026-12-25"]`, which the local 1.5B ran.
+const COMMAND_ARITY_SINCE_FORMAT: u32 = 32;
+
 /// A run in progress.
 #[derive(Debug)]
 pub(crate) struct Run {
@@ -970,11 +977,14 @@ impl Run {
         // From format 31 the commands every usage line shows (`between`, `weekday`), not only
         // the first line's words: asked "What day of the week is 2026-12-25?", the local 1.5B
         // had `weekday` refused as an example's value three times, and the run ended stuck.
-        let commands = if self.format >= crate::strategy::REPEATS_SKIPPED_SINCE_FORMAT {
-            crate::usage::commands(&sources.documents, script)
+        let arities = if self.format >= crate::strategy::REPEATS_SKIPPED_SINCE_FORMAT {
+            crate::usage::command_arities(&sources.documents, script)
         } else {
             Vec::new()
         };
+        let commands: Vec<String> = arities.iter().map(|(command, _)| command.clone()).collect();
+        // From format 32 a fixed call is cut to its command's own usage line.
+        let arities = if self.format >= COMMAND_ARITY_SINCE_FORMAT { arities } else { Vec::new() };
         // From format 8 only a usage line's words count (a subcommand), not its example
         // values: file-finder's `["*.csv"]` made `*.csv` "stated" for a Markdown task.
         let literals;
@@ -1027,7 +1037,8 @@ impl Run {
         // usage three times), is refused with the call that writes it as the usage does; only
         // when every value is the task's (a fix must not show an example's values).
         if unstated.is_empty()
-            && let Some((fault, fixed)) = crate::usage::command_fix(args, &commands, max_args)
+            && let Some((fault, fixed)) =
+                crate::usage::command_fix(args, &commands, max_args, &arities)
         {
             let what = if fault.contains(char::is_whitespace) {
                 format!(
@@ -1082,7 +1093,7 @@ impl Run {
             } else {
                 let kept: Vec<String> =
                     args.iter().filter(|arg| !unstated.contains(&arg.as_str())).cloned().collect();
-                crate::usage::command_fix(&kept, &commands, max_args)
+                crate::usage::command_fix(&kept, &commands, max_args, &arities)
                     .map(|(_, fixed)| fixed)
                     .or_else(|| {
                         kept.first().is_some_and(|first| commands.contains(first)).then_some(kept)

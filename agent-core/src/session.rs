@@ -185,7 +185,10 @@ pub struct RunResult {
 /// of the results whose figure the answer leaves out; 32 makes that sure first selection in
 /// the runtime, without a model call, in a turn of its own (`action_validated.chosen_by:
 /// "ranking"`; react and plan-execute-think), and reads a task that counts two or more things
-/// together ("How many ERROR and WARN lines … in total?") as one that adds them.
+/// together ("How many ERROR and WARN lines … in total?") as one that adds them, and follows
+/// the refusal of an ungrounded answer that works out the task's arithmetic with the answer
+/// alone (a think alone in plan-execute-think), and cuts the call a refusal shows for a
+/// script's misplaced command to that command's own usage line, the command first.
 pub const RECORD_FORMAT: u32 = 32;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

@@ -70,34 +70,45 @@ pub(crate) fn script_usages(body: &str, scripts: &[String]) -> Vec<ScriptUsage> 
     usages
 }
 
-/// The commands `documents` show `script` taking (from record format 31): the first argument
-/// of each usage line that gives more after it, when that argument is a plain word and no
-/// placeholder — `between` and `weekday` in "Run `scripts/dates.py between 2026-01-05
+/// The commands `documents` show `script` taking (from record format 31), each with the most
+/// arguments a usage line of it writes, the command counted: the first argument of each usage
+/// line that gives more after it, when that argument is a plain word and no placeholder —
+/// `("between", 3)` and `("weekday", 2)` in "Run `scripts/dates.py between 2026-01-05
 /// 2026-02-06` or `scripts/dates.py weekday 2026-01-05`". A value (`5`, `*.csv`, `FILE`) or
 /// a flag is no command.
-pub(crate) fn commands(documents: &[&str], script: &str) -> Vec<String> {
-    let mut commands: Vec<String> = Vec::new();
+pub(crate) fn command_arities(documents: &[&str], script: &str) -> Vec<(String, usize)> {
+    let mut commands: Vec<(String, usize)> = Vec::new();
     for line in documents.iter().flat_map(|document| code_lines(document)) {
         let Some(args) = line_arguments(&line, script, false) else { continue };
         let [first, _, ..] = args.as_slice() else { continue };
         let word = first.starts_with(|c: char| c.is_ascii_alphabetic())
             && first.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
-        if word && !is_placeholder_word(first) && !commands.contains(first) {
-            commands.push(first.clone());
+        if !word || is_placeholder_word(first) {
+            continue;
+        }
+        match commands.iter_mut().find(|(command, _)| command == first) {
+            Some((_, most)) => *most = (*most).max(args.len()),
+            None => commands.push((first.clone(), args.len())),
         }
     }
     commands
 }
 
-/// A call's arguments with a script's command where `commands` ([`commands`]) says it goes:
+/// A call's arguments with a script's command where `commands` ([`command_arities`]) says it
+/// goes:
 /// a command written with the arguments after it as one (`"between 2026-03-01 2026-04-15"`)
 /// split into its words, or a command written after the values (`["2026-12-25", "weekday"]`)
-/// moved first; cut to `max_args`. `None` when the call has neither shape. Returns the
-/// argument at fault with the fixed call.
+/// moved first; cut to `max_args`. With `arities` ([`command_arities`], from format 32) the
+/// command also goes first when values came before the merged argument, and the call is cut to
+/// the arguments its own usage line writes (`["2026-12-25", "weekday 2026-12-25"]` is
+/// `["weekday", "2026-12-25"]`; before, `["2026-12-25", "weekday", "2026-12-25"]`, which the
+/// local 1.5B ran). `None` when the call has neither shape. Returns the argument at fault with
+/// the fixed call.
 pub(crate) fn command_fix(
     args: &[String],
     commands: &[String],
     max_args: Option<usize>,
+    arities: &[(String, usize)],
 ) -> Option<(String, Vec<String>)> {
     let is_command = |word: &str| commands.iter().any(|command| command == word);
     let merged = args.iter().position(|arg| {
@@ -108,6 +119,10 @@ pub(crate) fn command_fix(
         let mut fixed: Vec<String> = args[..at].to_vec();
         fixed.extend(args[at].split_whitespace().map(str::to_owned));
         fixed.extend(args[at + 1..].iter().cloned());
+        if !arities.is_empty() && at > 0 {
+            let command = fixed.remove(at);
+            fixed.insert(0, command);
+        }
         (args[at].clone(), fixed)
     } else {
         let first = args.first()?;
@@ -120,7 +135,11 @@ pub(crate) fn command_fix(
         fixed.insert(0, command.clone());
         (command, fixed)
     };
-    if let Some(max) = max_args {
+    let own = fixed
+        .first()
+        .and_then(|command| arities.iter().find(|(word, _)| word == command))
+        .map(|(_, most)| *most);
+    if let Some(max) = own.or(max_args) {
         fixed.truncate(max.max(1));
     }
     Some((fault, fixed))
@@ -339,6 +358,11 @@ fn is_placeholder_word(word: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// The names of [`command_arities`].
+    fn commands(documents: &[&str], script: &str) -> Vec<String> {
+        command_arities(documents, script).into_iter().map(|(command, _)| command).collect()
+    }
+
     fn usages(body: &str, scripts: &[&str]) -> Vec<ScriptUsage> {
         let scripts: Vec<String> = scripts.iter().map(|s| (*s).to_owned()).collect();
         script_usages(body, &scripts)
@@ -384,7 +408,7 @@ mod tests {
         let commands = strings(&["between", "weekday"]);
         let merged = strings(&["between 2026-03-01 2026-04-15", "2026-03-01"]);
         assert_eq!(
-            command_fix(&merged, &commands, Some(3)),
+            command_fix(&merged, &commands, Some(3), &[]),
             Some((
                 "between 2026-03-01 2026-04-15".to_owned(),
                 strings(&["between", "2026-03-01", "2026-04-15"])
@@ -392,7 +416,7 @@ mod tests {
         );
         let after = strings(&["2026-12-25", "weekday"]);
         assert_eq!(
-            command_fix(&after, &commands, Some(3)),
+            command_fix(&after, &commands, Some(3), &[]),
             Some(("weekday".to_owned(), strings(&["weekday", "2026-12-25"])))
         );
         // As the usage writes it, a flag first, a text with spaces that starts with no
@@ -403,9 +427,38 @@ mod tests {
             strings(&["the lines between", "x"]),
             strings(&[]),
         ] {
-            assert_eq!(command_fix(&args, &commands, Some(3)), None, "{args:?}");
+            assert_eq!(command_fix(&args, &commands, Some(3), &[]), None, "{args:?}");
         }
-        assert_eq!(command_fix(&after, &[], None), None);
+        assert_eq!(command_fix(&after, &[], None, &[]), None);
+        // From format 32, with each command's own arity: the command first, the call cut to
+        // its usage line (the 1.5B ran the fix shown before, a date twice).
+        let body = "Run `scripts/dates.py between 2026-01-05 2026-02-06` or \
+                    `scripts/dates.py weekday 2026-01-05`.";
+        let arities = command_arities(&[body], "scripts/dates.py");
+        assert_eq!(arities, [("between".to_owned(), 3), ("weekday".to_owned(), 2)]);
+        let doubled = strings(&["2026-12-25", "weekday 2026-12-25"]);
+        assert_eq!(
+            command_fix(&doubled, &commands, Some(3), &[]),
+            Some((
+                "weekday 2026-12-25".to_owned(),
+                strings(&["2026-12-25", "weekday", "2026-12-25"])
+            )),
+            "format 31"
+        );
+        assert_eq!(
+            command_fix(&doubled, &commands, Some(3), &arities),
+            Some(("weekday 2026-12-25".to_owned(), strings(&["weekday", "2026-12-25"])))
+        );
+        let after = strings(&["2026-12-25", "weekday", "2026-12-25"]);
+        assert_eq!(
+            command_fix(&after, &commands, Some(3), &arities),
+            Some(("weekday".to_owned(), strings(&["weekday", "2026-12-25"])))
+        );
+        let between = strings(&["between 2026-03-01 2026-04-15", "2026-03-01"]);
+        assert_eq!(
+            command_fix(&between, &commands, Some(3), &arities).map(|(_, fixed)| fixed),
+            Some(strings(&["between", "2026-03-01", "2026-04-15"]))
+        );
     }
 
     #[test]

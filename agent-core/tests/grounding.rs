@@ -12,7 +12,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Fixture, Ran, answer, call, request_text, run_script, select, text, tool, toolbox};
+use common::{
+    Fixture, Ran, answer, call, request_text, run_script, select, text, tool, tool_names, toolbox,
+};
 use model_adapter::{MockModel, MockReply};
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -1530,6 +1532,8 @@ async fn an_invented_sum_is_refused_with_the_sum_worked_out() -> anyhow::Result<
          If that is the figure the task asks for, answer with it and the values it comes from."
     );
     assert_eq!((ran.result.outcome, ran.result.final_text.as_str()), (Outcome::Completed, summed));
+    // From format 32 nothing is left to run after that refusal: the answer alone.
+    assert_eq!(tool_names(&model.requests()[4]), ["final_answer"]);
     assert!(ran.result.grounded);
     assert_eq!(ran.result.reasoning_metrics.ungrounded_refusals, 1);
     assert_eq!(ran.result.reasoning_metrics.ungrounded_answers, 0);
@@ -1659,6 +1663,9 @@ async fn the_same_one_result_again_is_refused_with_the_lines_to_combine() -> any
     assert_eq!((ran.result.outcome, ran.result.final_text.as_str()), (Outcome::Completed, summed));
     assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
     assert_eq!(model.remaining(), 0);
+    // From format 32 nothing is left to run after those lines: the answer alone.
+    let last = model.requests().pop().unwrap();
+    assert_eq!(tool_names(&last), ["final_answer"]);
     // Only once: the same answer a third time is taken.
     let (ran, _) = add_two_totals_with_model(vec![answer(once), answer(once)]).await?;
     assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);

@@ -648,7 +648,14 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
         .then(|| grounding::worked_combination(answer, &sources, &run.state.task, run.format))
         .flatten();
     let note = match worked {
-        Some(work) => grounding::worked_refusal_note(&values, &work),
+        Some(work) => {
+            // From format 32 the arithmetic worked out leaves nothing to run: the next turn is
+            // the answer alone, as after a refusal that names every value it needs.
+            if run.format >= grounding::WORKED_ANSWER_SINCE_FORMAT {
+                run.grounding.answer_from_results = true;
+            }
+            grounding::worked_refusal_note(&values, &work)
+        }
         None => grounding::refusal_note(&values, &sources.unbacked),
     };
     run.grounding.refused = true;
@@ -755,6 +762,10 @@ fn review_combination(run: &mut Run, answer: &str) -> Option<String> {
         }
         let lines = grounding::lines_to_combine(&run.state.task, &sources.results)?;
         run.grounding.combine_lines_shown = true;
+        // From format 32 those lines leave nothing to run: the answer alone (told "work out
+        // their sum (1705.47 + 212)", the 1.5B ran the units' total again, then gave the
+        // amount's alone once more, which was taken).
+        run.grounding.answer_from_results |= run.format >= grounding::WORKED_ANSWER_SINCE_FORMAT;
         run.state.reasoning.incomplete_refusals += 1;
         return Some(grounding::combine_lines_note(&lines, &run.state.task));
     }
