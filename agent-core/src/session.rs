@@ -188,7 +188,8 @@ pub struct RunResult {
 /// together ("How many ERROR and WARN lines … in total?") as one that adds them, and follows
 /// the refusal of an ungrounded answer that works out the task's arithmetic with the answer
 /// alone (a think alone in plan-execute-think), and cuts the call a refusal shows for a
-/// script's misplaced command to that command's own usage line, the command first.
+/// script's misplaced command to that command's own usage line, the command first; and a
+/// plan-execute-think step refused before it ran no longer ends its round's batch.
 pub const RECORD_FORMAT: u32 = 32;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.

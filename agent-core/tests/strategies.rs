@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         a_planned_repeat_of_a_call_that_worked_is_not_run_again,
         a_plan_holds_a_step_for_each_value_of_the_task_left,
         a_round_whose_every_step_was_refused_cannot_complete,
+        a_step_refused_before_it_ran_does_not_end_the_batch,
         a_round_whose_every_step_was_refused_does_not_count_toward_the_limit,
         a_round_past_its_time_limit_goes_to_think,
         the_round_limit_answers_with_the_last_user_summary,
@@ -477,6 +478,45 @@ async fn a_planned_repeat_of_a_call_that_worked_is_not_run_again() -> anyhow::Re
     let statuses: Vec<&Value> =
         last["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
     assert_eq!(statuses, [&json!("done"), &json!("done")]);
+    let report = replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
+    Ok(())
+}
+
+async fn a_step_refused_before_it_ran_does_not_end_the_batch() -> anyhow::Result<()> {
+    // The local 1.5B copied a refused step (a column `mass` from an example) into each new
+    // plan ahead of three conversions, which never ran. From format 32 a refused step is
+    // skipped and the batch goes on; a step that ran and failed still ends it.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        plan(Some("medium"), &[select_step()]),
+        plan(None, &[script_step("fail", &["x"]), script_step("log", &["zero"])]),
+        think("The fail script failed.", false),
+        plan(
+            None,
+            &[
+                script_step("fail", &["x"]),
+                script_step("log", &["one"]),
+                script_step("fail", &["y"]),
+                script_step("log", &["two"]),
+            ],
+        ),
+        think("Logged one.", true),
+    ]));
+    let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
+    assert_eq!(ran.result.final_text, "Logged one.");
+    // The repeat of the failed call is refused, "one" runs after it, the new failure ends it.
+    assert_eq!(
+        ran.statuses(),
+        ["ok", "failed", "refused", "ok", "failed"],
+        "{:?}",
+        ran.observations()
+    );
+    assert_eq!(fixture.workspace_text("log.txt"), "one\n");
+    let last = *ran.data(EventKind::PlanUpdated).last().unwrap();
+    let statuses: Vec<&Value> =
+        last["plan"]["steps"].as_array().unwrap().iter().map(|step| &step["status"]).collect();
+    assert_eq!(statuses[..3], [&json!("skipped"), &json!("done"), &json!("skipped")]);
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())

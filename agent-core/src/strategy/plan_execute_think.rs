@@ -28,7 +28,8 @@
 //! done without running again, and the batch goes on ([`kernel::already_done`]); and a round
 //! whose every step was refused does not count toward `max_rounds` (twice a run at most).
 //! From format 32 the task's first selection, when the skill ranking is sure of one skill, is
-//! the runtime's, in a turn of its own before the first round ([`kernel::sure_selection`]).
+//! the runtime's, in a turn of its own before the first round ([`kernel::sure_selection`]), and
+//! a step refused before it ran (a guardrail, an example's value) does not end the batch.
 //! Every way out gives a text: the last `user_summary`, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
@@ -64,6 +65,9 @@ const THINK: Contract = Contract {
     tool: "think",
     description: "Assess the round's results and say whether the task is done.",
 };
+/// The record format from which a step refused before it ran does not end its round's batch
+/// (a step that ran and failed still does).
+const REFUSED_STEP_SINCE_FORMAT: u32 = 32;
 /// Steps one plan may hold.
 const MAX_STEPS: usize = 8;
 /// Rounds that only selected skills and go on without a think nor counting toward the round
@@ -464,6 +468,15 @@ impl Batch for RoundBatch<'_> {
         self.ran = index + 1;
         let ok = run.last_ok(action);
         self.steps[index].status = if ok { StepStatus::Done } else { StepStatus::Skipped };
+        // From format 32 a step refused before it ran (it changed nothing) does not end the
+        // batch: the local 1.5B copied a refused step (a column `mass` from an example) into
+        // each new plan ahead of three conversions, and they never ran, round after round.
+        let refused = run.state.actions.last().is_some_and(|record| {
+            record.status == ObservationStatus::Refused && record.action.as_ref() == Some(action)
+        });
+        if refused && run.format >= REFUSED_STEP_SINCE_FORMAT {
+            return Ok((true, stop));
+        }
         Ok((ok, stop))
     }
 }
