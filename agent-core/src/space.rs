@@ -35,8 +35,12 @@ fn skill_text(entry: &crate::state::SkillEntry) -> String {
 
 /// The task's words that neither a selected skill's name or description nor a result of the
 /// run holds: what the run has not yet found a skill or a result for.
-/// With `arithmetic_done`, the [`ARITHMETIC_WORDS`] are never open (from format 9).
-fn open_words(state: &RunState, arithmetic_done: bool) -> std::collections::HashSet<String> {
+/// Once the rules' arithmetic is done (from format 9) the [`ARITHMETIC_WORDS`] are never open.
+/// From format 32 a task that counts two or more things together ("How many ERROR and WARN
+/// lines … in total?", [`crate::grounding::totals_two_things`]) has its "total" done by the
+/// answer too: with the counts in, the local 1.5B was offered csv-summary (whose description
+/// says "total") and a regex helper for it, and tried both.
+fn open_words(state: &RunState, rules: SpaceRules) -> std::collections::HashSet<String> {
     let mut covered: std::collections::HashSet<String> =
         state.result_words.iter().cloned().collect();
     for skill in &state.selected {
@@ -44,8 +48,13 @@ fn open_words(state: &RunState, arithmetic_done: bool) -> std::collections::Hash
             covered.extend(words(&skill_text(entry)));
         }
     }
-    if arithmetic_done {
+    if rules.arithmetic_done() {
         covered.extend(ARITHMETIC_WORDS.map(str::to_owned));
+        if rules.format >= crate::grounding::TOTAL_OF_TWO_SINCE_FORMAT
+            && crate::grounding::totals_two_things(&state.task)
+        {
+            covered.extend(["total", "totals"].map(str::to_owned));
+        }
     }
     words(&state.task).into_iter().filter(|word| !covered.contains(word)).collect()
 }
@@ -541,8 +550,7 @@ fn select_offer(
     // that neither the selected skills' descriptions nor the results cover (after a CSV
     // summary listed a column `units`, the local 1.5B selected the unit converter for
     // "How many units were sold").
-    let open = (relevant_only && !state.result_words.is_empty())
-        .then(|| open_words(state, rules.arithmetic_done()));
+    let open = (relevant_only && !state.result_words.is_empty()).then(|| open_words(state, rules));
     if open_only && open.is_none() {
         return Vec::new();
     }
@@ -1319,6 +1327,25 @@ mod tests {
         let scored = scored_skills(&state);
         assert!(scored[0].0 >= SURE_RATIO * scored[1].0, "{scored:?}");
         assert_eq!(action_space(&state, &config, SpaceRules::current()).select, ["log-analyzer"]);
+        // From format 32 the runtime makes that selection itself (format 31: the model did).
+        assert!(action_space(&state, &config, SpaceRules::current()).sure);
+        let format_31 = SpaceRules { format: 31, ..SpaceRules::current() };
+        assert_eq!(action_space(&state, &config, format_31).select, ["log-analyzer"]);
+        assert!(!action_space(&state, &config, format_31).sure);
+        // With the counts in, "in total" asks nothing of another skill (format 32): the
+        // summary's "total" is the answer's own arithmetic.
+        let mut counted = state.clone();
+        counted.task = "How many ERROR and WARN lines does app.log have in total?".into();
+        counted.selected = serde_json::from_value(
+            json!([{"name": "log-analyzer", "scripts": ["scripts/levels.py"], "resources": []}]),
+        )
+        .unwrap();
+        counted.result_words.extend(words("ERROR: 3\nWARN: 2\nINFO: 3"));
+        assert_eq!(
+            action_space(&counted, &config, SpaceRules::current()).select,
+            Vec::<String>::new()
+        );
+        assert_eq!(action_space(&counted, &config, format_31).select, ["csv-summary"]);
         // Before format 31, the safe strategy (its SOP lookup picks among the offer), or native
         // tool callers: the best few that share a word with the task, ranked (all, for tools).
         let format_30 = SpaceRules { format: 30, ungrounded_refused: false, narrows_first: true };
@@ -1329,9 +1356,10 @@ mod tests {
         }
         let tools = AgentConfig { decide: DecideMode::Tools, ..AgentConfig::default() };
         assert_eq!(action_space(&state, &tools, SpaceRules::current()).select.len(), 3);
-        // A ranking that is not sure offers the best few.
+        // A ranking that is not sure offers the best few, and the model chooses.
         state.task = "How many lines of text does app.log have?".into();
         assert!(action_space(&state, &config, SpaceRules::current()).select.len() > 1);
+        assert!(!action_space(&state, &config, SpaceRules::current()).sure);
     }
 
     #[test]
