@@ -56,8 +56,20 @@ fn open_words(state: &RunState, rules: SpaceRules) -> std::collections::HashSet<
             covered.extend(["total", "totals"].map(str::to_owned));
         }
     }
+    if rules.format >= OPEN_FUNCTION_WORDS_SINCE_FORMAT {
+        covered.extend(FUNCTION_WORDS.map(str::to_owned));
+    }
     words(&state.task).into_iter().filter(|word| !covered.contains(word)).collect()
 }
+
+/// Words of a question that ask nothing of a skill, left out of what is open from format 32
+/// ([`OPEN_FUNCTION_WORDS_SINCE_FORMAT`]; the ranking's stop words do not list them): with
+/// the log analyzer's counts in, "How many ERROR and WARN lines does app.log have in total?"
+/// kept "does" open, and the regex helper ("why a pattern does not match") was offered for it.
+const FUNCTION_WORDS: [&str; 4] = ["does", "did", "doing", "done"];
+
+/// The record format from which [`FUNCTION_WORDS`] are never open.
+const OPEN_FUNCTION_WORDS_SINCE_FORMAT: u32 = 32;
 
 /// Words that ask for arithmetic the final answer does itself (a sum or difference of results,
 /// which the grounding accepts): once results are in, no skill is offered for them (asked to
@@ -1341,11 +1353,22 @@ mod tests {
         )
         .unwrap();
         counted.result_words.extend(words("ERROR: 3\nWARN: 2\nINFO: 3"));
+        counted.catalog.push(
+            serde_json::from_value(entry(
+                "regex-helper-2",
+                "Test regular expressions: why a pattern does not match.",
+            ))
+            .unwrap(),
+        );
         assert_eq!(
             action_space(&counted, &config, SpaceRules::current()).select,
             Vec::<String>::new()
         );
-        assert_eq!(action_space(&counted, &config, format_31).select, ["csv-summary"]);
+        assert_eq!(
+            action_space(&counted, &config, format_31).select,
+            ["csv-summary", "regex-helper-2"],
+            "\"does\" was open too"
+        );
         // Before format 31, the safe strategy (its SOP lookup picks among the offer), or native
         // tool callers: the best few that share a word with the task, ranked (all, for tools).
         let format_30 = SpaceRules { format: 30, ungrounded_refused: false, narrows_first: true };
