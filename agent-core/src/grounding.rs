@@ -1890,6 +1890,56 @@ pub(crate) fn refusal_note(values: &[String], unbacked: &[String]) -> String {
     note
 }
 
+/// The result lines that give the things a task counts together ([`totals_two_things`],
+/// format 32): for "How many ERROR and WARN lines does app.log have in total?", `ERROR: 3` and
+/// `WARN: 2` — for each of the two words around the "and", the first result line labelled with
+/// that word. `None` unless both have one.
+pub(crate) fn counted_lines(task: &str, results: &[&str]) -> Option<Vec<String>> {
+    if !totals_two_things(task) {
+        return None;
+    }
+    let lower = task.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|word| !word.is_empty())
+        .collect();
+    let asks =
+        words.windows(2).position(|pair| matches!(pair, ["how", "many"] | ["number", "of"]))?;
+    let joined = (asks + 3..(asks + 7).min(words.len())).find(|&at| words[at] == "and")?;
+    let things = [words[joined - 1], *words.get(joined + 1)?];
+    let lines: Vec<&str> = results.iter().flat_map(|text| text.lines()).map(str::trim).collect();
+    things
+        .iter()
+        .map(|thing| {
+            lines.iter().find_map(|line| {
+                let (label, value) = line.split_once(':')?;
+                (label.trim().to_lowercase() == *thing && states_figure(value))
+                    .then(|| (*line).to_owned())
+            })
+        })
+        .collect()
+}
+
+/// The note that refuses an ungrounded answer once where the task counts two things together
+/// and the results give each count ([`counted_lines`], format 32): the values, the lines, the
+/// sum to work out. Told "do not guess, run a script", the local 1.5B ran the log analyzer
+/// again and admitted it could not tell, after answering `8` (3 + 2 + 3: the INFO lines too).
+pub(crate) fn counted_refusal_note(values: &[String], lines: &[String], task: &str) -> String {
+    let figures: Vec<String> = lines
+        .iter()
+        .filter_map(|line| line.split_once(':'))
+        .filter_map(|(_, value)| stated_numbers(value).into_iter().next())
+        .map(|number| number.text)
+        .collect();
+    let shown = lines.iter().map(|line| format!("`{line}`")).collect::<Vec<_>>().join(" and ");
+    format!(
+        "{} The results give {shown}: work out {} and answer with that result and the values it \
+         comes from.",
+        refusal_head(values),
+        combine_work(&figures, task)
+    )
+}
+
 /// The note that refuses an ungrounded answer once where the task combines values and the
 /// answer names the results to combine (format 29): the values, the arithmetic worked out on
 /// those results ([`worked_combination`]), and to answer with it. Told first "do not guess, run
@@ -3028,6 +3078,18 @@ mod tests {
         assert!(
             combine_again_note(&["3".to_owned(), "2".to_owned()], both)
                 .contains("their sum (3 + 2)")
+        );
+        assert_eq!(
+            counted_lines(both, &[counts]),
+            Some(vec!["ERROR: 3".to_owned(), "WARN: 2".to_owned()])
+        );
+        assert_eq!(counted_lines(both, &["ERROR: 3"]), None, "no WARN line");
+        assert_eq!(counted_lines("How many ERROR lines does app.log have?", &[counts]), None);
+        assert_eq!(
+            counted_refusal_note(&["8".to_owned()], &counted_lines(both, &[counts]).unwrap(), both),
+            "answer not accepted: this value (8) appears neither in the task nor in any result of \
+             this run. The results give `ERROR: 3` and `WARN: 2`: work out their sum (3 + 2) and \
+             answer with that result and the values it comes from."
         );
         let output = "amount sum: 1705.47\nrows: 20";
         let sources = Sources {

@@ -656,7 +656,20 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
             }
             grounding::worked_refusal_note(&values, &work)
         }
-        None => grounding::refusal_note(&values, &sources.unbacked),
+        None => {
+            // From format 32, where the task counts two things together and the results give
+            // each count: their lines and the sum to work out, then the answer alone.
+            let counted = (run.format >= grounding::TOTAL_OF_TWO_SINCE_FORMAT)
+                .then(|| grounding::counted_lines(&run.state.task, &sources.results))
+                .flatten();
+            match counted {
+                Some(lines) => {
+                    run.grounding.answer_from_results = true;
+                    grounding::counted_refusal_note(&values, &lines, &run.state.task)
+                }
+                None => grounding::refusal_note(&values, &sources.unbacked),
+            }
+        }
     };
     run.grounding.refused = true;
     run.state.reasoning.ungrounded_refusals += 1;
