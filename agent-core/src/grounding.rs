@@ -985,14 +985,7 @@ pub(crate) fn lines_to_combine(task: &str, results: &[&str]) -> Option<Vec<Strin
 /// The note that refuses, once more, the same one result restated where the task combines
 /// values (format 29): the results' lines to combine, and the arithmetic.
 pub(crate) fn combine_lines_note(lines: &[String], task: &str) -> String {
-    let figures: Vec<String> = lines
-        .iter()
-        .filter_map(|line| line.split_once(':'))
-        .filter_map(|(_, value)| stated_numbers(value).into_iter().next())
-        .map(|number| number.text)
-        .collect();
-    let shown = lines.iter().map(|line| format!("`{line}`")).collect::<Vec<_>>().join(" and ");
-    let work = combine_work(&figures, task);
+    let (shown, work) = lines_and_work(lines, task);
     format!(
         "answer not accepted yet: the task asks to combine values, and the results give {shown}. \
          Work out {work} and answer with that result and the values it comes from."
@@ -1925,6 +1918,17 @@ pub(crate) fn counted_lines(task: &str, results: &[&str]) -> Option<Vec<String>>
 /// sum to work out. Told "do not guess, run a script", the local 1.5B ran the log analyzer
 /// again and admitted it could not tell, after answering `8` (3 + 2 + 3: the INFO lines too).
 pub(crate) fn counted_refusal_note(values: &[String], lines: &[String], task: &str) -> String {
+    let (shown, work) = lines_and_work(lines, task);
+    format!(
+        "{} The results give {shown}: work out {work} and answer with that result and the values \
+         it comes from.",
+        refusal_head(values)
+    )
+}
+
+/// Result lines (`label: value`) as a note shows them (`` `amount sum: 1705.47` and `units
+/// sum: 212` ``), and the arithmetic the task asks on their figures ([`combine_work`]).
+fn lines_and_work(lines: &[String], task: &str) -> (String, String) {
     let figures: Vec<String> = lines
         .iter()
         .filter_map(|line| line.split_once(':'))
@@ -1932,12 +1936,7 @@ pub(crate) fn counted_refusal_note(values: &[String], lines: &[String], task: &s
         .map(|number| number.text)
         .collect();
     let shown = lines.iter().map(|line| format!("`{line}`")).collect::<Vec<_>>().join(" and ");
-    format!(
-        "{} The results give {shown}: work out {} and answer with that result and the values it \
-         comes from.",
-        refusal_head(values),
-        combine_work(&figures, task)
-    )
+    (shown, combine_work(&figures, task))
 }
 
 /// The note that refuses an ungrounded answer once where the task combines values and the
