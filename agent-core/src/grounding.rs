@@ -838,24 +838,25 @@ pub(crate) fn asks_to_combine(task: &str) -> bool {
 /// were sold in total" counts one thing; "Find the file and tell me how many rows it has in
 /// total" joins two requests, not two things.
 pub(crate) fn totals_two_things(task: &str) -> bool {
+    counted_pair(task).is_some()
+}
+
+/// The two words around the "and" of the first sentence of `task` that counts two things
+/// together ([`totals_two_things`]), lowercase: `("error", "warn")`.
+fn counted_pair(task: &str) -> Option<(String, String)> {
     let text = task.to_lowercase().replace(". ", "\n");
-    text.split(['\n', '?', '!', ';']).any(|sentence| {
+    text.split(['\n', '?', '!', ';']).find_map(|sentence| {
         let words: Vec<&str> = sentence
             .split(|c: char| !c.is_alphanumeric() && c != '_')
             .filter(|w| !w.is_empty())
             .collect();
-        let Some(asks) =
-            words.windows(2).position(|pair| matches!(pair, ["how", "many"] | ["number", "of"]))
-        else {
-            return false;
-        };
-        let Some(joined) = (asks + 2..(asks + 7).min(words.len())).find(|&at| words[at] == "and")
-        else {
-            return false;
-        };
+        let asks =
+            words.windows(2).position(|pair| matches!(pair, ["how", "many"] | ["number", "of"]))?;
+        let joined = (asks + 2..(asks + 7).min(words.len())).find(|&at| words[at] == "and")?;
         let rest = &words[joined + 1..];
-        rest.windows(2).any(|pair| pair == ["in", "total"])
-            || rest.iter().any(|word| matches!(*word, "altogether" | "combined"))
+        let totals = rest.windows(2).any(|pair| pair == ["in", "total"])
+            || rest.iter().any(|word| matches!(*word, "altogether" | "combined"));
+        totals.then(|| (words[joined - 1].to_owned(), rest[0].to_owned()))
     })
 }
 
@@ -963,20 +964,31 @@ pub(crate) fn lines_to_combine(task: &str, results: &[&str]) -> Option<Vec<Strin
     if things.len() < 2 || kinds.is_empty() {
         return None;
     }
+    first_labelled_lines(results, &things, |label, thing| {
+        let words: Vec<String> = label
+            .split(|c: char| !c.is_alphanumeric() && c != '_')
+            .map(|word| singular(&word.to_lowercase()))
+            .collect();
+        let named = words.iter().any(|word| word == thing);
+        let measured = kinds.iter().any(|kind| kind.iter().any(|k| words.iter().any(|w| w == k)));
+        named && measured
+    })
+}
+
+/// For each of `things`, the first line of `results` (`label: value`, trimmed) whose value
+/// states a figure and whose label `fits` the thing. `None` unless every thing has one.
+fn first_labelled_lines<T: AsRef<str>>(
+    results: &[&str],
+    things: &[T],
+    fits: impl Fn(&str, &str) -> bool,
+) -> Option<Vec<String>> {
     let lines: Vec<&str> = results.iter().flat_map(|text| text.lines()).map(str::trim).collect();
     things
         .iter()
         .map(|thing| {
             lines.iter().find_map(|line| {
                 let (label, value) = line.split_once(':')?;
-                let words: Vec<String> = label
-                    .split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .map(|word| singular(&word.to_lowercase()))
-                    .collect();
-                let named = words.iter().any(|word| word == thing);
-                let measured =
-                    kinds.iter().any(|kind| kind.iter().any(|k| words.iter().any(|w| w == k)));
-                (named && measured && states_figure(value)).then(|| (*line).to_owned())
+                (fits(label, thing.as_ref()) && states_figure(value)).then(|| (*line).to_owned())
             })
         })
         .collect()
@@ -1888,29 +1900,10 @@ pub(crate) fn refusal_note(values: &[String], unbacked: &[String]) -> String {
 /// `WARN: 2` — for each of the two words around the "and", the first result line labelled with
 /// that word. `None` unless both have one.
 pub(crate) fn counted_lines(task: &str, results: &[&str]) -> Option<Vec<String>> {
-    if !totals_two_things(task) {
-        return None;
-    }
-    let lower = task.to_lowercase();
-    let words: Vec<&str> = lower
-        .split(|c: char| !c.is_alphanumeric() && c != '_')
-        .filter(|word| !word.is_empty())
-        .collect();
-    let asks =
-        words.windows(2).position(|pair| matches!(pair, ["how", "many"] | ["number", "of"]))?;
-    let joined = (asks + 3..(asks + 7).min(words.len())).find(|&at| words[at] == "and")?;
-    let things = [words[joined - 1], *words.get(joined + 1)?];
-    let lines: Vec<&str> = results.iter().flat_map(|text| text.lines()).map(str::trim).collect();
-    things
-        .iter()
-        .map(|thing| {
-            lines.iter().find_map(|line| {
-                let (label, value) = line.split_once(':')?;
-                (label.trim().to_lowercase() == *thing && states_figure(value))
-                    .then(|| (*line).to_owned())
-            })
-        })
-        .collect()
+    let (first, second) = counted_pair(task)?;
+    first_labelled_lines(results, &[first, second], |label, thing| {
+        label.trim().to_lowercase() == thing
+    })
 }
 
 /// The note that refuses an ungrounded answer once where the task counts two things together

@@ -284,7 +284,7 @@ pub(crate) fn action_space(
             // offered beside the answer (asked to total a column and convert three values,
             // the local 1.5B thought "I need to convert 1 nmi to m" and ran the CSV summary
             // again, three times).
-            let offer = select_offer(state, config, rules, true);
+            let (offer, _) = select_offer(state, config, rules, true);
             if !offer.is_empty() {
                 space.note = Some(format!(
                     "that call already ran with the same arguments. Part of the task has no \
@@ -318,10 +318,12 @@ pub(crate) fn action_space(
                 && matches!(record.action, Some(Action::SelectSkills { .. }))
         });
     if !just_selected {
-        space.select = select_offer(state, config, rules, false);
-        space.sure = rules.sure_select()
-            && state.task_actions().next().is_none()
-            && matches!(space.select.as_slice(), [only] if sure_skill(state, config, rules).as_ref() == Some(only));
+        let (offer, sure) = select_offer(state, config, rules, false);
+        space.sure = sure
+            && offer.len() == 1
+            && rules.sure_select()
+            && state.task_actions().next().is_none();
+        space.select = offer;
     } else {
         space.note = Some("a skill was just selected: use it or answer".to_owned());
     }
@@ -543,13 +545,14 @@ pub(crate) enum PlanField {
 /// The skills a turn offers to select: with a small model (JSON mode) only those related to
 /// the task, and once results are in only those related to what is still open, the best few.
 /// With `open_only`, nothing unless results are in and the offer is held to what is still
-/// open.
+/// open. Also whether the offer is the first selection's sure choice ([`SURE_RATIO`], from
+/// format 31), its best skill alone.
 fn select_offer(
     state: &RunState,
     config: &AgentConfig,
     rules: SpaceRules,
     open_only: bool,
-) -> Vec<String> {
+) -> (Vec<String>, bool) {
     let scored = scored_skills(state);
     // A small model (JSON mode) picks skills unrelated to the task when offered them: when
     // some skill shares words with the task, only those are offered (and any the user
@@ -564,11 +567,21 @@ fn select_offer(
     // "How many units were sold").
     let open = (relevant_only && !state.result_words.is_empty()).then(|| open_words(state, rules));
     if open_only && open.is_none() {
-        return Vec::new();
+        return (Vec::new(), false);
     }
     // The first selection, when the ranking is sure: the best skill alone (format 31).
-    let sure_of =
-        sure_of(&scored, rules, relevant_only && open.is_none() && state.selected.is_empty());
+    let sure_of = match scored.as_slice() {
+        [(best, name), (next, _), ..]
+            if rules.sure_first()
+                && relevant_only
+                && open.is_none()
+                && state.selected.is_empty()
+                && *best >= SURE_RATIO * *next =>
+        {
+            Some(name.clone())
+        }
+        _ => None,
+    };
     let mut offer: Vec<String> = scored
         .into_iter()
         .filter(|(score, name)| {
@@ -598,30 +611,7 @@ fn select_offer(
             kept <= most || user_named(&state.task, config, name)
         });
     }
-    offer
-}
-
-/// The best-scored skill of `scored` when the ranking is sure of it (its score [`SURE_RATIO`]
-/// times the next one's or more) and the rules let it narrow a first selection (`first`: a
-/// small model's first selection, no result in).
-fn sure_of(scored: &[(f64, String)], rules: SpaceRules, first: bool) -> Option<String> {
-    match scored {
-        [(best, name), (next, _), ..]
-            if rules.sure_first() && first && *best >= SURE_RATIO * *next =>
-        {
-            Some(name.clone())
-        }
-        _ => None,
-    }
-}
-
-/// The skill the task's first selection offers alone, if the ranking is sure of one.
-fn sure_skill(state: &RunState, config: &AgentConfig, rules: SpaceRules) -> Option<String> {
-    let scored = scored_skills(state);
-    let relevant_only =
-        config.decide == DecideMode::Json && scored.iter().any(|(score, _)| *score > 0.0);
-    let first = relevant_only && state.result_words.is_empty() && state.selected.is_empty();
-    sure_of(&scored, rules, first)
+    (offer, sure)
 }
 
 /// Whether an answer of this task was refused as ungrounded (or incomplete) and no new result
