@@ -233,6 +233,20 @@ impl Context {
         }
     }
 
+    /// The texts of the notes kept in the transcript, the latest first (none when notes are
+    /// not kept; a compacted note reads as its shortened line).
+    pub(crate) fn kept_notes(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().rev().filter(|entry| entry.note).filter_map(|entry| {
+            match &entry.message {
+                Message::User { content } => content.iter().find_map(|part| match part {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    _ => None,
+                }),
+                _ => None,
+            }
+        })
+    }
+
     /// Characters of the system message, the task and the transcript.
     pub(crate) fn chars(&self) -> usize {
         self.system.chars().count()

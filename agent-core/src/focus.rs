@@ -16,6 +16,13 @@ use crate::rank::{stem, words};
 /// The record format from which long script outputs are focused.
 pub(crate) const SINCE_FORMAT: u32 = 21;
 
+/// The record format from which a first line naming a task word the call's arguments do not
+/// hold picks the output out too (format 33). "How many rows does sales.csv have?" is answered
+/// by the summary's second line, `rows: 20`, and no later line names a word of the task: the
+/// 1.5B was shown all 27 lines (~380 prompt tokens) for one. A first line that names only what
+/// the call passed (`file: sales.csv`) echoes the input and picks nothing.
+pub(crate) const HEAD_SINCE_FORMAT: u32 = 33;
+
 /// The stdout lines an output must have before it is focused.
 const MIN_LINES: usize = 16;
 
@@ -32,8 +39,15 @@ const MIN_LEFT_OUT: usize = 5;
 /// The text to show for `text` (an observation of a script run, `exit code …\nstdout:\n…`)
 /// on `task`, or `None` when it is shown whole: a short output, no task word that picks
 /// lines out, or too few lines left out. `skill` is the text of the skill's instructions
-/// (its words pick nothing out).
-pub(crate) fn focused(text: &str, task: &str, skill: &str) -> Option<String> {
+/// (its words pick nothing out). From [`HEAD_SINCE_FORMAT`] (`format`), a first line that names
+/// a task word not in `args` (the call's arguments) picks too.
+pub(crate) fn focused(
+    text: &str,
+    task: &str,
+    skill: &str,
+    args: &[String],
+    format: u32,
+) -> Option<String> {
     let (head, rest) = text.split_once("\nstdout:\n")?;
     let (stdout, tail) = match rest.find("\nstderr:\n") {
         Some(at) => (&rest[..at], &rest[at..]),
@@ -63,7 +77,15 @@ pub(crate) fn focused(text: &str, task: &str, skill: &str) -> Option<String> {
     let keep: Vec<bool> = (0..lines.len())
         .map(|at| at < HEAD_LINES || at + 1 == lines.len() || !line_terms[at].iter().all(common))
         .collect();
-    let picked = (HEAD_LINES..lines.len() - 1).filter(|&at| keep[at]).count();
+    let arg_terms: Vec<String> =
+        args.iter().flat_map(|arg| words(arg)).map(|word| stem(&word)).collect();
+    let head_picks = format >= HEAD_SINCE_FORMAT
+        && line_terms
+            .iter()
+            .take(HEAD_LINES)
+            .any(|terms| terms.iter().any(|term| !common(term) && !arg_terms.contains(term)));
+    let picked =
+        (HEAD_LINES..lines.len() - 1).filter(|&at| keep[at]).count() + usize::from(head_picks);
     let left_out = keep.iter().filter(|kept| !**kept).count();
     if picked == 0 || left_out < MIN_LEFT_OUT {
         return None;
@@ -83,8 +105,6 @@ pub(crate) fn focused(text: &str, task: &str, skill: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     fn summary() -> String {
         let mut out = String::from(
             "exit code 0\nstdout:\nfile: sales.csv\nrows: 20\ncolumns: 3 (region, units, amount)\n",
@@ -100,6 +120,35 @@ mod tests {
     }
 
     const SKILL: &str = "Summarise a CSV file: for each column the total, mean, min and max.";
+
+    /// The focus before format 33 (the first lines pick nothing).
+    fn focused(text: &str, task: &str, skill: &str) -> Option<String> {
+        super::focused(text, task, skill, &[], 32)
+    }
+
+    fn args(values: &[&str]) -> Vec<String> {
+        values.iter().map(|value| value.to_string()).collect()
+    }
+
+    #[test]
+    fn a_first_line_naming_a_task_word_picks_the_output_out_from_format_33() {
+        let task = "How many rows does sales.csv have?";
+        let call = args(&["sales.csv"]);
+        assert_eq!(focused(&summary(), task, SKILL), None);
+        let shown = super::focused(&summary(), task, SKILL, &call, 33).unwrap();
+        assert_eq!(
+            shown,
+            "exit code 0\nstdout:\nfile: sales.csv\nrows: 20\ncolumns: 3 (region, units, amount)\n\
+             checked: yes\n[15 of 19 lines left out: they name no word of the task]"
+        );
+        // A first line that only echoes the call's own arguments picks nothing: every column
+        // of "Summarise sales.csv" stays in view.
+        assert_eq!(super::focused(&summary(), "Summarise sales.csv", SKILL, &call, 33), None);
+        assert_eq!(
+            super::focused(&summary(), "Summarise sales.csv", SKILL, &args(&["sales.csv"]), 32),
+            None
+        );
+    }
 
     #[test]
     fn a_long_output_shows_the_lines_that_name_the_tasks_rarer_words() {

@@ -216,6 +216,9 @@ pub(crate) struct Grounding {
     /// The last refusal named every value the answer needs ("work out their sum (A + B)"):
     /// nothing is left to run (format 12; plan-execute-think goes straight to a think).
     pub(crate) answer_from_results: bool,
+    /// The last refusal showed, for each unit the answer left out, the result line that
+    /// already converts into it (format 36): the answer alone is asked to give them.
+    pub(crate) converted_in_results: bool,
     /// Answers are checked for file names and codes, and for the task's unused numbers; a
     /// guessed argument's result grounds nothing (format 8).
     pub(crate) strict: bool,
@@ -246,6 +249,7 @@ impl Grounding {
             combine_refused: Vec::new(),
             combine_figureless: false,
             answer_from_results: false,
+            converted_in_results: false,
             strict: record_format >= STRICT_SINCE_FORMAT,
             ungrounded: false,
             choice_refused: false,
@@ -879,6 +883,14 @@ pub(crate) const TOTAL_OF_TWO_SINCE_FORMAT: u32 = 32;
 /// answer with it", the local 1.5B ran the summary again, and the repeat left it only an
 /// admission ("I cannot tell the sum …").
 pub(crate) const WORKED_ANSWER_SINCE_FORMAT: u32 = 32;
+
+/// The record format from which the refusal of an answer that names none of the units the
+/// task converts into, where the results already give a converted figure in each of those
+/// units ([`target_result_lines`]), is followed by the answer alone (react: only
+/// `final_answer`; plan-execute-think: a think alone). Shown `1 nmi = 1852 m`, `20 C = 68 F`
+/// and `1 GiB = 1073.741824 MB` beside its answer of the amount's total alone, the local 1.5B
+/// ran the total again, gave the same answer, and the turn limit came first.
+pub(crate) const CONVERTED_ANSWER_SINCE_FORMAT: u32 = 36;
 
 /// Whether one of `texts` holds `figure` among its numbers.
 fn held_by(texts: &[&str], figure: &Number) -> bool {

@@ -522,11 +522,11 @@ impl Run {
         let text = self.bus.redactor().redact(text).into_owned();
         let cap = self.config.context.inline_observation_chars;
         let focused = match action {
-            Some(Action::RunScript { skill, .. })
+            Some(Action::RunScript { skill, args, .. })
                 if self.format >= crate::focus::SINCE_FORMAT && status == ObservationStatus::Ok =>
             {
                 let instructions = self.instructions_of(skill);
-                crate::focus::focused(&text, &self.state.task, instructions)
+                crate::focus::focused(&text, &self.state.task, instructions, args, self.format)
                     .filter(|focused| focused.chars().count() <= cap)
             }
             _ => None,
@@ -558,10 +558,11 @@ impl Run {
         // notes in the transcript, and the next answer reported the failure instead of the task.
         let model_failure = action.is_none() && status == ObservationStatus::ModelError;
         if !(model_failure && self.format >= 7) {
+            let read = bare_output(action, status, &shown, self.format);
             self.context.push_observation(
                 &id,
                 header,
-                &shown,
+                read.as_deref().unwrap_or(&shown),
                 tool_call_id,
                 stored.as_ref().map(|stored| stored.path.clone()),
                 status != ObservationStatus::Ok,
@@ -1220,9 +1221,14 @@ impl Run {
             space.call.clear();
             space.recall.clear();
             space.note = Some(
-                "the refusal above names every value the answer needs: work out the arithmetic \
-                 and answer"
-                    .to_owned(),
+                if self.grounding.converted_in_results {
+                    "the refusal above shows the converted figures the answer needs: answer with \
+                     them and the rest of what the task asks"
+                } else {
+                    "the refusal above names every value the answer needs: work out the \
+                     arithmetic and answer"
+                }
+                .to_owned(),
             );
             // From format 25 that answer may write figures: the refused answer held results
             // only, so no new result comes before it, and held to an admission (as after an
@@ -1335,9 +1341,10 @@ impl Run {
         }
     }
 
-    /// The arguments of the current task's script calls, in order.
+    /// The arguments of the current task's script calls, in order; from format 34 of those
+    /// that were not refused before they ran.
     pub(crate) fn task_script_args(&self) -> Vec<&str> {
-        self.state.task_script_args()
+        self.state.task_script_args(self.format >= crate::state::USED_BY_RUNS_SINCE_FORMAT)
     }
 
     /// A completed answer that states no figure for a task that gives some, while the task's
@@ -2063,9 +2070,64 @@ fn text_delta(text: impl Into<String>) -> Payload {
     Payload::AssistantDelta(AssistantDelta { text: text.into() })
 }
 
+/// The record format from which a script run that worked and wrote nothing to stderr is shown
+/// to the model by its output alone: the observation's header already says `→ ok`, and `exit
+/// code 0` and `stdout:` were 7 prompt tokens of every script run's ~110 on the embedded model.
+/// The record keeps them (`observation_recorded.content`, which replay and resume read back
+/// through this same function), and the answer check and the results list read the whole
+/// text.
+pub(crate) const BARE_OUTPUT_SINCE_FORMAT: u32 = 33;
+
+/// The output of a script run `shown` without its `exit code 0` and `stdout:` lines, from
+/// [`BARE_OUTPUT_SINCE_FORMAT`]; `None` for anything else (a failure, a stderr, no output).
+fn bare_output(
+    action: Option<&Action>,
+    status: ObservationStatus,
+    shown: &str,
+    format: u32,
+) -> Option<String> {
+    if format < BARE_OUTPUT_SINCE_FORMAT
+        || status != ObservationStatus::Ok
+        || !matches!(action, Some(Action::RunScript { .. }))
+        || shown.contains("\nstderr:\n")
+    {
+        return None;
+    }
+    let output = shown.strip_prefix("exit code 0\nstdout:\n")?;
+    (!output.trim().is_empty()).then(|| output.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::unwrap_document;
+    use super::{bare_output, unwrap_document};
+    use crate::action::Action;
+    use crate::state::ObservationStatus;
+
+    #[test]
+    fn a_script_run_that_worked_is_read_by_its_output_alone_from_format_33() {
+        let run = Action::RunScript {
+            skill: "csv".into(),
+            script: "scripts/sum.py".into(),
+            args: vec!["sales.csv".into()],
+        };
+        let ok = ObservationStatus::Ok;
+        let text = "exit code 0\nstdout:\nrows: 20\namount sum: 1705.47";
+        assert_eq!(
+            bare_output(Some(&run), ok, text, 33).as_deref(),
+            Some("rows: 20\namount sum: 1705.47")
+        );
+        assert_eq!(bare_output(Some(&run), ok, text, 32), None, "earlier records");
+        // A stderr, a failure, no output, another action: shown as before.
+        let warned = format!("{text}\nstderr:\nwarning: 1 empty line");
+        assert_eq!(bare_output(Some(&run), ok, &warned, 33), None);
+        let failed = "exit code 2\nstdout:\npartial\nstderr:\nboom";
+        assert_eq!(bare_output(Some(&run), ObservationStatus::Failed, failed, 33), None);
+        assert_eq!(bare_output(Some(&run), ok, "exit code 0", 33), None);
+        assert_eq!(bare_output(Some(&run), ok, "exit code 0\nstdout:\n \n", 33), None);
+        let select = Action::SelectSkills { names: vec!["csv".into()] };
+        assert_eq!(bare_output(Some(&select), ok, text, 33), None);
+        assert_eq!(bare_output(None, ok, text, 33), None);
+    }
 
     #[test]
     fn a_degraded_answer_written_as_json_is_unwrapped() {

@@ -189,8 +189,17 @@ pub struct RunResult {
 /// the refusal of an ungrounded answer that works out the task's arithmetic with the answer
 /// alone (a think alone in plan-execute-think), and cuts the call a refusal shows for a
 /// script's misplaced command to that command's own usage line, the command first; and a
-/// plan-execute-think step refused before it ran no longer ends its round's batch.
-pub const RECORD_FORMAT: u32 = 32;
+/// plan-execute-think step refused before it ran no longer ends its round's batch; 33 shows
+/// the model a script run that worked, with nothing on stderr, by its output alone (the
+/// record keeps its `exit code 0` and `stdout:` lines), and focuses a long output whose first
+/// lines name a word of the task that the call's arguments do not hold (`rows: 20` for "How
+/// many rows does sales.csv have?"); 34 counts a script call refused before it ran as using
+/// none of the task's values (the batch's progress, the plan note's values left, the answer's
+/// completeness); 35 leaves the line of selected skills out of react's compact turn note when
+/// the last such line the transcript shows is the same; 36 follows the refusal of an answer
+/// that names none of the units the task converts into, where the results already convert into
+/// each of them, with the answer alone.
+pub const RECORD_FORMAT: u32 = 36;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -485,6 +494,7 @@ async fn work(run: &mut Run, input: InputKind) -> Result<RunResult> {
         run.grounding.combine_refused.clear();
         run.grounding.combine_figureless = false;
         run.grounding.answer_from_results = false;
+        run.grounding.converted_in_results = false;
         run.grounding.choice_refused = false;
         run.grounding.target_refused = None;
     }

@@ -205,7 +205,7 @@ fn batch_left(state: &RunState, rules: SpaceRules) -> Option<Batch> {
     {
         return None;
     }
-    let args = state.task_script_args();
+    let args = state.task_script_args(rules.format >= crate::state::USED_BY_RUNS_SINCE_FORMAT);
     let (used, unused) = crate::grounding::unused_task_numbers(&state.task, &args, "", true);
     match (used, unused.is_empty()) {
         (0, _) | (1, true) => None,

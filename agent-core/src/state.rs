@@ -252,6 +252,13 @@ impl Counters {
     }
 }
 
+/// The record format from which a script call refused before it ran (a respelled unit, an
+/// example's value, a repeat of a failure) uses none of the task's values
+/// ([`RunState::task_script_args`]). In plan-execute-think, "convert 1 nmi to m, 20 C to F and
+/// 1 GiB to MB" had a refused `["1", "mi", "m"]` count as the second "1": the plan note never
+/// listed `1 GiB` again, and the answer without it was taken as complete.
+pub(crate) const USED_BY_RUNS_SINCE_FORMAT: u32 = 34;
+
 impl RunState {
     /// The counters of the current task: turns, tool calls and script runs since the task
     /// began (what the budgets limit); the other counters are the run's.
@@ -264,9 +271,18 @@ impl RunState {
         used
     }
 
-    /// The arguments of the current task's script calls, in order.
-    pub(crate) fn task_script_args(&self) -> Vec<&str> {
+    /// The arguments of the current task's script calls, in order. With `ran_only` (from
+    /// format 34, [`USED_BY_RUNS_SINCE_FORMAT`]) a call refused before it ran uses none of its
+    /// values.
+    pub(crate) fn task_script_args(&self, ran_only: bool) -> Vec<&str> {
         self.task_actions()
+            .filter(|record| {
+                !(ran_only
+                    && matches!(
+                        record.status,
+                        ObservationStatus::Refused | ObservationStatus::Denied
+                    ))
+            })
             .filter_map(|record| match &record.action {
                 Some(Action::RunScript { args, .. }) => Some(args),
                 _ => None,

@@ -67,6 +67,7 @@ fn main() -> std::process::ExitCode {
         an_invented_sum_is_refused_with_the_sum_worked_out,
         an_example_word_for_the_tasks_symbol_is_followed_by_the_call_with_it,
         a_unit_with_its_first_letter_left_out_is_refused_with_the_tasks_unit,
+        a_call_refused_before_it_ran_uses_none_of_the_tasks_values,
         an_unconverted_answer_after_the_conversion_ran_is_shown_its_line,
         the_same_one_result_again_is_refused_with_the_lines_to_combine,
     ])
@@ -1612,6 +1613,42 @@ async fn a_unit_with_its_first_letter_left_out_is_refused_with_the_tasks_unit() 
     Ok(())
 }
 
+async fn a_call_refused_before_it_ran_uses_none_of_the_tasks_values() -> anyhow::Result<()> {
+    // "convert 1 nmi to m, 20 C to F and 1 GiB to MB": plan-execute-think on the local 1.5B
+    // had `["1", "mi", "m"]` refused, then ran `["1", "nmi", "m"]`; the refused call counted as
+    // the task's second "1", and an answer without `1 GiB` was taken. From format 34 a call
+    // refused before it ran uses none of the task's values.
+    let fixture = toolbox();
+    fixture.script("toolbox", "scripts/convert.sh", "echo \"$1 $2 = 1852 $3\"");
+    let convert =
+        |from: &str, to: &str| run_script("toolbox", "scripts/convert.sh", &["1", from, to]);
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        convert("mi", "m"),
+        convert("nmi", "m"),
+        answer("1 nmi = 1852 m"),
+        convert("GiB", "MB"),
+        answer("1 nmi = 1852 m; 1 GiB = 1852 MB"),
+    ]));
+    let task = "Convert 1 nmi to m and 1 GiB to MB.";
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), task).await?;
+    replays_exactly(&ran).await;
+    assert_eq!(ran.statuses(), ["ok", "refused", "ok", "refused", "ok"]);
+    assert!(
+        ran.observations()[3].1.starts_with(
+            "answer not accepted yet: the task also gives 1 (a second time), which no script \
+             call has used."
+        ),
+        "{}",
+        ran.observations()[3].1
+    );
+    assert_eq!(
+        (ran.result.outcome, ran.result.final_text.as_str()),
+        (Outcome::Completed, "1 nmi = 1852 m; 1 GiB = 1852 MB")
+    );
+    Ok(())
+}
+
 async fn an_unconverted_answer_after_the_conversion_ran_is_shown_its_line() -> anyhow::Result<()> {
     // The local 1.5B ran every conversion of a batch, answered with the one total that needed
     // none, and was told twice to "run the script that converts". From format 29 the refusal
@@ -1637,6 +1674,17 @@ async fn an_unconverted_answer_after_the_conversion_ran_is_shown_its_line() -> a
         "answer not accepted yet: the task asks to convert to `kilograms`, and the answer states \
          no figure in it. The results above already give `212 lb = 96.16158244 kg`: answer with \
          the converted figures, together with the rest of what the task asks."
+    );
+    // From format 36, with every figure it needs in the results, the answer alone.
+    let after = &model.requests()[5];
+    assert_eq!(tool_names(after), ["final_answer"]);
+    assert!(
+        common::note(after).contains(
+            "(the refusal above shows the converted figures the answer needs: answer with them \
+             and the rest of what the task asks)"
+        ),
+        "{}",
+        common::note(after)
     );
     assert_eq!(
         (ran.result.outcome, ran.result.final_text.as_str()),

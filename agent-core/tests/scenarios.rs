@@ -31,6 +31,7 @@ fn main() -> std::process::ExitCode {
             json_mode_offers_only_skills_that_share_words_with_the_task,
             the_turn_note_carries_the_reasoning_level_and_a_progress_notice,
             the_turn_note_shows_a_budget_once_few_are_left,
+            the_turn_note_shows_the_selected_skills_once_until_they_change,
             a_long_output_is_shown_with_the_lines_the_task_names,
             the_turn_note_lists_the_results_so_far,
             the_turn_note_leaves_the_results_out_while_a_batch_is_under_way,
@@ -129,7 +130,8 @@ async fn a_script_runs_in_the_sandbox_and_the_answer_ends_the_run() -> anyhow::R
     assert_eq!(ran.observations()[1], ("ok".to_owned(), "exit code 0\nstdout:\nrows=3".to_owned()));
     assert_eq!(
         last_observation(&model.requests()[2]),
-        "[obs-2] run_script csv-stats/scripts/count.py data.csv → ok\nexit code 0\nstdout:\nrows=3"
+        "[obs-2] run_script csv-stats/scripts/count.py data.csv → ok\nrows=3",
+        "the model reads a run that worked by its output alone (format 33)"
     );
     assert_eq!(ran.data(EventKind::ActionExecuted)[1]["result"]["exit_code"], 0);
     assert_eq!(text(&ran.finished()["outcome"]), "completed");
@@ -671,6 +673,45 @@ async fn the_turn_note_shows_a_budget_once_few_are_left() -> anyhow::Result<()> 
     assert!(notes[0].contains("\nPlan: none yet (you may send one with your action).\n"));
     assert!(notes[1..].iter().all(|note| !note.contains("Plan:")), "{notes:?}");
     assert!(notes.iter().all(|note| note.ends_with(".\nCall exactly one tool.")));
+    Ok(())
+}
+
+async fn the_turn_note_shows_the_selected_skills_once_until_they_change() -> anyhow::Result<()> {
+    // Record format 35: each note stays in the transcript, and the line of selected skills
+    // (~13 tokens on the embedded model) was evaluated again every turn for a selection that
+    // had not changed. A compact note shows it when it differs from the last one shown.
+    let fixture = toolbox();
+    let model = Arc::new(MockModel::new(vec![
+        select("toolbox"),
+        tool("log", &["one"]),
+        tool("log", &["two"]),
+        select("notes"),
+        tool("log", &["three"]),
+        answer("Logged one, two and three."),
+    ]));
+    let ran =
+        fixture.run(fixture.agent(&model, AgentConfig::default()), "Log one, two, three").await?;
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    let skills: Vec<Option<String>> = model
+        .requests()
+        .iter()
+        .map(|request| {
+            common::note(request)
+                .lines()
+                .find(|line| line.starts_with("Selected skills:"))
+                .map(str::to_owned)
+        })
+        .collect();
+    let toolbox = "Selected skills: toolbox (scripts: scripts/fail.sh, scripts/log.sh, \
+                   scripts/print.sh, scripts/sleep.sh);";
+    let both = format!("{toolbox} notes;");
+    assert_eq!(
+        skills,
+        [None, Some(toolbox.to_owned()), None, None, Some(both), None],
+        "turn 1: none selected; 2: toolbox; 3-4: unchanged; 5: notes too; 6: unchanged"
+    );
+    let report = skills_agent_core::replay_check(&ran.run_dir).await?;
+    assert!(report.reproduced(), "{:?}", report.divergence);
     Ok(())
 }
 
@@ -1528,14 +1569,18 @@ async fn a_long_output_is_shown_with_the_lines_the_task_names() -> anyhow::Resul
     let shown = last_observation(&requests[2]);
     assert_eq!(
         shown,
-        "[obs-2] run_script toolbox/scripts/table.sh → ok\nexit code 0\nstdout:\nrows: 4\n\
+        "[obs-2] run_script toolbox/scripts/table.sh → ok\nrows: 4\n\
          north min: north\nnorth max: north\nsouth min: south\nsouth max: south\n\
          south mean: south\nsouth sum: south\nend\n\
          [10 of 18 lines left out: they name no word of the task]"
     );
     assert!(common::recallable(&requests[2]).is_empty());
     let recorded = ran.data(EventKind::ObservationRecorded);
-    assert_eq!(common::text(&recorded[1]["content"]), shown.split_once('\n').unwrap().1);
+    // The record keeps the run's `exit code 0` and `stdout:` lines the model was not shown.
+    assert_eq!(
+        common::text(&recorded[1]["content"]),
+        format!("exit code 0\nstdout:\n{}", shown.split_once('\n').unwrap().1)
+    );
     let stored = common::text(&recorded[1]["stored"]["path"]);
     let whole = std::fs::read_to_string(ran.run_dir.join(&stored))?;
     assert!(whole.contains("east mean: east") && whole.ends_with("end"), "{whole}");
@@ -1606,8 +1651,8 @@ async fn compaction_shortens_old_observations_and_recall_brings_them_back() -> a
     assert!(shortened[0].ends_with("… [compacted; recall_observation obs-1 shows it again]"));
     assert_eq!(
         shortened[1],
-        "[obs-2] run_script toolbox/scripts/print.sh 20 output 1 → ok\nexit code 0… [compacted; \
-         recall_observation obs-2 shows it again]"
+        "[obs-2] run_script toolbox/scripts/print.sh 20 output 1 → ok\nline 1 of 20: output 1… \
+         [compacted; recall_observation obs-2 shows it again]"
     );
     assert_eq!(after.messages[..2], before.messages[..2], "system and task are never rewritten");
     assert_eq!(common::recallable(before), Vec::<String>::new(), "nothing to recall before");

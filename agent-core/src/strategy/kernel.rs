@@ -623,6 +623,7 @@ pub(crate) fn review_answer(run: &mut Run, answer: &str) -> Option<String> {
     if !run.grounding.applies {
         return None;
     }
+    run.grounding.converted_in_results = false;
     let sources = run.answer_sources();
     let values = grounding::ungrounded(answer, &sources);
     if values.is_empty() {
@@ -846,6 +847,21 @@ fn review_target(run: &mut Run, answer: &str) -> Option<String> {
                     lines.push(line);
                 }
             }
+        }
+        // From format 36, when the results give a converted figure in each unit the answer
+        // leaves out and every value of the task has had its call (the batch's later items
+        // are the completeness check's), nothing is left to run: the answer alone.
+        let all_given = run.format >= grounding::CONVERTED_ANSWER_SINCE_FORMAT
+            && grounding::unused_task_numbers(&run.state.task, &run.task_script_args(), "", true)
+                .1
+                .is_empty()
+            && unnamed.iter().all(|unit| {
+                !grounding::target_result_lines(std::slice::from_ref(unit), &sources.results)
+                    .is_empty()
+            });
+        if all_given {
+            run.grounding.answer_from_results = true;
+            run.grounding.converted_in_results = true;
         }
         if !lines.is_empty() {
             return Some(grounding::target_in_results_note(&unnamed, &lines));

@@ -75,7 +75,19 @@ pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
         None if compact => {}
         None => note.push_str("Plan: none yet (you may send one with your action).\n"),
     }
-    note.push_str(&skills_lines(run));
+    let skills = skills_lines(run);
+    // The line as the transcript last shows it (a compacted note shows none).
+    let shown_before = compact
+        && run.format >= SKILLS_ONCE_SINCE_FORMAT
+        && !skills.is_empty()
+        && run
+            .context
+            .kept_notes()
+            .find_map(|kept| kept.lines().find(|line| line.starts_with(SKILLS_LINE)))
+            .is_some_and(|line| skills.trim_end() == line);
+    if !shown_before {
+        note.push_str(&skills);
+    }
     if !(run.format >= RESULTS_AT_ANSWER_SINCE_FORMAT
         && crate::space::batch_under_way(&run.state, run.space_rules()))
     {
@@ -105,6 +117,13 @@ pub(crate) fn turn_note(run: &Run, space: &ActionSpace) -> String {
     });
     note
 }
+
+/// The record format from which a compact turn note leaves out the line of selected skills
+/// when the last one the transcript shows is the same: each note stays in
+/// the transcript, and on the embedded model the line (~13 tokens) was evaluated again every
+/// turn of a task for a selection that had not changed (the schema's skill and script enums
+/// hold the names anyway).
+pub(crate) const SKILLS_ONCE_SINCE_FORMAT: u32 = 35;
 
 /// The record format from which a turn's note leaves out the results list while a batch over
 /// the task's values is under way (some used, some left: the note says to run the next one),
@@ -153,11 +172,14 @@ pub(crate) fn results_lines(run: &Run) -> String {
     lines
 }
 
+/// How the note's line of selected skills begins.
+const SKILLS_LINE: &str = "Selected skills:";
+
 /// The note's line of selected skills and their scripts (empty before a select).
 pub(crate) fn skills_lines(run: &Run) -> String {
     let mut line = String::new();
     if !run.state.selected.is_empty() {
-        line.push_str("Selected skills:");
+        line.push_str(SKILLS_LINE);
         for skill in &run.state.selected {
             line.push_str(&format!(" {}", skill.name));
             if !skill.scripts.is_empty() {
