@@ -892,6 +892,43 @@ pub(crate) const WORKED_ANSWER_SINCE_FORMAT: u32 = 32;
 /// ran the total again, gave the same answer, and the turn limit came first.
 pub(crate) const CONVERTED_ANSWER_SINCE_FORMAT: u32 = 36;
 
+/// The record format from which a column the task asks a statistic of, that no result gives
+/// a line of while the results give another named column's, leaves the answer incomplete too
+/// ([`columns_without_figure`]): asked "the total of the units, unit_price and amount columns
+/// and the number of rows", the local 1.5B's plan-execute-think ran the summary of `units`
+/// alone and answered with its figures, and the answer was taken (only a column with result
+/// lines counted).
+pub(crate) const UNRUN_COLUMNS_SINCE_FORMAT: u32 = 37;
+
+/// The record format from which a text that ends inside a document it copied (an open `{`,
+/// `[` or code span, as when the model copies a note's `Make this call: {"skill": …}` into a
+/// JSON string, whose first quote ends the string) is no report for the user ([`cut_off`]):
+/// plan-execute-think's turn limit ended the local 1.5B's run with "… but the task writes
+/// `nmi`. Make this call: {".
+pub(crate) const CUT_OFF_SINCE_FORMAT: u32 = 37;
+
+/// A result line `<label>: <figure>`: the line, its label's words and its figure.
+type LabelledLine<'a> = (&'a str, Vec<String>, f64);
+
+/// The record format from which plan-execute-think keeps no summary of a think that does not
+/// complete as the run's ending at a limit: its `user_summary` is the model's view of the
+/// round, and on the local 1.5B it repeated an early failure ("The script `unit-converter`
+/// failed to find the column `length` …") rounds after that call had worked. A limit ends the
+/// run as react's does ([`crate::run::Run::degrade`]: the degraded answer checked, else the
+/// report from the record).
+pub(crate) const OPEN_THINK_SINCE_FORMAT: u32 = 37;
+
+/// Whether `text` ends inside something it opened: a code span (an odd number of backticks),
+/// or more `{`, `[` or `(` than it closes, or it ends on one of them.
+pub(crate) fn cut_off(text: &str) -> bool {
+    let text = text.trim_end();
+    let count = |c: char| text.chars().filter(|&x| x == c).count();
+    text.ends_with(['{', '[', '(', '`'])
+        || count('`') % 2 == 1
+        || count('{') > count('}')
+        || count('[') > count(']')
+}
+
 /// Whether one of `texts` holds `figure` among its numbers.
 fn held_by(texts: &[&str], figure: &Number) -> bool {
     texts.iter().any(|text| {
@@ -1123,13 +1160,15 @@ pub(crate) fn named_columns(task: &str) -> Vec<String> {
 /// The columns of `columns` ([`named_columns`]) for which `results` have lines of the form
 /// `<label naming the column>: <figure>` and `answer` states none of those figures (format 30),
 /// each with the lines that give the statistic the task asks ("total" → `units sum: 212`), or
-/// all of the column's lines when none names it. Empty when each column has its figure, or the
-/// results have no such lines.
+/// all of the column's lines when none names it. With `unrun` (format 37), a column no result
+/// has such a line of, where another of `columns` has them, is missing too, with no lines.
+/// Empty when each column has its figure, or the results have no such lines.
 pub(crate) fn columns_without_figure(
     answer: &str,
     task: &str,
     columns: &[String],
     results: &[&str],
+    unrun: bool,
 ) -> Vec<(String, Vec<String>)> {
     let stated = stated_numbers(answer);
     let lower = task.to_lowercase();
@@ -1140,11 +1179,10 @@ pub(crate) fn columns_without_figure(
     let words = |label: &str| {
         label.split(|c: char| !(c.is_alphanumeric() || c == '_')).map(str::to_owned).collect()
     };
-    let mut missing = Vec::new();
-    for column in columns {
+    // The lines `<label naming the column>: <figure>`, with their labels' words.
+    let lines_of = |column: &str| {
         let one = singular(column);
-        // The lines `<label naming the column>: <figure>`, with their labels' words.
-        let mut lines: Vec<(&str, Vec<String>, f64)> = Vec::new();
+        let mut lines: Vec<LabelledLine<'_>> = Vec::new();
         for line in results.iter().flat_map(|text| text.lines()) {
             let Some((label, value)) = line.split_once(':') else { continue };
             let Ok(figure) = value.trim().replace(',', "").parse::<f64>() else { continue };
@@ -1155,9 +1193,22 @@ pub(crate) fn columns_without_figure(
                 lines.push((line.trim(), label, figure));
             }
         }
-        if lines.is_empty()
-            || lines.iter().any(|(_, _, figure)| stated.iter().any(|number| same(number, *figure)))
-        {
+        lines
+    };
+    let columns: Vec<(&String, Vec<LabelledLine<'_>>)> =
+        columns.iter().map(|column| (column, lines_of(column))).collect();
+    // From format 37 a column no result gives a line of is missing too, where the results
+    // give another named column's: the call for it never ran.
+    let unrun = unrun && columns.iter().any(|(_, lines)| !lines.is_empty());
+    let mut missing = Vec::new();
+    for (column, lines) in columns {
+        if lines.is_empty() {
+            if unrun {
+                missing.push((column.clone(), Vec::new()));
+            }
+            continue;
+        }
+        if lines.iter().any(|(_, _, figure)| stated.iter().any(|number| same(number, *figure))) {
             continue;
         }
         // The lines whose label names, beside the column, a word of the task or the statistic
@@ -1187,20 +1238,45 @@ pub(crate) fn columns_without_figure(
 /// The note that refuses, once, an answer that states no figure of the results for some of
 /// the columns the task names ([`columns_without_figure`], format 30).
 pub(crate) fn columns_note(missing: &[(String, Vec<String>)]) -> String {
-    let names = missing.iter().map(|(column, _)| format!("`{column}`")).collect::<Vec<_>>();
+    let names = |unrun: bool| {
+        missing
+            .iter()
+            .filter(|(_, lines)| lines.is_empty() == unrun)
+            .map(|(column, _)| format!("`{column}`"))
+            .collect::<Vec<_>>()
+    };
+    let plural = |names: &[String], one: &'static str, many: &'static str| {
+        if names.len() == 1 { one } else { many }
+    };
+    let (shown, unrun) = (names(false), names(true));
     let lines: Vec<String> = missing
         .iter()
         .flat_map(|(_, lines)| lines.iter().take(4).map(|line| format!("`{line}`")))
         .collect();
-    format!(
-        "answer not accepted yet: the task asks a figure of the {} column{}, and the answer \
-         gives none of the results' figures for {}. The results give {}. Answer with the figure \
-         of each column the task names.",
-        names.join(", "),
-        if names.len() == 1 { "" } else { "s" },
-        if names.len() == 1 { "it" } else { "them" },
-        lines.join(", ")
-    )
+    let mut note = String::from("answer not accepted yet: ");
+    if !shown.is_empty() {
+        note.push_str(&format!(
+            "the task asks a figure of the {} column{}, and the answer gives none of the \
+             results' figures for {}. The results give {}. ",
+            shown.join(", "),
+            plural(&shown, "", "s"),
+            plural(&shown, "it", "them"),
+            lines.join(", ")
+        ));
+    }
+    if !unrun.is_empty() {
+        // Format 37: the call for the column never ran.
+        note.push_str(&format!(
+            "{} the {} column{}, and no result gives {} yet: run the script for {} too. ",
+            if shown.is_empty() { "the task asks a figure of" } else { "It asks a figure of" },
+            unrun.join(", "),
+            plural(&unrun, "", "s"),
+            plural(&unrun, "it", "them"),
+            plural(&unrun, "it", "them"),
+        ));
+    }
+    note.push_str("Answer with the figure of each column the task names.");
+    note
 }
 
 /// The note that refuses, once, an answer that states no figure where the task asks a
@@ -3519,6 +3595,65 @@ mod tests {
     }
 
     #[test]
+    fn a_named_column_no_result_gives_is_missing_from_format_37() {
+        let task = "For sales.csv, give the total of the units, unit_price and amount columns and \
+                    the number of rows.";
+        // plan-execute-think ran the summary of `units` alone, and answered with its figures.
+        let units = "file: sales.csv\nrows: 20\ncolumns: 6 (date, region, product, units, \
+                     unit_price, amount)\ncolumn units: numeric, 20 values, 0 empty\nunits min: \
+                     2\nunits max: 30\nunits mean: 10.6\nunits sum: 212";
+        let columns = named_columns(task);
+        let answer = "The total number of units is 212; the average is 10.6.";
+        assert!(columns_without_figure(answer, task, &columns, &[units], false).is_empty());
+        let missing = columns_without_figure(answer, task, &columns, &[units], true);
+        assert_eq!(missing, [("amount".to_owned(), vec![]), ("unit_price".to_owned(), vec![])]);
+        assert_eq!(
+            columns_note(&missing),
+            "answer not accepted yet: the task asks a figure of the `amount`, `unit_price` \
+             columns, and no result gives them yet: run the script for them too. Answer with the \
+             figure of each column the task names."
+        );
+        // Beside a column whose figure the answer left out: both, in one note.
+        let answer = "The total of the amount column is 5.";
+        let missing = columns_without_figure(answer, task, &columns, &[units], true);
+        assert_eq!(
+            columns_note(&missing),
+            "answer not accepted yet: the task asks a figure of the `units` column, and the \
+             answer gives none of the results' figures for it. The results give `units sum: \
+             212`. It asks a figure of the `amount`, `unit_price` columns, and no result gives \
+             them yet: run the script for them too. Answer with the figure of each column the \
+             task names."
+        );
+        // No named column has a line (another kind of output): nothing to say.
+        assert!(columns_without_figure(answer, task, &columns, &["rows: 20"], true).is_empty());
+        // Every column's line, every figure stated: complete.
+        let all = "units sum: 212\nunit_price sum: 229.44\namount sum: 1705.47";
+        let whole = "units 212, unit_price 229.44, amount 1705.47; 20 rows";
+        assert!(columns_without_figure(whole, task, &columns, &[all], true).is_empty());
+    }
+
+    #[test]
+    fn a_text_that_ends_inside_what_it_opened_is_cut_off() {
+        for text in [
+            "The script expects the unit, but the task writes `nmi`. Make this call: {",
+            "The script's usage is `{",
+            "Run it with [\"a\", ",
+            "It printed `rows: 20",
+            "Call {\"skill\": \"x\"",
+        ] {
+            assert!(cut_off(text), "{text}");
+        }
+        for text in [
+            "The total is 1705.47.",
+            "Run `{\"skill\": \"x\"}` next (done).",
+            "Units total 212; amount not done.",
+            "",
+        ] {
+            assert!(!cut_off(text), "{text}");
+        }
+    }
+
+    #[test]
     fn a_column_the_answer_gives_no_figure_of_is_found() {
         let task = "For sales.csv, give the total of the units, unit_price and amount columns and \
                     the number of rows.";
@@ -3529,7 +3664,7 @@ mod tests {
         // The local 1.5B's answer: the amount's sum for every column.
         let answer = "The total of the units, unit_price, and amount columns is 1705.47, and the \
                       number of rows is 20.";
-        let missing = columns_without_figure(answer, task, &columns, &[summary]);
+        let missing = columns_without_figure(answer, task, &columns, &[summary], false);
         assert_eq!(
             missing,
             [
@@ -3542,8 +3677,8 @@ mod tests {
         assert!(note.contains("`unit_price sum: 229.44`, `units sum: 212`"), "{note}");
         // Each column with a figure (rounded is a figure), or no `label: figure` lines: none.
         let whole = "units 212, unit_price 229.44 and amount 1705";
-        assert!(columns_without_figure(whole, task, &columns, &[summary]).is_empty());
-        assert!(columns_without_figure(answer, task, &columns, &["units: many"]).is_empty());
+        assert!(columns_without_figure(whole, task, &columns, &[summary], false).is_empty());
+        assert!(columns_without_figure(answer, task, &columns, &["units: many"], false).is_empty());
     }
 
     #[test]

@@ -1666,13 +1666,16 @@ impl Run {
     }
 
     /// Whether a degraded answer is a report the user can take (format 6): every value it
-    /// states comes from the run, and it is not the model's next step.
+    /// states comes from the run, it is not the model's next step, and (format 37) it does not
+    /// end inside a document it copied.
     pub(crate) fn reports(&self, text: &str) -> bool {
         if self.format < 6 {
             return true;
         }
         crate::grounding::ungrounded(text, &self.answer_sources()).is_empty()
             && !crate::grounding::reads_as_plan(text)
+            && !(self.format >= crate::grounding::CUT_OFF_SINCE_FORMAT
+                && crate::grounding::cut_off(text))
     }
 
     /// What a final answer's values may come from: the user's texts, and the observations of

@@ -198,8 +198,12 @@ pub struct RunResult {
 /// completeness); 35 leaves the line of selected skills out of react's compact turn note when
 /// the last such line the transcript shows is the same; 36 follows the refusal of an answer
 /// that names none of the units the task converts into, where the results already convert into
-/// each of them, with the answer alone.
-pub const RECORD_FORMAT: u32 = 36;
+/// each of them, with the answer alone; 37 refuses once an answer where a column the task
+/// asks a statistic of has no result line while another named column has them (its call never
+/// ran), takes no text that ends inside a document it copied (an open `{`, `[` or code span)
+/// as a stopped run's report, and keeps no plan-execute-think summary of a think that does not
+/// complete as the ending at a limit (the degraded answer, else the report, stands in).
+pub const RECORD_FORMAT: u32 = 37;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

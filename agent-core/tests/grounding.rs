@@ -70,6 +70,8 @@ fn main() -> std::process::ExitCode {
         a_call_refused_before_it_ran_uses_none_of_the_tasks_values,
         an_unconverted_answer_after_the_conversion_ran_is_shown_its_line,
         the_same_one_result_again_is_refused_with_the_lines_to_combine,
+        a_named_column_no_call_ran_for_is_refused_once_in_plan_execute_think,
+        a_summary_cut_off_inside_a_copied_call_is_no_ending_at_a_limit,
     ])
 }
 
@@ -791,23 +793,30 @@ async fn an_unconverted_answer_is_refused_again_only_after_a_new_result() -> any
     Ok(())
 }
 
-async fn a_think_refused_as_incomplete_is_the_ending_at_a_limit() -> anyhow::Result<()> {
-    // The local 1.5B's plan-execute-think answered "The total units column … is 212." in its
-    // last round, was refused for not converting, and the run ended at the round limit with
-    // the summary before it, "The CSV file `sales.csv` was found.". From format 27 the
-    // refused answer, every figure of it grounded, is the ending.
+/// plan-execute-think on [`TOTAL_AND_CONVERT`] with a limit of two turns: the model selects
+/// `table` and totals the units column, then gives `rest`; the run ends at the turn limit
+/// having used every reply (with the fixture, which holds the run's folders).
+async fn units_total_then_limit(rest: Vec<MockReply>) -> anyhow::Result<(Fixture, Ran)> {
     let fixture = table_and_units()?;
-    let model = Arc::new(MockModel::new(vec![
-        plan("select_skills", &json!({"names": ["table"]})),
-        plan("run_script", &sum_units()),
-        think("The units total 212.", true),
-    ]));
+    let mut replies =
+        vec![plan("select_skills", &json!({"names": ["table"]})), plan("run_script", &sum_units())];
+    replies.extend(rest);
+    let model = Arc::new(MockModel::new(replies));
     let mut config =
         AgentConfig { strategy: "plan-execute-think".into(), ..AgentConfig::default() };
     config.budgets.max_turns = 2;
     let ran = fixture.run(fixture.agent(&model, config), TOTAL_AND_CONVERT).await?;
     assert_eq!(model.remaining(), 0);
     assert_eq!(ran.result.outcome, Outcome::MaxTurns);
+    Ok((fixture, ran))
+}
+
+async fn a_think_refused_as_incomplete_is_the_ending_at_a_limit() -> anyhow::Result<()> {
+    // The local 1.5B's plan-execute-think answered "The total units column … is 212." in its
+    // last round, was refused for not converting, and the run ended at the round limit with
+    // the summary before it, "The CSV file `sales.csv` was found.". From format 27 the
+    // refused answer, every figure of it grounded, is the ending.
+    let (_fixture, ran) = units_total_then_limit(vec![think("The units total 212.", true)]).await?;
     assert_eq!(ran.result.final_text, "The units total 212.");
     assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
     replays_exactly(&ran).await;
@@ -1718,5 +1727,54 @@ async fn the_same_one_result_again_is_refused_with_the_lines_to_combine() -> any
     let (ran, _) = add_two_totals_with_model(vec![answer(once), answer(once)]).await?;
     assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "refused"]);
     assert_eq!(ran.result.final_text, once);
+    Ok(())
+}
+
+async fn a_named_column_no_call_ran_for_is_refused_once_in_plan_execute_think() -> anyhow::Result<()>
+{
+    // "give the total of the units, unit_price and amount columns": the local 1.5B's
+    // plan-execute-think summarised `units` alone and completed with its figures. From format
+    // 37 a named column no result gives a line of, beside one that has them, leaves the answer
+    // incomplete: refused once, and the next round runs the call for it.
+    let fixture = table_and_units()?;
+    let sum = |column: &str| json!({"skill": "table", "script": "scripts/sum.sh", "args": ["sales.csv", column]});
+    let model = Arc::new(MockModel::new(vec![
+        plan("select_skills", &json!({"names": ["table"]})),
+        plan("run_script", &sum("units")),
+        think("The units total 212.", true),
+        plan("run_script", &sum("amount")),
+        think("The units total 212 and the amount total 212.", true),
+    ]));
+    let config = AgentConfig { strategy: "plan-execute-think".into(), ..AgentConfig::default() };
+    let task = "For sales.csv, give the total of the units and amount columns.";
+    let ran = fixture.run(fixture.agent(&model, config), task).await?;
+    assert_eq!(model.remaining(), 0);
+    assert_eq!(ran.result.outcome, Outcome::Completed);
+    assert_eq!(ran.result.final_text, "The units total 212 and the amount total 212.");
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 1);
+    let note = "answer not accepted yet: the task asks a figure of the `amount` column, and no \
+                result gives it yet: run the script for it too. Answer with the figure of each \
+                column the task names.";
+    let requests = model.requests();
+    assert!(request_text(&requests[3]).contains(note), "{}", request_text(&requests[3]));
+    replays_exactly(&ran).await;
+    Ok(())
+}
+
+async fn a_summary_cut_off_inside_a_copied_call_is_no_ending_at_a_limit() -> anyhow::Result<()> {
+    // The local 1.5B's plan-execute-think copied a note's "Make this call: {\"skill\": …}" into
+    // its summary, whose string ended at the first quote, and the turn limit ended the run with
+    // "… Make this call: {". From format 37 such a text is no report: the degraded answer is
+    // asked for, and when it is cut off too, the report from the record stands in.
+    let cut = "The script ran, but the task writes `nmi`. Make this call: {";
+    let (_fixture, ran) = units_total_then_limit(vec![
+        think(cut, false),
+        MockReply::text("Done: the units total 212. Next: make this call: {"),
+    ])
+    .await?;
+    let ending = &ran.result.final_text;
+    assert!(ending.starts_with("I could not finish the task: "), "{ending}");
+    assert!(ending.contains("units sum: 212"), "{ending}");
+    replays_exactly(&ran).await;
     Ok(())
 }

@@ -247,13 +247,16 @@ async fn the_round_limit_answers_with_the_last_user_summary() -> anyhow::Result<
         think("Logged one; two is left.", false),
         plan(None, &[script_step("log", &["one"])]),
         think("Logged one again; two is left.", false),
+        MockReply::text("Done: logged one. Blocked: the round limit. Next: log two."),
     ]));
     let ran = fixture.run(fixture.agent(&model, config()), TASK).await?;
     assert_eq!(ran.result.outcome, Outcome::MaxTurns);
-    assert_eq!(ran.result.final_text, "Logged one again; two is left.");
-    // No extra call: the summary is the answer. Two rounds of work for a simple task, after
-    // the round that only selected.
-    assert_eq!(ran.result.model_calls, 5);
+    // From format 37 a think that does not complete is no ending (until then its summary was,
+    // with no extra call): the degraded answer is asked for, as in react. Two rounds of work
+    // for a simple task, after the round that only selected.
+    assert_eq!(ran.result.final_text, "Done: logged one. Blocked: the round limit. Next: log two.");
+    assert_eq!(purposes(&ran.events).last().map(String::as_str), Some("degraded_answer"));
+    assert_eq!(ran.result.model_calls, 6);
     assert_eq!(ran.result.turns, 3);
     assert_eq!(model.remaining(), 0);
     assert_eq!(ran.finished()["degraded"], true);
@@ -346,12 +349,13 @@ async fn replay_reproduces_a_plan_execute_think_run() -> anyhow::Result<()> {
     let mut replies = two_rounds();
     replies.insert(1, plan(None, &[script_step("fail", &["x"])]));
     replies.insert(2, think("The fail script failed.", false));
+    replies.insert(3, MockReply::text("The fail script failed: cannot handle x."));
     let mut config = config();
     config.budgets.max_turns = 2;
     let model = Arc::new(MockModel::new(replies));
     let ran = fixture.run(fixture.agent(&model, config), TASK).await?;
     assert_eq!(ran.result.outcome, Outcome::MaxTurns);
-    assert_eq!(ran.result.final_text, "The fail script failed.");
+    assert_eq!(ran.result.final_text, "The fail script failed: cannot handle x.");
     let report = replay_check(&ran.run_dir).await?;
     assert!(report.reproduced(), "{:?}", report.divergence);
     assert_eq!(report.events_compared, ran.events.len());

@@ -702,8 +702,9 @@ fn review_measured(run: &mut Run, answer: &str) -> Option<String> {
 
 /// The refusal, once per task, of an answer that states none of the results' figures for some
 /// column the task asks a statistic of ([`grounding::columns_without_figure`], format 30): "the
-/// total of the units, unit_price and amount columns" answered with the amount's sum alone. An
-/// admission is not refused.
+/// total of the units, unit_price and amount columns" answered with the amount's sum alone.
+/// From format 37 a named column no result gives a line of counts too, where the results give
+/// another's (only the `units` summary ran). An admission is not refused.
 fn review_columns(run: &mut Run, answer: &str) -> Option<String> {
     if run.format < grounding::COLUMNS_SINCE_FORMAT
         || !run.grounding.strict
@@ -719,8 +720,14 @@ fn review_columns(run: &mut Run, answer: &str) -> Option<String> {
         return None;
     }
     let sources = run.answer_sources();
-    let missing =
-        grounding::columns_without_figure(answer, &run.state.task, &columns, &sources.results);
+    let unrun = run.format >= grounding::UNRUN_COLUMNS_SINCE_FORMAT;
+    let missing = grounding::columns_without_figure(
+        answer,
+        &run.state.task,
+        &columns,
+        &sources.results,
+        unrun,
+    );
     if missing.is_empty() {
         return None;
     }

@@ -30,7 +30,9 @@
 //! From format 32 the task's first selection, when the skill ranking is sure of one skill, is
 //! the runtime's, in a turn of its own before the first round ([`kernel::sure_selection`]), and
 //! a step refused before it ran (a guardrail, an example's value) does not end the batch.
-//! Every way out gives a text: the last `user_summary`, else one
+//! From format 37 a think that does not complete leaves no ending behind: a limit ends the
+//! run with an answer refused only as incomplete (format 27), else as [`Run::degrade`] does.
+//! Every way out gives a text: the last `user_summary` kept, else one
 //! forced summary call without tools ([`Run::degrade`]), else a deterministic text.
 
 use model_adapter::Response;
@@ -143,8 +145,9 @@ struct RoundState {
     refused_rounds: u32,
     /// Plans rejected (too many steps, no steps, a step that is no action).
     rejected_plans: u32,
-    /// The last think's `user_summary` that was taken, or (format 27) refused only as
-    /// incomplete: the answer when the run ends without completion.
+    /// The last think's `user_summary` that was taken (until format 37; from it, a think that
+    /// does not complete leaves none), or (format 27) refused only as incomplete: the answer
+    /// when the run ends without completion.
     last_user_summary: Option<String>,
     /// The current round's batch stopped at the round time limit.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -381,7 +384,13 @@ impl Strategy for PlanExecuteThink {
                     save(run, rounds);
                 } else {
                     kernel::acknowledge(run, tool_call_id, "noted".to_owned());
-                    rounds.last_user_summary = Some(think.user_summary.clone());
+                    // From format 37 a think that does not complete is no ending: its summary
+                    // is the model's view of the round (on the local 1.5B, "The script
+                    // `unit-converter` failed to find the column `length` …" after that call
+                    // had worked), where a limit's report tells what ran and what it gave.
+                    if completes || run.format < grounding::OPEN_THINK_SINCE_FORMAT {
+                        rounds.last_user_summary = Some(think.user_summary.clone());
+                    }
                     save(run, rounds);
                     if completes {
                         kernel::finish_turn(run, reasoning)?;
