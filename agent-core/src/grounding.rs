@@ -910,6 +910,18 @@ pub(crate) const CUT_OFF_SINCE_FORMAT: u32 = 37;
 /// A result line `<label>: <figure>`: the line, its label's words and its figure.
 type LabelledLine<'a> = (&'a str, Vec<String>, f64);
 
+/// The record format from which an answer that names a unit the task converts into, with none
+/// of the results' figures in it, is refused as one that names none of them
+/// ([`figureless_targets`]): "… 212, and it has been converted from pounds to kilograms." was
+/// taken after `212 lb = 96.16158244 kg`.
+pub(crate) const FIGURELESS_TARGET_SINCE_FORMAT: u32 = 38;
+
+/// The record format from which a stopped run's answer that gives none of the results' figures,
+/// where they give some and the task writes figures or asks for a quantity, is no report for
+/// the user ([`gives_no_result_figure`]): the report from the record, which lists them, stands
+/// in.
+pub(crate) const REPORT_FIGURES_SINCE_FORMAT: u32 = 38;
+
 /// The record format from which plan-execute-think keeps no summary of a think that does not
 /// complete as the run's ending at a limit: its `user_summary` is the model's view of the
 /// round, and on the local 1.5B it repeated an early failure ("The script `unit-converter`
@@ -927,6 +939,16 @@ pub(crate) fn cut_off(text: &str) -> bool {
         || count('`') % 2 == 1
         || count('{') > count('}')
         || count('[') > count(']')
+}
+
+/// Whether `text` gives none of the figures of `results` while they give some (format 38): a
+/// stopped run's answer that tells the user nothing of what the run found. On the local 1.5B,
+/// plan-execute-think's degraded answer after `amount sum: 1705.47` and `1 nmi = 1852 m` was
+/// "The script `unit-converter` failed to find the column `length` …", an early failure of
+/// the run; the report from the record lists the results.
+pub(crate) fn gives_no_result_figure(text: &str, results: &[&str]) -> bool {
+    results.iter().any(|result| states_figure(result))
+        && !stated_numbers(text).iter().any(|figure| held_by(results, figure))
 }
 
 /// Whether one of `texts` holds `figure` among its numbers.
@@ -1353,6 +1375,46 @@ pub(crate) fn unnamed_targets(answer: &str, targets: &[String]) -> Vec<String> {
                     || abbreviates(word, target)
                     || abbreviates(target, word)
             })
+        })
+        .cloned()
+        .collect()
+}
+
+/// The `targets` that `answer` names ([`unnamed_targets`] leaves them out) while the results
+/// convert into them and `answer` states none of those converted figures (format 38): a unit
+/// named with no figure in it. After `212 lb = 96.16158244 kg`, the local 1.5B answered "The
+/// total of the `units` column is 212, and it has been converted from pounds to kilograms.",
+/// and the answer was taken. A conversion's line is `… = FIGURE UNIT …`; the unit is read
+/// after the `=`.
+pub(crate) fn figureless_targets(
+    answer: &str,
+    targets: &[String],
+    results: &[&str],
+) -> Vec<String> {
+    let stated = stated_numbers(answer);
+    let unnamed = unnamed_targets(answer, targets);
+    let conversions: Vec<(f64, &str)> = results
+        .iter()
+        .flat_map(|text| text.lines())
+        .filter_map(|line| {
+            let (_, converted) = line.split_once('=')?;
+            let figure = stated_numbers(converted).into_iter().next()?;
+            Some((figure.value, converted))
+        })
+        .collect();
+    targets
+        .iter()
+        .filter(|target| !unnamed.contains(target))
+        .filter(|target| {
+            let into: Vec<f64> = conversions
+                .iter()
+                .filter(|(_, converted)| {
+                    unnamed_targets(converted, std::slice::from_ref(target)).is_empty()
+                })
+                .map(|(figure, _)| *figure)
+                .collect();
+            !into.is_empty()
+                && !into.iter().any(|figure| stated.iter().any(|number| same(number, *figure)))
         })
         .cloned()
         .collect()
@@ -3630,6 +3692,37 @@ mod tests {
         let all = "units sum: 212\nunit_price sum: 229.44\namount sum: 1705.47";
         let whole = "units 212, unit_price 229.44, amount 1705.47; 20 rows";
         assert!(columns_without_figure(whole, task, &columns, &[all], true).is_empty());
+    }
+
+    #[test]
+    fn a_target_named_without_any_converted_figure_is_figureless() {
+        let targets = vec!["kilograms".to_owned()];
+        let results =
+            ["file: sales.csv\nunits sum: 212", "212 lb = 96.16158244 kg\nquantity: mass"];
+        let named = "The total is 212, and it has been converted from pounds to kilograms.";
+        assert_eq!(figureless_targets(named, &targets, &results), ["kilograms"]);
+        // The figure, rounded or not, or the unit not named (the other check's): none.
+        for answer in ["212 lb is 96.16 kg.", "212 lb = 96.16158244 kilograms", "The total is 212."]
+        {
+            assert!(figureless_targets(answer, &targets, &results).is_empty(), "{answer}");
+        }
+        // No result converts into the unit: nothing to hold the answer to.
+        assert!(figureless_targets(named, &targets, &results[..1]).is_empty());
+        let into_pounds = ["96 kg = 211.64 lb"];
+        assert!(figureless_targets(named, &targets, &into_pounds).is_empty());
+    }
+
+    #[test]
+    fn a_stop_text_with_none_of_the_results_figures_gives_no_result() {
+        let results = ["amount sum: 1705.47", "1 nmi = 1852 m\nquantity: length"];
+        let stale = "The script `unit-converter` failed to find the column `length`.";
+        assert!(gives_no_result_figure(stale, &results));
+        assert!(gives_no_result_figure("Blocked at step 2 of 4.", &results));
+        assert!(!gives_no_result_figure("Done: the amount totals 1705.47.", &results));
+        assert!(!gives_no_result_figure("1 nmi is 1,852 m.", &results));
+        // Results with no figure: nothing to give.
+        assert!(!gives_no_result_figure(stale, &["file: sales.csv"]));
+        assert!(!gives_no_result_figure(stale, &[]));
     }
 
     #[test]

@@ -1666,16 +1666,22 @@ impl Run {
     }
 
     /// Whether a degraded answer is a report the user can take (format 6): every value it
-    /// states comes from the run, it is not the model's next step, and (format 37) it does not
-    /// end inside a document it copied.
+    /// states comes from the run, it is not the model's next step, (format 37) it does not
+    /// end inside a document it copied, and (format 38) where the task writes figures or asks
+    /// for a quantity, it gives a figure of the results when they give some.
     pub(crate) fn reports(&self, text: &str) -> bool {
         if self.format < 6 {
             return true;
         }
-        crate::grounding::ungrounded(text, &self.answer_sources()).is_empty()
+        let sources = self.answer_sources();
+        crate::grounding::ungrounded(text, &sources).is_empty()
             && !crate::grounding::reads_as_plan(text)
             && !(self.format >= crate::grounding::CUT_OFF_SINCE_FORMAT
                 && crate::grounding::cut_off(text))
+            && !(self.format >= crate::grounding::REPORT_FIGURES_SINCE_FORMAT
+                && (self.state.task.chars().any(|c| c.is_ascii_digit())
+                    || crate::grounding::asks_quantity(&self.state.task))
+                && crate::grounding::gives_no_result_figure(text, &sources.results))
     }
 
     /// What a final answer's values may come from: the user's texts, and the observations of

@@ -202,8 +202,12 @@ pub struct RunResult {
 /// asks a statistic of has no result line while another named column has them (its call never
 /// ran), takes no text that ends inside a document it copied (an open `{`, `[` or code span)
 /// as a stopped run's report, and keeps no plan-execute-think summary of a think that does not
-/// complete as the ending at a limit (the degraded answer, else the report, stands in).
-pub const RECORD_FORMAT: u32 = 37;
+/// complete as the ending at a limit (the degraded answer, else the report, stands in); 38
+/// refuses an answer that names a unit the task converts into with none of the results'
+/// figures in it as one that names none of them, and takes no stopped run's answer that gives
+/// none of the results' figures, where they give some and the task writes figures or asks for
+/// a quantity, as its report.
+pub const RECORD_FORMAT: u32 = 38;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

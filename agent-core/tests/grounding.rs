@@ -72,6 +72,7 @@ fn main() -> std::process::ExitCode {
         the_same_one_result_again_is_refused_with_the_lines_to_combine,
         a_named_column_no_call_ran_for_is_refused_once_in_plan_execute_think,
         a_summary_cut_off_inside_a_copied_call_is_no_ending_at_a_limit,
+        a_target_unit_named_without_its_figure_is_refused_with_the_line,
     ])
 }
 
@@ -730,9 +731,10 @@ fn sum_units() -> serde_json::Value {
     json!({"skill": "table", "script": "scripts/sum.sh", "args": ["sales.csv", "units"]})
 }
 
-async fn an_answer_that_never_converts_is_refused_once() -> anyhow::Result<()> {
-    let fixture = table_and_units()?;
-    let model = Arc::new(MockModel::new(vec![
+/// On [`table_and_units`]: the units total, the answer "The units total 212.", then `212 lb`
+/// converted to kg, then `rest`.
+fn unconverted_then_converts(rest: Vec<MockReply>) -> Vec<MockReply> {
+    let mut replies = vec![
         select("table"),
         call("run_script", sum_units()),
         answer("The units total 212."),
@@ -741,8 +743,16 @@ async fn an_answer_that_never_converts_is_refused_once() -> anyhow::Result<()> {
             "run_script",
             json!({"skill": "units", "script": "scripts/convert.sh", "args": ["212", "lb", "kg"]}),
         ),
-        answer("The units total 212; 212 lb = 96.16158244 kg."),
-    ]));
+    ];
+    replies.extend(rest);
+    replies
+}
+
+async fn an_answer_that_never_converts_is_refused_once() -> anyhow::Result<()> {
+    let fixture = table_and_units()?;
+    let model = Arc::new(MockModel::new(unconverted_then_converts(vec![answer(
+        "The units total 212; 212 lb = 96.16158244 kg.",
+    )])));
     let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TOTAL_AND_CONVERT).await?;
     assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "ok"]);
     assert_eq!(
@@ -792,6 +802,12 @@ async fn an_unconverted_answer_is_refused_again_only_after_a_new_result() -> any
     }
     Ok(())
 }
+
+/// The refusal of an answer with no figure in kilograms, after `212 lb = 96.16158244 kg`.
+const KILOGRAMS_IN_RESULTS: &str = "answer not accepted yet: the task asks to convert to \
+     `kilograms`, and the answer states no figure in it. The results above already give `212 lb \
+     = 96.16158244 kg`: answer with the converted figures, together with the rest of what the \
+     task asks.";
 
 /// plan-execute-think on [`TOTAL_AND_CONVERT`] with a limit of two turns: the model selects
 /// `table` and totals the units column, then gives `rest`; the run ends at the turn limit
@@ -1678,12 +1694,7 @@ async fn an_unconverted_answer_after_the_conversion_ran_is_shown_its_line() -> a
     let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TOTAL_AND_CONVERT).await?;
     replays_exactly(&ran).await;
     assert_eq!(ran.statuses(), ["ok", "ok", "ok", "ok", "refused"]);
-    assert_eq!(
-        ran.observations()[4].1,
-        "answer not accepted yet: the task asks to convert to `kilograms`, and the answer states \
-         no figure in it. The results above already give `212 lb = 96.16158244 kg`: answer with \
-         the converted figures, together with the rest of what the task asks."
-    );
+    assert_eq!(ran.observations()[4].1, KILOGRAMS_IN_RESULTS);
     // From format 36, with every figure it needs in the results, the answer alone.
     let after = &model.requests()[5];
     assert_eq!(tool_names(after), ["final_answer"]);
@@ -1766,15 +1777,42 @@ async fn a_summary_cut_off_inside_a_copied_call_is_no_ending_at_a_limit() -> any
     // its summary, whose string ended at the first quote, and the turn limit ended the run with
     // "… Make this call: {". From format 37 such a text is no report: the degraded answer is
     // asked for, and when it is cut off too, the report from the record stands in.
+    // From format 38 neither is a degraded answer that gives none of the results' figures
+    // (the 1.5B's was an early failure of the run, after two results).
     let cut = "The script ran, but the task writes `nmi`. Make this call: {";
-    let (_fixture, ran) = units_total_then_limit(vec![
-        think(cut, false),
-        MockReply::text("Done: the units total 212. Next: make this call: {"),
-    ])
-    .await?;
-    let ending = &ran.result.final_text;
-    assert!(ending.starts_with("I could not finish the task: "), "{ending}");
-    assert!(ending.contains("units sum: 212"), "{ending}");
+    for degraded in [
+        "Done: the units total 212. Next: make this call: {",
+        "The script failed to find the column `length` in sales.csv.",
+    ] {
+        let (_fixture, ran) =
+            units_total_then_limit(vec![think(cut, false), MockReply::text(degraded)]).await?;
+        let ending = &ran.result.final_text;
+        assert!(ending.starts_with("I could not finish the task: "), "{ending}");
+        assert!(ending.contains("units sum: 212"), "{ending}");
+        replays_exactly(&ran).await;
+    }
+    Ok(())
+}
+
+async fn a_target_unit_named_without_its_figure_is_refused_with_the_line() -> anyhow::Result<()> {
+    // After `212 lb = 96.16158244 kg` the local 1.5B answered "The total of the `units` column
+    // is 212, and it has been converted from pounds to kilograms.", and the answer was taken:
+    // it names `kilograms`. From format 38 a unit named with none of the results' figures in
+    // it is refused like one not named, with the line that converts, and then the answer alone.
+    let fixture = table_and_units()?;
+    let named = "The units total 212, and it has been converted from pounds to kilograms.";
+    let converted = "The units total 212; 212 lb = 96.16158244 kg.";
+    let model =
+        Arc::new(MockModel::new(unconverted_then_converts(vec![answer(named), answer(converted)])));
+    let ran = fixture.run(fixture.agent(&model, AgentConfig::default()), TOTAL_AND_CONVERT).await?;
+    assert_eq!(model.remaining(), 0);
+    assert_eq!(ran.statuses(), ["ok", "ok", "refused", "ok", "ok", "refused"]);
+    assert_eq!(ran.observations()[5].1, KILOGRAMS_IN_RESULTS);
+    // Nothing is left to run: the answer alone is on offer.
+    let last = &model.requests()[6];
+    assert_eq!(tool_names(last), ["final_answer"]);
+    assert_eq!(ran.result.final_text, converted);
+    assert_eq!(ran.result.reasoning_metrics.incomplete_refusals, 2);
     replays_exactly(&ran).await;
     Ok(())
 }

@@ -822,7 +822,9 @@ fn review_choice(run: &mut Run, answer: &str) -> Option<String> {
 /// column of sales.csv and convert that many pounds to kilograms", the local 1.5B answered "The
 /// units total 212." and the run completed. Refused again, twice a task at most, only after a
 /// new result: plan-execute-think's first such answer came before the total ("the total … is
-/// 1", from a file search), and the one refusal was spent on it. An admission is not refused.
+/// 1", from a file search), and the one refusal was spent on it. From format 38 a unit named
+/// with none of the results' figures in it counts as one not named
+/// ([`grounding::figureless_targets`]). An admission is not refused.
 fn review_target(run: &mut Run, answer: &str) -> Option<String> {
     if run.format < grounding::TARGET_UNIT_SINCE_FORMAT
         || !run.grounding.strict
@@ -838,7 +840,13 @@ fn review_target(run: &mut Run, answer: &str) -> Option<String> {
         Some(_) => return None,
     };
     let targets = grounding::conversion_targets(&run.state.task);
-    let unnamed = grounding::unnamed_targets(answer, &targets);
+    let mut unnamed = grounding::unnamed_targets(answer, &targets);
+    // From format 38 a unit named with none of the results' figures in it counts as unnamed.
+    if run.format >= grounding::FIGURELESS_TARGET_SINCE_FORMAT {
+        let sources = run.answer_sources();
+        let figureless = grounding::figureless_targets(answer, &targets, &sources.results);
+        unnamed.extend(figureless);
+    }
     if unnamed.is_empty() {
         return None;
     }
