@@ -931,7 +931,7 @@ pub(crate) const REPORT_FIGURES_SINCE_FORMAT: u32 = 38;
 pub(crate) const OPEN_THINK_SINCE_FORMAT: u32 = 37;
 
 /// Whether `text` ends inside something it opened: a code span (an odd number of backticks),
-/// or more `{`, `[` or `(` than it closes, or it ends on one of them.
+/// more `{` or `[` than it closes, or an end on `{`, `[`, `(` or a backtick.
 pub(crate) fn cut_off(text: &str) -> bool {
     let text = text.trim_end();
     let count = |c: char| text.chars().filter(|&x| x == c).count();
