@@ -930,6 +930,33 @@ pub(crate) const REPORT_FIGURES_SINCE_FORMAT: u32 = 38;
 /// report from the record).
 pub(crate) const OPEN_THINK_SINCE_FORMAT: u32 = 37;
 
+/// The record format from which a stopped run's answer that repeats the runtime's words ten
+/// in a row — a refusal note of the task, or the instruction that asks for the degraded answer
+/// — is no report ([`copies_note`]): asked for a degraded answer at the turn limit, the local
+/// 1.5B wrote "The run must stop now: the turn limit (12) was reached. The final answer is: …"
+/// and the refusal note it had copied before; the report from the record stands in.
+pub(crate) const RUNTIME_WORDS_SINCE_FORMAT: u32 = 39;
+
+/// Words in a row a text shares with a note for [`copies_note`].
+const COPIED_WORDS: usize = 10;
+
+/// Whether `text` writes [`COPIED_WORDS`] words in a row (case and punctuation aside) as one
+/// of `notes` writes them.
+pub(crate) fn copies_note(text: &str, notes: &[&str]) -> bool {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|word| !word.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let text = words(text);
+    if text.len() < COPIED_WORDS {
+        return false;
+    }
+    let runs: std::collections::HashSet<&[String]> = text.windows(COPIED_WORDS).collect();
+    notes.iter().any(|note| words(note).windows(COPIED_WORDS).any(|run| runs.contains(run)))
+}
+
 /// Whether `text` ends inside something it opened: a code span (an odd number of backticks),
 /// more `{` or `[` than it closes, or an end on `{`, `[`, `(` or a backtick.
 pub(crate) fn cut_off(text: &str) -> bool {
@@ -3723,6 +3750,22 @@ mod tests {
         // Results with no figure: nothing to give.
         assert!(!gives_no_result_figure(stale, &["file: sales.csv"]));
         assert!(!gives_no_result_figure(stale, &[]));
+    }
+
+    #[test]
+    fn a_text_that_repeats_a_note_ten_words_in_a_row_copies_it() {
+        let note = "answer not accepted yet: the task asks to convert to `kilograms`, and the \
+                    answer states no figure in it. The results above already give `212 lb = \
+                    96.16158244 kg`: answer with the converted figures, together with the rest \
+                    of what the task asks.";
+        let copied = "The total is 212, and it has been converted from pounds to kilograms. The \
+                      task asks to convert to kilograms, and the answer states no figure in it.";
+        assert!(copies_note(copied, &[note]));
+        // The figures and a few of the note's words are the model's own.
+        let answer = "The total is 212 units; 212 lb = 96.16158244 kg, the converted figure.";
+        assert!(!copies_note(answer, &[note]));
+        assert!(!copies_note(copied, &[]));
+        assert!(!copies_note("too short", &[note]));
     }
 
     #[test]

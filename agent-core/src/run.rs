@@ -1637,13 +1637,14 @@ impl Run {
         };
         if ask {
             let mut messages = self.context.messages(None);
-            messages.push(Message::user(format!(
+            let instruction = format!(
                 "The run must stop now: {reason}. Write the final answer for the user with three \
                  short parts: what was done (with the results obtained so far), what blocked \
                  the task, and the next steps. Report only results that appear in the \
                  observations above; if none answers the task, say so instead of guessing. Do \
                  not call tools; answer in plain text."
-            )));
+            );
+            messages.push(Message::user(instruction.clone()));
             let request = self.request(messages);
             if let Answer::Response(response) =
                 self.call_model("degraded_answer", request, None).await?
@@ -1651,7 +1652,16 @@ impl Run {
                 // A document cut off mid-way (a small model that kept writing its JSON until
                 // max_tokens) is no answer for the user: the deterministic one stands in.
                 let text = unwrap_document(response.text.trim()).unwrap_or_default();
-                if !text.is_empty() && response.tool_calls.is_empty() && self.reports(&text) {
+                // From format 39 neither is one that repeats this instruction: on the local
+                // 1.5B, "The run must stop now: the turn limit (12) was reached. The final
+                // answer is: …" and a refusal note after it.
+                let repeats = self.format >= crate::grounding::RUNTIME_WORDS_SINCE_FORMAT
+                    && crate::grounding::copies_note(&text, &[instruction.as_str()]);
+                if !text.is_empty()
+                    && response.tool_calls.is_empty()
+                    && !repeats
+                    && self.reports(&text)
+                {
                     return Ok(Ending { outcome, final_text: text });
                 }
             }
@@ -1667,8 +1677,9 @@ impl Run {
 
     /// Whether a degraded answer is a report the user can take (format 6): every value it
     /// states comes from the run, it is not the model's next step, (format 37) it does not
-    /// end inside a document it copied, and (format 38) where the task writes figures or asks
-    /// for a quantity, it gives a figure of the results when they give some.
+    /// end inside a document it copied, (format 38) where the task writes figures or asks for
+    /// a quantity, it gives a figure of the results when they give some, and (format 39) it
+    /// does not repeat a refusal note of the task ten words in a row.
     pub(crate) fn reports(&self, text: &str) -> bool {
         if self.format < 6 {
             return true;
@@ -1682,6 +1693,17 @@ impl Run {
                 && (self.state.task.chars().any(|c| c.is_ascii_digit())
                     || crate::grounding::asks_quantity(&self.state.task))
                 && crate::grounding::gives_no_result_figure(text, &sources.results))
+            && !(self.format >= crate::grounding::RUNTIME_WORDS_SINCE_FORMAT
+                && crate::grounding::copies_note(text, &self.refusal_texts()))
+    }
+
+    /// The texts of the current task's refusals (the runtime's notes, as the model read them).
+    fn refusal_texts(&self) -> Vec<&str> {
+        self.state
+            .task_actions()
+            .filter(|record| record.status == ObservationStatus::Refused)
+            .map(|record| self.observation_text(&record.observation))
+            .collect()
     }
 
     /// What a final answer's values may come from: the user's texts, and the observations of

@@ -206,8 +206,10 @@ pub struct RunResult {
 /// refuses an answer that names a unit the task converts into with none of the results'
 /// figures in it as one that names none of them, and takes no stopped run's answer that gives
 /// none of the results' figures, where they give some and the task writes figures or asks for
-/// a quantity, as its report.
-pub const RECORD_FORMAT: u32 = 38;
+/// a quantity, as its report; 39 takes no stopped run's answer that repeats the runtime's
+/// words ten in a row (a refusal note of the task, the instruction asking for it) as its
+/// report.
+pub const RECORD_FORMAT: u32 = 39;
 
 /// `run_started`: what a run's record begins with — everything a replay needs to run again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1780,9 +1780,13 @@ async fn a_summary_cut_off_inside_a_copied_call_is_no_ending_at_a_limit() -> any
     // From format 38 neither is a degraded answer that gives none of the results' figures
     // (the 1.5B's was an early failure of the run, after two results).
     let cut = "The script ran, but the task writes `nmi`. Make this call: {";
+    // From format 39 neither is one that repeats the runtime's words (the 1.5B began one with
+    // the instruction that asked for it: "The run must stop now: …").
     for degraded in [
         "Done: the units total 212. Next: make this call: {",
         "The script failed to find the column `length` in sales.csv.",
+        "Write the final answer for the user with three short parts: what was done: the units \
+         total 212.",
     ] {
         let (_fixture, ran) =
             units_total_then_limit(vec![think(cut, false), MockReply::text(degraded)]).await?;
