@@ -941,7 +941,8 @@ pub(crate) const RUNTIME_WORDS_SINCE_FORMAT: u32 = 39;
 const COPIED_WORDS: usize = 10;
 
 /// Whether `text` writes [`COPIED_WORDS`] words in a row (case and punctuation aside) as one
-/// of `notes` writes them.
+/// of `notes` writes them outside its code spans: what a note quotes (a result's line, a call)
+/// is the run's, and an answer may give it in the same order.
 pub(crate) fn copies_note(text: &str, notes: &[&str]) -> bool {
     let words = |text: &str| -> Vec<String> {
         text.split(|c: char| !c.is_alphanumeric())
@@ -954,7 +955,12 @@ pub(crate) fn copies_note(text: &str, notes: &[&str]) -> bool {
         return false;
     }
     let runs: std::collections::HashSet<&[String]> = text.windows(COPIED_WORDS).collect();
-    notes.iter().any(|note| words(note).windows(COPIED_WORDS).any(|run| runs.contains(run)))
+    // The note's own words: the pieces between its code spans, each on its own.
+    notes.iter().any(|note| {
+        note.split('`')
+            .step_by(2)
+            .any(|piece| words(piece).windows(COPIED_WORDS).any(|run| runs.contains(run)))
+    })
 }
 
 /// Whether `text` ends inside something it opened: a code span (an odd number of backticks),
@@ -3758,14 +3764,22 @@ mod tests {
                     answer states no figure in it. The results above already give `212 lb = \
                     96.16158244 kg`: answer with the converted figures, together with the rest \
                     of what the task asks.";
+        // The local 1.5B's answer after that note.
         let copied = "The total is 212, and it has been converted from pounds to kilograms. The \
-                      task asks to convert to kilograms, and the answer states no figure in it.";
+                      task asks to convert to kilograms, and the answer states no figure in it. \
+                      The results above already give `212 lb = 96.16158244 kg`: answer with the \
+                      converted figures, together with the rest of what the task asks.";
         assert!(copies_note(copied, &[note]));
         // The figures and a few of the note's words are the model's own.
         let answer = "The total is 212 units; 212 lb = 96.16158244 kg, the converted figure.";
         assert!(!copies_note(answer, &[note]));
         assert!(!copies_note(copied, &[]));
         assert!(!copies_note("too short", &[note]));
+        // The results a note quotes, given in its order, are the run's, not the note's words.
+        let shown = "answer not accepted yet: the results above already give `1 nmi = 1852 m`, \
+                     `20 C = 68 F`, `1 GiB = 1073.741824 MB`: answer with them.";
+        let results = "Converted: 1 nmi = 1852 m, 20 C = 68 F, 1 GiB = 1073.741824 MB.";
+        assert!(!copies_note(results, &[shown]));
     }
 
     #[test]
