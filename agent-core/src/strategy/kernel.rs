@@ -840,21 +840,18 @@ fn review_target(run: &mut Run, answer: &str) -> Option<String> {
         Some(_) => return None,
     };
     let targets = grounding::conversion_targets(&run.state.task);
+    let sources = run.answer_sources();
     let mut unnamed = grounding::unnamed_targets(answer, &targets);
     // From format 38 a unit named with none of the results' figures in it counts as unnamed.
     if run.format >= grounding::FIGURELESS_TARGET_SINCE_FORMAT {
-        let sources = run.answer_sources();
-        let figureless = grounding::figureless_targets(answer, &targets, &sources.results);
-        unnamed.extend(figureless);
+        unnamed.extend(grounding::figureless_targets(answer, &targets, &sources.results));
     }
     if unnamed.is_empty() {
         return None;
     }
-    run.grounding.target_refused = Some((results, times + 1));
-    run.state.reasoning.incomplete_refusals += 1;
+    let (mut lines, mut all_given) = (Vec::new(), false);
     if run.format >= grounding::WORKED_SINCE_FORMAT {
-        let sources = run.answer_sources();
-        let mut lines = grounding::target_result_lines(&unnamed, &sources.results);
+        lines = grounding::target_result_lines(&unnamed, &sources.results);
         // From format 31 with every other conversion the answer leaves out.
         if !lines.is_empty() && run.format >= REPEATS_SKIPPED_SINCE_FORMAT {
             for line in grounding::conversions_left_out(answer, &sources.results) {
@@ -866,7 +863,7 @@ fn review_target(run: &mut Run, answer: &str) -> Option<String> {
         // From format 36, when the results give a converted figure in each unit the answer
         // leaves out and every value of the task has had its call (the batch's later items
         // are the completeness check's), nothing is left to run: the answer alone.
-        let all_given = run.format >= grounding::CONVERTED_ANSWER_SINCE_FORMAT
+        all_given = run.format >= grounding::CONVERTED_ANSWER_SINCE_FORMAT
             && grounding::unused_task_numbers(&run.state.task, &run.task_script_args(), "", true)
                 .1
                 .is_empty()
@@ -874,13 +871,15 @@ fn review_target(run: &mut Run, answer: &str) -> Option<String> {
                 !grounding::target_result_lines(std::slice::from_ref(unit), &sources.results)
                     .is_empty()
             });
-        if all_given {
-            run.grounding.answer_from_results = true;
-            run.grounding.converted_in_results = true;
-        }
-        if !lines.is_empty() {
-            return Some(grounding::target_in_results_note(&unnamed, &lines));
-        }
+    }
+    run.grounding.target_refused = Some((results, times + 1));
+    run.state.reasoning.incomplete_refusals += 1;
+    if all_given {
+        run.grounding.answer_from_results = true;
+        run.grounding.converted_in_results = true;
+    }
+    if !lines.is_empty() {
+        return Some(grounding::target_in_results_note(&unnamed, &lines));
     }
     Some(grounding::target_unit_note(&unnamed))
 }
